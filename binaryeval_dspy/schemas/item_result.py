@@ -1,0 +1,63 @@
+"""One line of a run's ``results.jsonl``: everything judged about one item."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from binaryeval_dspy.schemas.score_card import ScoreCard
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+
+ITEM_RESULT_SCHEMA_VERSION = 1
+
+
+def text_hash(text: str) -> str:
+    """16 hex characters of SHA-256 of a text (used to notice a changed output)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class Usage(BaseModel):
+    """LM cost of one item: calls that reached the model and their tokens (cache hits are free)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lm_calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+
+    @property
+    def total_tokens(self) -> int:
+        """prompt + completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ItemResult(BaseModel):
+    """The verdicts and scores of one item, as appended to ``results.jsonl``.
+
+    Attributes:
+        schema_version: format version (1).
+        item_id: the item's id (from ``--id-field`` or ``line-<n>``).
+        line: 1-based line (row) of the item in its file.
+        output_hash: `text_hash` of the judged output, to detect changed outputs.
+        question_set_hash: content hash of the question set used.
+        score_card: per-dimension and overall yes-rates with counts and scaling.
+        verdicts: one `QuestionVerdict` per question, in question-set order.
+        fields: the item's other fields (ids, human scores, ...), copied through.
+        usage: LM calls and tokens spent on this item.
+        seconds: wall time spent on this item.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = ITEM_RESULT_SCHEMA_VERSION
+    item_id: str
+    line: int | None = None
+    output_hash: str
+    question_set_hash: str
+    score_card: ScoreCard
+    verdicts: list[QuestionVerdict]
+    fields: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    seconds: float = Field(default=0.0, ge=0)

