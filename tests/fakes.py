@@ -1,0 +1,69 @@
+"""Scripted LMs for unit tests: a DSPy engine whose answers come from a Python function.
+
+Never a model's judgment: tests use these to check the plumbing. Each fake gets a
+unique model string, because DSPy's cache keys on the model string, not the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+
+class ScriptedEngine:
+    """Answers each request with `script(system_text, user_text)` -> str or dict.
+
+    A dict is sent as JSON text (what `dspy.JSONAdapter` parses); a str is sent as is.
+    Counts calls and reports fixed token usage (10 in, 5 out) per call.
+    """
+
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens"})
+
+    def __init__(self, script: Callable[[str, str], Any]):
+        self.script = script
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+
+    def complete(self, request):  # noqa: ANN001 - DSPy engine protocol
+        system = request.system if isinstance(request.system, str) else "".join(
+            getattr(p, "text", "") for p in (request.system or ()))
+        user = "\n".join(m.text or "" for m in request.messages)
+        with self._lock:
+            self.calls.append(user)
+        answer = self.script(system or "", user)
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]),
+                        finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=5))
+
+    def stream(self, request):  # noqa: ANN001
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        pass
+
+
+def scripted_lm(script: Callable[[str, str], Any]) -> tuple[dspy.LM, ScriptedEngine]:
+    """A `dspy.LM` backed by a `ScriptedEngine`, with a unique model string and no cache."""
+    engine = ScriptedEngine(script)
+    lm = dspy.LM(f"custom/scripted-{uuid.uuid4().hex[:12]}", engine=engine, cache=False, temperature=0.0)
+    return lm, engine
+
+
+def field_value(user_text: str, field: str) -> str:
+    """The value of an input field as JSONAdapter/ChatAdapter render it: ``[[ ## field ## ]]\\nvalue``."""
+    marker = f"[[ ## {field} ## ]]"
+    start = user_text.rfind(marker)
+    if start < 0:
+        return ""
+    rest = user_text[start + len(marker):]
+    ends = [i for i in (rest.find("[[ ##"), rest.find("\n\nRespond with")) if i >= 0]
+    return (rest[: min(ends)] if ends else rest).strip()
