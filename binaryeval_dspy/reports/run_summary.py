@@ -1,0 +1,184 @@
+"""Summaries of a run, rebuilt from its stored results without calling any LM."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+from rich.table import Table
+
+from binaryeval_dspy.schemas.item_result import ItemResult
+
+
+class DimensionSummary(BaseModel):
+    """Mean scores of one dimension over the items of a run.
+
+    Attributes:
+        dimension: dimension name ("overall" for all questions).
+        mean_score: mean yes-rate over items with a parsed answer, in [0, 1] (None if none).
+        mean_scaled: the same mean on the run's [a, b] scale.
+        items_scored: items with at least one parsed answer in this dimension.
+        yes / no / unparsed: verdict counts summed over items.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    dimension: str
+    mean_score: float | None
+    mean_scaled: float | None
+    items_scored: int
+    yes: int
+    no: int
+    unparsed: int
+
+
+class RunSummary(BaseModel):
+    """The numbers printed at the end of a run and saved as ``summary.json``.
+
+    Attributes:
+        lm: LM display name that produced every verdict.
+        items: number of items summarized.
+        scale: the [a, b] interval of the scaled scores.
+        dimensions: one `DimensionSummary` per dimension, then "overall".
+        lm_calls / prompt_tokens / completion_tokens: summed over items (calls answered
+            from DSPy's cache cost nothing and are not counted).
+        tokens_per_item: mean prompt + completion tokens per item.
+        seconds_per_item: mean wall time per item, in seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    lm: str
+    items: int
+    scale: tuple[float, float]
+    dimensions: list[DimensionSummary]
+    lm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens_per_item: float
+    seconds_per_item: float
+
+
+def results_frame(results: list[ItemResult]) -> pd.DataFrame:
+    """One row per item: ``item_id``, one column per dimension score (in [0, 1], NaN when
+    nothing parsed), ``overall``, counts of ``yes``/``no``/``unparsed``, tokens and seconds."""
+    rows = []
+    for r in results:
+        row: dict[str, object] = {"item_id": r.item_id}
+        for dim, score in r.score_card.dimension_scores.items():
+            row[dim] = math.nan if score is None else score
+        row["overall"] = math.nan if r.score_card.overall is None else r.score_card.overall
+        totals = r.score_card.total_counts
+        row.update(yes=totals.yes, no=totals.no, unparsed=totals.unparsed,
+                   tokens=r.usage.total_tokens, lm_calls=r.usage.lm_calls, seconds=r.seconds)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
+    """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
+
+    Args:
+        results: item results of one run (same question set and scale).
+        lm: the LM name to print beside the figures.
+    """
+    scale = results[0].score_card.scale if results else (0.0, 1.0)
+    low, high = scale
+    dims: list[str] = list(results[0].score_card.dimension_scores) if results else []
+    out: list[DimensionSummary] = []
+    for dim in [*dims, "overall"]:
+        values = [
+            (r.score_card.overall if dim == "overall" else r.score_card.dimension_scores.get(dim))
+            for r in results
+        ]
+        parsed = [v for v in values if v is not None]
+        counts = [
+            (r.score_card.total_counts if dim == "overall" else r.score_card.counts.get(dim))
+            for r in results
+        ]
+        mean = sum(parsed) / len(parsed) if parsed else None
+        out.append(DimensionSummary(
+            dimension=dim, mean_score=mean,
+            mean_scaled=None if mean is None else mean * (high - low) + low,
+            items_scored=len(parsed), yes=sum(c.yes for c in counts if c), no=sum(c.no for c in counts if c),
+            unparsed=sum(c.unparsed for c in counts if c),
+        ))
+    n = len(results)
+    prompt = sum(r.usage.prompt_tokens for r in results)
+    completion = sum(r.usage.completion_tokens for r in results)
+    return RunSummary(
+        lm=lm, items=n, scale=scale, dimensions=out, lm_calls=sum(r.usage.lm_calls for r in results),
+        prompt_tokens=prompt, completion_tokens=completion,
+        tokens_per_item=(prompt + completion) / n if n else 0.0,
+        seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
+    )
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def summary_table(summary: RunSummary) -> Table:
+    """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts."""
+    low, high = summary.scale
+    table = Table(title=f"BinEval scores - {summary.items} items - LM: {summary.lm}")
+    table.add_column("dimension")
+    table.add_column("mean yes-rate [0,1]", justify="right")
+    table.add_column(f"mean score [{low:g},{high:g}]", justify="right")
+    table.add_column("yes", justify="right")
+    table.add_column("no", justify="right")
+    table.add_column("unparsed", justify="right")
+    for d in summary.dimensions:
+        table.add_row(d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no),
+                      str(d.unparsed), style="bold" if d.dimension == "overall" else None)
+    table.caption = (
+        f"{summary.lm_calls} LM calls, {summary.prompt_tokens + summary.completion_tokens} tokens "
+        f"({summary.tokens_per_item:.0f} per item), {summary.seconds_per_item:.1f} s per item"
+    )
+    return table
+
+
+def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
+    """A rich table with one row per item (first `max_rows`): scaled scores per dimension."""
+    table = Table(title="Per-item scores (scaled)")
+    table.add_column("item", no_wrap=True)
+    dims = list(results[0].score_card.dimension_scores) if results else []
+    for d in dims:
+        table.add_column(d, justify="right")
+    table.add_column("overall", justify="right")
+    table.add_column("unparsed", justify="right")
+    for r in results[:max_rows]:
+        sc = r.score_card
+        table.add_row(r.item_id, *[_fmt(sc.scaled_dimension_scores[d], 2) for d in dims],
+                      _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed))
+    if len(results) > max_rows:
+        table.caption = f"... {len(results) - max_rows} more items in results.jsonl"
+    return table
+
+
+def summary_markdown(summary: RunSummary) -> str:
+    """The summary as a Markdown table, LM named in the heading."""
+    low, high = summary.scale
+    lines = [
+        f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
+        f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for d in summary.dimensions:
+        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {d.yes} | {d.no} | {d.unparsed} |")
+    lines += ["", f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt + "
+              f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
+              f"wall time {summary.seconds_per_item:.2f} s per item.", ""]
+    return "\n".join(lines)
+
+
+def write_summary(summary: RunSummary, run_path: Path) -> tuple[Path, Path]:
+    """Write ``summary.json`` and ``summary.md`` into the run directory; returns both paths."""
+    json_path = Path(run_path) / "summary.json"
+    md_path = Path(run_path) / "summary.md"
+    json_path.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(summary_markdown(summary), encoding="utf-8")
+    return json_path, md_path

@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.errors import InputError
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_jsonl_rows_become_examples(items_file):
+    items = load_items(items_file, input_field="source", output_field="summary", id_field="id")
+    assert [i.item_id for i in items] == ["item-0", "item-1", "item-2"]
+    assert items[1].input.startswith("Article number 1") and items[1].output == "Summary 1."
+    assert items[2].human == 2 and items[2].line == 3
+    assert set(items[0].inputs().keys()) == {"input", "output"}
+
+
+def test_limit_and_line_ids(items_file):
+    items = load_items(items_file, input_field="source", output_field="summary", limit=2)
+    assert [i.item_id for i in items] == ["line-1", "line-2"]
+
+
+def test_missing_field_names_file_line_and_field(tmp_path):
+    path = write(tmp_path, "x.jsonl", json.dumps({"source": "a", "summary": "b"}) + "\n" + json.dumps({"source": "a"}) + "\n")
+    with pytest.raises(InputError) as err:
+        load_items(path, input_field="source", output_field="summary")
+    msg = str(err.value)
+    assert f"{path}:2" in msg and "'summary'" in msg and "missing" in msg
+
+
+def test_empty_output_names_line(tmp_path):
+    path = write(tmp_path, "x.jsonl", json.dumps({"input": "a", "output": "  "}) + "\n")
+    with pytest.raises(InputError, match=r"x\.jsonl:1: field 'output': the output is empty"):
+        load_items(path)
+
+
+def test_malformed_jsonl_line(tmp_path):
+    path = write(tmp_path, "x.jsonl", json.dumps({"input": "a", "output": "b"}) + "\n{not json\n")
+    with pytest.raises(InputError) as err:
+        load_items(path)
+    assert err.value.line == 2 and "not valid JSON" in str(err.value)
+
+
+def test_missing_file_and_unknown_suffix(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        load_items(tmp_path / "missing.jsonl")
+    with pytest.raises(InputError, match="unsupported file type"):
+        load_items(write(tmp_path, "x.txt", "hi"))
+
+
+def test_duplicate_ids_are_rejected(tmp_path):
+    rows = [{"id": "a", "input": "x", "output": "y"}, {"id": "a", "input": "x", "output": "z"}]
+    path = write(tmp_path, "x.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match="already used on line 1"):
+        load_items(path, id_field="id")
+
+
+def test_csv_with_mapping_and_errors(tmp_path):
+    path = write(tmp_path, "x.csv", "doc,summ,id\nThe article.,The summary.,7\nOther.,,8\n")
+    with pytest.raises(InputError) as err:
+        load_items(path, input_field="doc", output_field="summ", id_field="id")
+    assert err.value.line == 3 and err.value.field == "summ"
+    ok = write(tmp_path, "ok.csv", "doc,summ,id\nThe article.,The summary.,7\n")
+    (item,) = load_items(ok, input_field="doc", output_field="summ", id_field="id")
+    assert item.item_id == "7" and item.output == "The summary." and item.line == 2
