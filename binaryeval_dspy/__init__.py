@@ -1,0 +1,53 @@
+"""binaryeval-dspy: judge LLM outputs by asking many atomic yes/no questions (BinEval).
+
+Public API (everything else is an implementation detail):
+
+* schemas: `QuestionSet`, `BinaryQuestion`, `Requirement`, `QuestionVerdict`, `ScoreCard`
+* programs: `QuestionGenerator`, `BinEval`
+* scoring: `score_verdicts`, `affine_scale`
+* LMs: `make_lm` (LiteLLM ids, base URLs, the embedded llama.cpp model)
+* data: `load_items`, `load_jsonl`, `load_csv`
+* runs: `RunDirectory`, `evaluate_items`
+"""
+
+from binaryeval_dspy.data import load_csv, load_items, load_jsonl
+from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError, QuestionSetError, RunStateError
+from binaryeval_dspy.lm import LMHandle, make_lm
+from binaryeval_dspy.programs import BinEval, QuestionGenerator
+from binaryeval_dspy.runs import RunDirectory, evaluate_items
+from binaryeval_dspy.schemas import (
+    BinaryQuestion,
+    ItemResult,
+    QuestionSet,
+    QuestionVerdict,
+    Requirement,
+    ScoreCard,
+)
+from binaryeval_dspy.scoring import affine_scale, score_verdicts
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BinEval",
+    "BinEvalError",
+    "BinaryQuestion",
+    "InputError",
+    "ItemResult",
+    "LMConfigError",
+    "LMHandle",
+    "QuestionGenerator",
+    "QuestionSet",
+    "QuestionSetError",
+    "QuestionVerdict",
+    "Requirement",
+    "RunDirectory",
+    "RunStateError",
+    "ScoreCard",
+    "affine_scale",
+    "evaluate_items",
+    "load_csv",
+    "load_items",
+    "load_jsonl",
+    "make_lm",
+    "score_verdicts",
+]

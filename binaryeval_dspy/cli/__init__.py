@@ -1,0 +1,1 @@
+"""The `bineval` command-line interface."""

@@ -1,0 +1,68 @@
+"""Options and helpers shared by the CLI commands (kept thin: parse, call, render)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.factory import LMHandle, make_lm
+
+console = Console(stderr=True)
+out_console = Console()
+
+
+def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --lm, --lm-model, --api-key-env and --max-tokens to a command."""
+    decorators = [
+        click.option("--lm", "lm_spec", default="local", show_default=True,
+                     help="'local' (embedded SmolLM2-135M), a .gguf path, a LiteLLM id "
+                          "(openai/gpt-4o-mini, ollama_chat/llama3.1, ...) or an http(s) base URL."),
+        click.option("--lm-model", default=None, help="Model name served at a base URL given as --lm."),
+        click.option("--api-key-env", default=None,
+                     help="Environment variable holding the key for a base URL (the key is never logged)."),
+        click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
+                     help="Completion cap per LM call."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int) -> LMHandle:
+    """Make the LM, telling the user when the embedded model is being loaded."""
+    if lm_spec == "local" or lm_spec.endswith(".gguf"):
+        console.print(f"[dim]Using the embedded model ({lm_spec}); it runs offline and is too small "
+                      "to judge well - pass --lm for real evaluations.[/dim]")
+    return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of `text` (used for default run directories)."""
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", text).strip("-")[:60] or "run"
+
+
+def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn project errors into a one-line red message and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BinEvalError as exc:
+            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            raise SystemExit(2) from exc
+
+    return wrapper
+
+
+def quiet_libraries() -> None:
+    """Keep LiteLLM / httpx chatter out of the progress display."""
+    for name in ("LiteLLM", "litellm", "httpx", "dspy"):
+        logging.getLogger(name).setLevel(logging.ERROR)

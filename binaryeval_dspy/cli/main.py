@@ -1,0 +1,31 @@
+"""The `bineval` command: a thin shell over the library (one module per command).
+
+Every option can also be set from the environment as BINEVAL_<COMMAND>_<OPTION>,
+e.g. ``BINEVAL_EVALUATE_LM=openai/gpt-4o-mini``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from binaryeval_dspy.cli.evaluate_command import evaluate_command
+from binaryeval_dspy.cli.questions_command import questions_command
+
+
+@click.group(context_settings={"auto_envvar_prefix": "BINEVAL", "help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="binaryeval-dspy")
+def cli() -> None:
+    """Judge LLM outputs with many atomic yes/no questions (BinEval, in DSPy)."""
+
+
+cli.add_command(questions_command)
+cli.add_command(evaluate_command)
+
+
+def main() -> None:
+    """Entry point of the `bineval` script."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

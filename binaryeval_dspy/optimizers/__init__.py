@@ -1,0 +1,1 @@
+"""Teleprompters: the disagreement-driven update loop and the head-to-head harness."""
