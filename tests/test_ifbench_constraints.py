@@ -24,6 +24,7 @@ _KEYWORDS = {"keyword1": "sun", "keyword2": "moon", "keyword3": "star", "keyword
 _REVERSE_AFRICA = "\n".join(["Zimbabwe", *(f"Country {number:02d}" for number in range(51, 0, -1))])
 _CITY_ROWS = "\n".join(f"{n},France,Paris,2020,{n * 10}" for n in range(1, 8))
 _PRODUCT_ROWS = "\n".join(f"{n},Toys,Acme,9.99,{n}" for n in range(1, 14))
+_STUDENT_HEADER = '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n'
 _STUDENT_ROWS = "\n".join(f'"{n}"\t"Math"\t"A"\t"Fall"\t"9{n}"' for n in range(1, 4))
 _ALPHABET_STORY = " ".join(f"{letter.upper()}oo is here." for letter in "abcdefghijklmnopqrstuvwxyz")
 
@@ -123,8 +124,7 @@ CASES: dict[str, tuple[dict, str, str]] = {
         'ProductID,Category,Brand,Price,Stock\n' + _PRODUCT_ROWS + '\n14,Toys,"AB",9.99,14',
     ),
     "custom:csv_quotes": (
-        {}, '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n' + _STUDENT_ROWS,
-        '"StudentID"\t"Subject"\t"Grade"\t"Semester"\t"Score"\n' + _STUDENT_ROWS.replace('"', ""),
+        {}, _STUDENT_HEADER + _STUDENT_ROWS, _STUDENT_HEADER + _STUDENT_ROWS.replace('"', ""),
     ),
     "custom:date_format_list": ({}, "1796-04-12, 1805-12-02", "1796-04-12, 1805-12-2"),
 }
@@ -195,6 +195,9 @@ def test_sentence_splitter_follows_ifbench_rules():
         ("count:numbers", {"N": 2, "word": "x"}, "unexpected ['word']"),
         ("count:numbers", {"N": 2.5}, "must be a whole number"),
         ("count:numbers", {"N": "2"}, "must be a whole number"),
+        ("count:numbers", {"N": -1}, "must be a whole number >= 0"),
+        ("count:words_japanese", {"N": 0}, "must be a whole number >= 1"),
+        ("words:keywords_specific_position", {"keyword": "x", "n": 1, "m": 0}, "'m' of"),
         ("sentence:keyword", {"word": 3, "N": 1}, "must be a string"),
     ],
 )
@@ -203,6 +206,21 @@ def test_bad_instructions_raise_located_errors(instruction_id, kwargs, message):
         bind_checker(instruction_id, kwargs, path="prompts.jsonl", line=7)
     assert message in str(error.value)
     assert str(error.value).startswith("prompts.jsonl:7:")
+
+
+@pytest.mark.parametrize(
+    ("instruction_id", "response"),
+    [
+        ("ratio:stop_words", "!!! ???"),  # no word at all
+        ("ratio:overlap", "ab"),  # no trigram
+        ("format:emoji", "Hi! !"),  # a sentence that is only punctuation
+        ("words:last_first", "Go. ! Go."),
+        ("custom:csv_quotes", _STUDENT_HEADER + _STUDENT_ROWS.replace('"Math"', "", 1)),  # an empty field
+    ],
+)
+def test_degenerate_responses_fail_instead_of_crashing(instruction_id, response):
+    kwargs = {"ratio:stop_words": {"percentage": 50}, "ratio:overlap": {"reference_text": "abc", "percentage": 50}}
+    assert bind_checker(instruction_id, kwargs.get(instruction_id, {}))(response) is False
 
 
 def test_null_arguments_are_dropped_like_ifbench():

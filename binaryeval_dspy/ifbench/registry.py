@@ -29,22 +29,28 @@ class Constraint:
         check: ``check(response, **arguments) -> bool``.
         arguments: names and types (``int`` or ``str``) of the keyword arguments.
         summary: one-line description (the checker's docstring).
+        positive: integer arguments that must be at least 1 (1-based positions,
+            cycle lengths); other integers must be at least 0.
     """
 
     instruction_id: str
     check: Callable[..., bool]
     arguments: Mapping[str, type]
     summary: str
+    positive: frozenset[str] = frozenset()
 
 
 CONSTRAINTS: dict[str, Constraint] = {}
 
 
-def constraint(instruction_id: str) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+def constraint(
+    instruction_id: str, *, positive: tuple[str, ...] = ()
+) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
     """Register the decorated function as the checker of `instruction_id`.
 
     The function's keyword-only parameters, annotated ``int`` or ``str``, are the
-    constraint's arguments (the non-null ``kwargs`` of an IFBench prompt).
+    constraint's arguments (the non-null ``kwargs`` of an IFBench prompt); those
+    named in `positive` must be at least 1, other integers at least 0.
     """
 
     def register(check: Callable[..., bool]) -> Callable[..., bool]:
@@ -57,24 +63,27 @@ def constraint(instruction_id: str) -> Callable[[Callable[..., bool]], Callable[
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY
         }
         summary = (inspect.getdoc(check) or "").split("\n", 1)[0]
-        CONSTRAINTS[instruction_id] = Constraint(instruction_id, check, arguments, summary)
+        CONSTRAINTS[instruction_id] = Constraint(instruction_id, check, arguments, summary, frozenset(positive))
         return check
 
     return register
 
 
-def _coerce(value: Any, expected: type, *, instruction_id: str, name: str, where: dict[str, Any]) -> Any:
+def _coerce(value: Any, expected: type, *, spec: Constraint, name: str, where: dict[str, Any]) -> Any:
+    instruction_id = spec.instruction_id
     if expected is int:
-        if isinstance(value, bool):
-            pass
-        elif isinstance(value, int):
-            return value
+        number = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
         elif isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise InputError(
-            f"argument {name!r} of {instruction_id} must be a whole number, got {value!r}",
-            field="kwargs", **where,
-        )
+            number = int(value)
+        minimum = 1 if name in spec.positive else 0
+        if number is None or number < minimum:
+            raise InputError(
+                f"argument {name!r} of {instruction_id} must be a whole number >= {minimum}, got {value!r}",
+                field="kwargs", **where,
+            )
+        return number
     if not isinstance(value, str):
         raise InputError(
             f"argument {name!r} of {instruction_id} must be a string, got {type(value).__name__}",
@@ -129,7 +138,7 @@ def bind_checker(
             fix="give every argument of the instruction a value.",
         )
     bound = {
-        name: _coerce(given[name], expected, instruction_id=instruction_id, name=name, where=where)
+        name: _coerce(given[name], expected, spec=spec, name=name, where=where)
         for name, expected in spec.arguments.items()
     }
     return functools.partial(spec.check, **bound)

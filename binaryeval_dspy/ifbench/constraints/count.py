@@ -85,7 +85,7 @@ def punctuation(response: str) -> bool:
     return set(".,!?;:") <= set(rest)
 
 
-@constraint("count:words_japanese")
+@constraint("count:words_japanese", positive=("N",))
 def words_japanese(response: str, *, N: int) -> bool:
     """Every N-th whitespace word contains kana or a CJK ideograph.
 

@@ -24,11 +24,12 @@ def _character_trigrams(text: str) -> set[str]:
 def stop_words(response: str, *, percentage: int) -> bool:
     """Stop words are at most `percentage` % of the ``\\w+`` words.
 
-    A response with no word has no stop word and passes (IFBench divides by zero).
+    A response with no word fails (IFBench's October 2025 code divided by zero;
+    its later code fails it).
     """
     total = count_words(response)
     if total == 0:
-        return True
+        return False
     return count_stop_words(response) / total * 100 <= percentage
 
 

@@ -38,7 +38,7 @@ def alliteration_increment(response: str) -> bool:
     return True
 
 
-@constraint("sentence:keyword")
+@constraint("sentence:keyword", positive=("N",))
 def keyword(response: str, *, word: str, N: int) -> bool:
     """The N-th sentence (1-based) contains `word` (case-insensitive substring)."""
     sentences = split_sentences(response)

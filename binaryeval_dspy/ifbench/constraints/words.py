@@ -132,7 +132,7 @@ def no_consecutive(response: str) -> bool:
     return all(a[0] != b[0] for a, b in pairwise(words))
 
 
-@constraint("words:keywords_specific_position")
+@constraint("words:keywords_specific_position", positive=("n", "m"))
 def keywords_specific_position(response: str, *, keyword: str, n: int, m: int) -> bool:
     """The m-th word token of the n-th sentence (both 1-based) is exactly `keyword`."""
     sentences = split_sentences(response)
