@@ -51,3 +51,9 @@ __all__ = [
     "make_lm",
     "score_verdicts",
 ]
+
+# IFBench prompts and code checkers (strict / loose accuracy).
+from binaryeval_dspy.data import load_ifbench  # noqa: E402
+from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy  # noqa: E402
+
+__all__ += ["IFBenchResult", "check_loose", "check_strict", "ifbench_accuracy", "load_ifbench"]

@@ -1,0 +1,144 @@
+"""IFBench prompts (Pyatkin et al., 2025) as `dspy.Example`s, and the benchmark data directory.
+
+IFBench ("Generalizing Verifiable Instruction Following", allenai/IFBench; data
+ODC-BY-1.0) has 300 test prompts, each carrying one or two of 58 constraint types
+that code can verify (`binaryeval_dspy.ifbench`). A line of ``IFBench_test.jsonl``
+holds ``key``, ``prompt``, ``instruction_id_list`` and ``kwargs`` (one argument
+object per instruction, listing every argument name with ``null`` for unused ones).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.ifbench import bind_prompt_checkers
+
+#: Environment variable naming the benchmark data directory (read at call time).
+DATA_DIR_ENV = "BINEVAL_DATA_DIR"
+#: Where `load_ifbench` looks inside the data directory.
+IFBENCH_TEST_FILE = Path("ifbench") / "IFBench_test.jsonl"
+_FALLBACK_DATA_DIRS = (Path("..") / "shared" / "data", Path("/work/shared/data"))
+
+
+def default_data_dir() -> Path:
+    """The benchmark data directory used when no ``data_dir`` is given.
+
+    Returns:
+        ``$BINEVAL_DATA_DIR`` if that variable is set (even if the directory is
+        missing, so the error names it); otherwise the first existing of
+        ``../shared/data`` (relative to the current working directory) and
+        ``/work/shared/data``.
+
+    Raises:
+        InputError: the variable is unset and neither directory exists.
+    """
+    configured = os.environ.get(DATA_DIR_ENV)
+    if configured:
+        return Path(configured)
+    for candidate in _FALLBACK_DATA_DIRS:
+        if candidate.is_dir():
+            return candidate.resolve()
+    looked = ", ".join(str(candidate) for candidate in _FALLBACK_DATA_DIRS)
+    raise InputError(
+        f"no benchmark data directory found (looked in {looked}, relative to {Path.cwd()})",
+        fix=f"set {DATA_DIR_ENV} to the folder holding ifbench/, or pass data_dir= (--data-dir).",
+    )
+
+
+def _required(row: dict[str, Any], name: str, *, path: Path, line: int) -> Any:
+    if name not in row:
+        present = ", ".join(sorted(row)) or "none"
+        raise InputError(
+            f"the field is missing (fields present: {present})", path=path, line=line, field=name,
+            fix="each IFBench line needs key, prompt, instruction_id_list and kwargs.",
+        )
+    return row[name]
+
+
+def _to_example(row: dict[str, Any], *, path: Path, line: int) -> dspy.Example:
+    key = _required(row, "key", path=path, line=line)
+    if isinstance(key, bool) or not isinstance(key, (str, int)) or str(key).strip() == "":
+        raise InputError(f"expected a non-empty string or integer key, got {key!r}", path=path, line=line,
+                         field="key")
+    prompt = _required(row, "prompt", path=path, line=line)
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError("expected a non-empty prompt string", path=path, line=line, field="prompt")
+    ids = _required(row, "instruction_id_list", path=path, line=line)
+    kwargs = _required(row, "kwargs", path=path, line=line)
+    fields = {"key": str(key), "instruction_id_list": ids, "kwargs": kwargs}
+    bind_prompt_checkers(fields, path=str(path), line=line)  # unknown ids, bad arguments
+    arguments = [{name: value for name, value in entry.items() if value is not None} for entry in kwargs]
+    return dspy.Example(
+        key=str(key), prompt=prompt, instruction_id_list=list(ids), kwargs=arguments
+    ).with_inputs("prompt")
+
+
+def load_ifbench(
+    path: str | Path | None = None,
+    *,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+) -> list[dspy.Example]:
+    """Load IFBench test prompts (Pyatkin et al., 2025).
+
+    Args:
+        path: an IFBench JSONL file; by default ``<data_dir>/ifbench/IFBench_test.jsonl``
+            (the current 300-prompt release). The July 2025 release
+            (``IFBench_test.2025-07-02.jsonl``, 294 prompts) loads the same way.
+        data_dir: the benchmark data directory; default `default_data_dir()`.
+            Ignored when `path` is given.
+        limit: keep only the first `limit` prompts (None keeps all).
+
+    Returns:
+        One `dspy.Example` per prompt, in file order, with ``key`` (str),
+        ``prompt`` (str), ``instruction_id_list`` (list of str) and ``kwargs``
+        (list of dicts, ``null`` arguments dropped); the input is ``prompt``.
+        Check a response with `binaryeval_dspy.ifbench.check_strict(example, response)`.
+
+    Raises:
+        InputError: missing file, a line that is not a JSON object, a missing or
+            malformed field, an unknown instruction id, bad arguments, or a
+            duplicate key; the message names file, line and field.
+    """
+    if limit is not None and limit < 0:
+        raise InputError(f"limit must be >= 0, got {limit}", fix="pass a positive --limit or none.")
+    if path is None:
+        path = Path(data_dir if data_dir is not None else default_data_dir()) / IFBENCH_TEST_FILE
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(
+            "IFBench file not found", path=path,
+            fix=f"pass the file's path, or a data_dir holding {IFBENCH_TEST_FILE} (or set {DATA_DIR_ENV}).",
+        )
+    examples: list[dspy.Example] = []
+    first_line: dict[str, int] = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if limit is not None and len(examples) >= limit:
+                break
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
+                    fix="each line must be one complete JSON object.",
+                ) from exc
+            if not isinstance(row, dict):
+                raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
+            example = _to_example(row, path=path, line=number)
+            if example.key in first_line:
+                raise InputError(
+                    f"key {example.key!r} was already used on line {first_line[example.key]}",
+                    path=path, line=number, field="key", fix="make the keys unique.",
+                )
+            first_line[example.key] = number
+            examples.append(example)
+    return examples
