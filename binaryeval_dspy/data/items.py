@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,20 @@ import dspy
 from binaryeval_dspy.errors import InputError
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
+#: Names the loader sets itself; a row's own field of that name is kept as ``row_<name>``.
+RESERVED_FIELDS = ("item_id", "line")
+_SHORT_ROW = object()  # csv.DictReader's filler for cells missing from a short row
+
+
+def _check_encodable(value: str, *, path: Path, line: int, field: str) -> None:
+    """Refuse text that cannot be written back as UTF-8 (e.g. a lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"contains a character that is not valid Unicode text ({exc.reason} at position {exc.start})",
+            path=path, line=line, field=field, fix="remove or replace that character in the file.",
+        ) from exc
 
 
 def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str) -> str:
@@ -38,6 +53,7 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
             f"the {role} is empty", path=path, line=line, field=name,
             fix=f"remove the row or fill in its {role}; an empty {role} cannot be judged.",
         )
+    _check_encodable(value, path=path, line=line, field=name)
     return value
 
 
@@ -50,12 +66,19 @@ def _to_example(
         if id_field not in row or row[id_field] in (None, ""):
             raise InputError("the id field is missing or empty", path=path, line=line, field=id_field,
                              fix="give every row an id, or leave --id-field out to number rows by line.")
+        if not isinstance(row[id_field], (str, int)) or isinstance(row[id_field], bool):
+            raise InputError(
+                f"an id must be a string or an integer, got {type(row[id_field]).__name__}",
+                path=path, line=line, field=id_field,
+            )
         item_id = str(row[id_field])
+        _check_encodable(item_id, path=path, line=line, field=id_field)
     else:
         item_id = f"line-{line}"
-    extra = {k: v for k, v in row.items() if k not in {input_field, output_field}}
-    extra.pop("input", None)
-    extra.pop("output", None)
+    extra = {k: v for k, v in row.items() if k not in {input_field, output_field, "input", "output"}}
+    for name in RESERVED_FIELDS:
+        if name in extra:
+            extra[f"row_{name}"] = extra.pop(name)
     return dspy.Example(**extra, item_id=item_id, input=input_text, output=output_text, line=line).with_inputs(
         "input", "output"
     )
@@ -92,32 +115,37 @@ def load_jsonl(
 
     Returns:
         `dspy.Example`s with ``item_id``, ``input``, ``output``, ``line`` (1-based) and
-        the row's other fields; inputs are ``input`` and ``output``.
+        the row's other fields (a row's own ``item_id`` or ``line`` field is kept as
+        ``row_item_id`` / ``row_line``); inputs are ``input`` and ``output``.
 
     Raises:
-        InputError: missing file, a line that is not a JSON object, a missing or
-            empty input/output field, or a duplicate id; names file, line and field.
+        InputError: missing file, text that is not UTF-8, a line that is not a JSON
+            object, a missing or empty input/output field, an id that is not a string
+            or integer, a duplicate id, or no items at all; names file, line and field.
     """
     path = _existing(path)
+    _check_limit(limit)
     examples: list[dspy.Example] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
-                    fix="each line must be one complete JSON object.",
-                ) from exc
-            if not isinstance(row, dict):
-                raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
-            examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                        output_field=output_field, id_field=id_field))
-            if limit is not None and len(examples) >= limit:
-                break
+    for number, text in _utf8_lines(path):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
+                fix="each line must be one complete JSON object.",
+            ) from exc
+        except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
+            raise InputError(f"JSON that cannot be read ({exc})", path=path, line=number) from exc
+        if not isinstance(row, dict):
+            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
+        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
+                                    output_field=output_field, id_field=id_field))
+        if limit is not None and len(examples) >= limit:
+            break
     _check_ids(examples, path, id_field)
+    _check_not_empty(examples, path)
     return examples
 
 
@@ -135,20 +163,39 @@ def load_csv(
     header as line 1, as a spreadsheet does.
     """
     path = _existing(path)
+    _check_limit(limit)
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
     examples: list[dspy.Example] = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames:
-            raise InputError("the CSV file has no header row", path=path, line=1)
-        for row in reader:
-            number = reader.line_num
-            if None in row:
-                raise InputError("the row has more cells than the header", path=path, line=number)
-            examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                        output_field=output_field, id_field=id_field))
-            if limit is not None and len(examples) >= limit:
-                break
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle, restval=_SHORT_ROW)
+        try:
+            if not reader.fieldnames:
+                raise InputError("the CSV file has no header row", path=path, line=1)
+            duplicated = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
+            if duplicated:
+                raise InputError(f"the header names a column more than once: {duplicated}", path=path, line=1)
+            previous_end = reader.line_num
+            for row in reader:
+                number = previous_end + 1  # a quoted cell may span lines: report where the row starts
+                previous_end = reader.line_num
+                if None in row:
+                    raise InputError("the row has more cells than the header", path=path, line=number)
+                if any(v is _SHORT_ROW for v in row.values()):
+                    raise InputError(
+                        f"the row has fewer cells than the header ({len(reader.fieldnames)} columns)",
+                        path=path, line=number, fix="check for a missing separator or an unclosed quote.",
+                    )
+                examples.append(_to_example(row, path=path, line=number, input_field=input_field,
+                                            output_field=output_field, id_field=id_field))
+                if limit is not None and len(examples) >= limit:
+                    break
+        except csv.Error as exc:
+            raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num) from exc
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
+                             fix="save the file as UTF-8.") from exc
     _check_ids(examples, path, id_field)
+    _check_not_empty(examples, path)
     return examples
 
 
@@ -171,8 +218,36 @@ def load_items(path: str | Path, **options: Any) -> list[dspy.Example]:
     )
 
 
+def _utf8_lines(path: Path):
+    """Yield (1-based line number, text) of a UTF-8 file; a leading BOM is dropped.
+
+    Raises:
+        InputError: a line is not valid UTF-8 (names the line).
+    """
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path, line=number,
+                                 fix="save the file as UTF-8.") from exc
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"limit must be a positive integer or None, got {limit!r}")
+
+
+def _check_not_empty(examples: list[dspy.Example], path: Path) -> None:
+    if not examples:
+        raise InputError("the file holds no items", path=path, fix="add at least one row with an input and an output.")
+
+
 def _existing(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_file():
-        raise InputError("file not found", path=path, fix="check the path of the items file.")
+        what = "is a directory, not a file" if path.is_dir() else "file not found"
+        raise InputError(what, path=path, fix="check the path of the items file.")
     return path

@@ -41,6 +41,8 @@ class ItemResult(BaseModel):
         item_id: the item's id (from ``--id-field`` or ``line-<n>``).
         line: 1-based line (row) of the item in its file.
         output_hash: `text_hash` of the judged output, to detect changed outputs.
+        input_hash: `text_hash` of the input it was judged against (None in files
+            written before this field existed).
         question_set_hash: content hash of the question set used.
         score_card: per-dimension and overall yes-rates with counts and scaling.
         verdicts: one `QuestionVerdict` per question, in question-set order.
@@ -55,6 +57,7 @@ class ItemResult(BaseModel):
     item_id: str
     line: int | None = None
     output_hash: str
+    input_hash: str | None = None
     question_set_hash: str
     score_card: ScoreCard
     verdicts: list[QuestionVerdict]

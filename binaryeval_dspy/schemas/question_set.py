@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from binaryeval_dspy.errors import QuestionSetError
 
@@ -96,7 +96,7 @@ class QuestionSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = QUESTION_SET_SCHEMA_VERSION
+    schema_version: StrictInt = QUESTION_SET_SCHEMA_VERSION
     task_prompt: str = ""
     dimensions: list[str] = Field(min_length=1)
     requirements: list[Requirement] = Field(default_factory=list)
@@ -121,8 +121,12 @@ class QuestionSet(BaseModel):
         if dup_dims:
             raise ValueError(f"dimensions: declared more than once: {dup_dims}")
         self.dimensions = dims
+        req_list = [r.id for r in self.requirements]
+        dup_reqs = sorted({r for r in req_list if req_list.count(r) > 1})
+        if dup_reqs:
+            raise ValueError(f"requirements: id used more than once: {dup_reqs}")
         seen: set[str] = set()
-        req_ids = {r.id for r in self.requirements}
+        req_ids = set(req_list)
         for q in self.questions:
             if q.id in seen:
                 raise ValueError(f"question '{q.id}': id used more than once")
@@ -191,13 +195,20 @@ class QuestionSet(BaseModel):
                 path=path,
                 fix="pass the JSON written by `bineval questions` (or write one by hand).",
             )
-        raw = path.read_text(encoding="utf-8")
+        try:
+            raw = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise QuestionSetError(f"not UTF-8 text ({exc.reason})", path=path, line=line,
+                                   fix="save the file as UTF-8.") from exc
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise QuestionSetError(
                 f"not valid JSON ({exc.msg}, column {exc.colno})", path=path, line=exc.lineno
             ) from exc
+        except (ValueError, RecursionError) as exc:
+            raise QuestionSetError(f"JSON that cannot be read ({exc})", path=path) from exc
         return cls.from_data(data, path=path, raw_text=raw)
 
     @classmethod
@@ -216,6 +227,23 @@ class QuestionSet(BaseModel):
 
 
 _QID_IN_MSG = re.compile(r"question '([^']+)'")
+_FIX = "edit the question-set JSON (see README, 'Output format') or regenerate it with `bineval questions`."
+
+
+def _plain_message(error: dict) -> str:
+    """Pydantic's error in the project's words: what was expected, what was found."""
+    kind = error.get("type", "")
+    loc = error.get("loc", ())
+    name = str(loc[-1]) if loc else "value"
+    if kind == "missing":
+        return f"the required field '{name}' is missing"
+    if kind == "extra_forbidden":
+        return f"unknown field '{name}' (a typo? unknown fields are refused so mistakes do not pass silently)"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"expected a JSON object, got {type(error.get('input')).__name__}"
+    if kind in ("int_type", "string_type", "list_type", "bool_type", "literal_error", "too_short"):
+        return f"{error.get('msg', 'invalid')} (got {error.get('input')!r:.60})"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _as_question_set_error(
@@ -224,7 +252,7 @@ def _as_question_set_error(
     """Turn a pydantic error into one naming the question, its field and its line."""
     first = exc.errors()[0]
     loc = first.get("loc", ())
-    msg = first.get("msg", "invalid").removeprefix("Value error, ")
+    msg = _plain_message(first)
     field: str | None = ".".join(str(p) for p in loc) or None
     question_id: str | None = None
     if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int):
@@ -237,19 +265,29 @@ def _as_question_set_error(
                 "." + ".".join(str(p) for p in loc[2:]) if len(loc) > 2 else ""
             )
     match = _QID_IN_MSG.search(msg)
+    occurrence = 1
     if match:
         question_id = match.group(1)
-    line = _line_of_id(raw_text, question_id) if question_id else None
+        occurrence = 2 if "more than once" in msg else 1
+    line = _line_of_id(raw_text, question_id, occurrence=occurrence) if question_id else None
     more = f" ({len(exc.errors())} problems in all; the first is shown)" if len(exc.errors()) > 1 else ""
-    return QuestionSetError(msg + more, path=path, line=line, field=field)
+    return QuestionSetError(msg + more, path=path, line=line, field=field, fix=_FIX)
 
 
-def _line_of_id(raw_text: str | None, question_id: str) -> int | None:
-    """1-based line of `"id": "<question_id>"` in the raw JSON text, if found."""
+def _line_of_id(raw_text: str | None, question_id: str, *, occurrence: int = 1) -> int | None:
+    """1-based line of the `occurrence`-th `"id": "<question_id>"` after the "questions" key.
+
+    Lines are counted on newline characters only, as editors number JSON files.
+    """
     if not raw_text:
         return None
-    pattern = re.compile(r'"id"\s*:\s*' + re.escape(json.dumps(question_id)))
-    for number, line in enumerate(raw_text.splitlines(), start=1):
-        if pattern.search(line):
-            return number
+    lines = raw_text.split("\n")
+    start = next((i for i, line in enumerate(lines) if re.search(r'"questions"\s*:', line)), 0)
+    pattern = re.compile(r'"id"\s*:\s*' + re.escape(json.dumps(question_id, ensure_ascii=False)))
+    seen = 0
+    for number in range(start, len(lines)):
+        if pattern.search(lines[number]):
+            seen += 1
+            if seen == occurrence:
+                return number + 1
     return None
