@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import dspy
 
+from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.run_directory import RunDirectory
@@ -74,6 +75,7 @@ def judge_item(program: BinEval, item: dspy.Example, lm: LMHandle | None = None)
     extra = {k: v for k, v in item.items() if k not in {"item_id", "input", "output", "line"}}
     return ItemResult(
         item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
+        input_hash=text_hash(item.input),
         question_set_hash=program.question_set.content_hash, score_card=pred.score_card,
         verdicts=pred.verdicts, fields=extra, usage=usage_from_tracker(tracker),
         seconds=round(time.perf_counter() - started, 3),
@@ -107,15 +109,25 @@ def evaluate_items(
         An `EvaluationOutcome`.
 
     Raises:
-        RunStateError: `run_dir` holds a run with another question set, LM or mapping.
+        RunStateError: `run_dir` holds a run with another question set, LM or mapping,
+            another process is writing it, a stored item's input or output differs from
+            the item given now, or a result cannot be written.
     """
     started = time.perf_counter()
-    manifest = run_dir.start(manifest)
-    stored = run_dir.read_results()
+    run_dir.lock()
+    try:
+        run_dir.check(manifest)
+        stored = run_dir.read_results()
+        check_stored_items(stored, items, manifest)
+        manifest = run_dir.start(manifest)
+    except BaseException:
+        run_dir.unlock()
+        raise
     done = {r.item_id for r in stored}
     wanted = {str(i.item_id) for i in items}
     outcome = EvaluationOutcome(results=list(stored), new_items=0, skipped_items=len(done & wanted))
     consecutive = 0
+    stopped_by_error = True
     try:
         for item in items:
             if str(item.item_id) in done:
@@ -140,11 +152,52 @@ def evaluate_items(
             outcome.new_items += 1
             if on_progress:
                 on_progress(result, "done")
+        stopped_by_error = False
     except KeyboardInterrupt:
         outcome.interrupted = True
+        stopped_by_error = False
     finally:
         outcome.seconds = time.perf_counter() - started
-        outcome.manifest = run_dir.finish(
-            manifest, items_done=outcome.new_items, interrupted=outcome.interrupted or bool(outcome.failed)
-        )
+        try:
+            outcome.manifest = run_dir.finish(
+                manifest, items_done=outcome.new_items,
+                interrupted=outcome.interrupted or bool(outcome.failed) or stopped_by_error,
+            )
+        finally:
+            run_dir.unlock()
     return outcome
+
+
+def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], manifest: RunManifest) -> None:
+    """Refuse to resume when stored results do not belong to the items given now.
+
+    Args:
+        stored: results already in the run directory.
+        items: the items of this invocation.
+        manifest: the manifest this invocation would write.
+
+    Raises:
+        RunStateError: a stored result was made with another question set, or an item
+            with a stored result now has another input or output (the results would
+            silently describe a different text).
+    """
+    by_id = {str(i.item_id): i for i in items}
+    for result in stored:
+        if result.question_set_hash != manifest.question_set_hash:
+            raise RunStateError(
+                f"stored result for item {result.item_id!r} was made with question set "
+                f"{result.question_set_hash}, this command uses {manifest.question_set_hash}. "
+                "Fix: choose another --out for a new run."
+            )
+        item = by_id.get(result.item_id)
+        if item is None:
+            continue
+        changed = [name for name, stored_hash, text in (("output", result.output_hash, item.output),
+                                                        ("input", result.input_hash, item.input))
+                   if stored_hash is not None and stored_hash != text_hash(text)]
+        if changed:
+            raise RunStateError(
+                f"item {result.item_id!r} already has a result, but its {' and '.join(changed)} "
+                f"differ from the text judged then (line {item.get('line')} of {manifest.items_path}). "
+                "Fix: use another --out for a new run, or re-judge changed outputs explicitly."
+            )

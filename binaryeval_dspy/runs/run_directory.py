@@ -3,11 +3,14 @@
 Each item's result is appended (and fsynced) as soon as it is done, so an
 interrupted run loses at most the item in flight; rerunning the same command reads
 what is there and skips it. A line cut short by a crash is detected and trimmed.
+One process at a time may write a run (a lock file guards it).
 """
 
 from __future__ import annotations
 
-
+import fcntl
+import json
+import logging
 import os
 from pathlib import Path
 
@@ -17,15 +20,18 @@ from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession, utc_now
 
+logger = logging.getLogger(__name__)
+
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
+LOCK = ".lock"
 
 # Manifest fields that must match for a resume to be valid, with the reason shown.
 _MUST_MATCH = {
     "question_set_hash": "the question set changed, so old and new verdicts would not be comparable",
     "lm": "the LM changed, so the run would mix two evaluators",
 }
-_CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale")
+_CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_tokens")
 
 
 class RunDirectory:
@@ -33,12 +39,49 @@ class RunDirectory:
 
     Args:
         path: the run directory (created if missing).
+
+    Raises:
+        InputError: the path exists and is not a directory.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if str(path).strip() == "":
+            raise InputError("the run directory path is empty", fix="pass --out DIR.")
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError("exists and is not a directory", path=self.path,
+                             fix="choose another --out for the run directory.")
         self.manifest_path = self.path / MANIFEST
         self.results_path = self.path / RESULTS
+        self._lock_handle = None
+
+    # ------------------------------------------------------------ locking
+    def lock(self) -> None:
+        """Take the run's lock (released by `unlock` or at process exit).
+
+        Raises:
+            RunStateError: another process holds it, or the directory is not writable.
+        """
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            handle = (self.path / LOCK).open("a+")
+        except OSError as exc:
+            raise RunStateError(f"cannot write the run directory {self.path}: {exc.strerror}. "
+                                "Fix: choose a writable --out.") from exc
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            handle.close()
+            raise RunStateError(f"another process is writing the run in {self.path}. "
+                                "Fix: wait for it to finish, or use another --out.") from exc
+        self._lock_handle = handle
+
+    def unlock(self) -> None:
+        """Release the lock taken by `lock` (no-op if not held)."""
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
 
     # ------------------------------------------------------------ manifest
     def read_manifest(self) -> RunManifest | None:
@@ -50,9 +93,11 @@ class RunDirectory:
         if not self.manifest_path.is_file():
             return None
         try:
-            return RunManifest.model_validate_json(self.manifest_path.read_text(encoding="utf-8"))
+            return RunManifest.model_validate_json(self.manifest_path.read_bytes())
         except ValidationError as exc:
-            raise InputError(f"not a valid run manifest: {exc.errors()[0]['msg']}", path=self.manifest_path,
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or None
+            raise InputError(f"not a valid run manifest ({first['msg']})", path=self.manifest_path, field=where,
                              fix="point --out at a new directory.") from exc
 
     def write_manifest(self, manifest: RunManifest) -> None:
@@ -65,6 +110,21 @@ class RunDirectory:
     def start(self, manifest: RunManifest) -> RunManifest:
         """Begin (or resume) a run and record a new session in the manifest.
 
+        Returns the manifest in effect; raises as `check` does.
+        """
+        current = self.check(manifest)
+        current.sessions.append(RunSession(started_at=utc_now()))
+        current.finished_at = None
+        self.write_manifest(current)
+        return current
+
+    def check(self, manifest: RunManifest) -> RunManifest:
+        """The manifest a run with `manifest`'s settings would continue, without writing.
+
+        A directory holding a manifest but no results yet may be restarted with other
+        settings (nothing would be mixed); one holding results may only be resumed
+        with the same question set, LM, field mapping, scale and max_tokens.
+
         Args:
             manifest: the manifest this invocation would write for a new run.
 
@@ -72,11 +132,25 @@ class RunDirectory:
             The manifest in effect (the existing one, when resuming).
 
         Raises:
-            RunStateError: the directory holds a run made with another question set,
-                LM, field mapping or scale; the message says which and how to proceed.
+            RunStateError: the directory holds results made with other settings, holds
+                results without a manifest, or holds unrelated files; the message says
+                which and how to proceed.
         """
         existing = self.read_manifest()
-        if existing is None:
+        has_results = self.results_path.is_file() and self.results_path.stat().st_size > 0
+        if existing is None and has_results:
+            raise RunStateError(
+                f"{self.path} holds {RESULTS} but no {MANIFEST}, so its settings cannot be checked. "
+                "Fix: choose another --out, or restore the manifest."
+            )
+        if existing is None and self.path.is_dir():
+            unrelated = [p.name for p in self.path.iterdir() if p.name not in (LOCK, MANIFEST + ".tmp")]
+            if unrelated:
+                raise RunStateError(
+                    f"{self.path} is not empty and is not a run directory (found {sorted(unrelated)[:5]}). "
+                    "Fix: choose a new or empty --out directory."
+                )
+        if existing is None or not has_results:
             current = manifest
         else:
             for key, why in _MUST_MATCH.items():
@@ -96,9 +170,6 @@ class RunDirectory:
             current = existing
             current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
                                                      if k not in _CONFIG_MUST_MATCH}}
-        current.sessions.append(RunSession(started_at=utc_now()))
-        current.finished_at = None
-        self.write_manifest(current)
         return current
 
     def finish(self, manifest: RunManifest, *, items_done: int, interrupted: bool) -> RunManifest:
@@ -114,47 +185,73 @@ class RunDirectory:
 
     # ------------------------------------------------------------- results
     def read_results(self) -> list[ItemResult]:
-        """All stored item results, in file order; a truncated last line is trimmed.
+        """All stored item results, in file order, one per item id (the last one wins).
+
+        A last line that is not complete JSON (a write cut short by a crash) is
+        trimmed, with a warning; a missing final newline is added.
 
         Raises:
-            InputError: a complete line in the middle of the file is not a valid
-                result (names the file and line; nothing is deleted).
+            InputError: a complete line is not a valid result (names the file and
+                line; nothing is deleted).
         """
         if not self.results_path.is_file():
             return []
         raw = self.results_path.read_bytes()
         lines = raw.split(b"\n")
-        results: list[ItemResult] = []
-        keep_bytes = 0
+        results: dict[str, ItemResult] = {}
+        offset = 0
         for number, line in enumerate(lines, start=1):
             is_last = number == len(lines)
+            line_start = offset
+            offset += len(line) + (0 if is_last else 1)
             if not line.strip():
-                keep_bytes += len(line) + (0 if is_last else 1)
                 continue
             try:
-                results.append(ItemResult.model_validate_json(line))
+                result = ItemResult.model_validate_json(line)
             except ValidationError as exc:
-                if is_last:  # the write was cut short: drop the fragment, keep the rest
-                    self._truncate(keep_bytes)
+                if is_last and not _is_json(line):  # the write was cut short: drop the fragment
+                    logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
+                                   "interrupted write; that item will be judged again",
+                                   self.results_path, number, len(line))
+                    self._truncate(line_start)
                     break
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ())) or None
                 raise InputError(
-                    f"not a valid item result ({exc.errors()[0]['msg']})", path=self.results_path, line=number,
+                    f"not a valid item result ({first['msg']})", path=self.results_path, line=number, field=where,
                     fix="move the damaged line out of the file; the other results are kept.",
                 ) from exc
-            keep_bytes += len(line) + (0 if is_last else 1)
-        return results
+            if result.item_id in results:
+                logger.warning("%s:%d: item %r appears again; the later line is used",
+                               self.results_path, number, result.item_id)
+                del results[result.item_id]
+            results[result.item_id] = result
+            if is_last:  # a complete line without its newline: add it before anything is appended
+                with self.results_path.open("ab") as handle:
+                    handle.write(b"\n")
+        return list(results.values())
 
     def _truncate(self, size: int) -> None:
         with self.results_path.open("r+b") as handle:
             handle.truncate(size)
 
     def append(self, result: ItemResult) -> None:
-        """Append one result as a JSON line and fsync it."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with self.results_path.open("a", encoding="utf-8") as handle:
-            handle.write(result.model_dump_json() + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Append one result as a JSON line and fsync it.
+
+        Raises:
+            RunStateError: the file cannot be written (disk full, permissions); results
+                already stored are untouched.
+        """
+        try:
+            line = result.model_dump_json() + "\n"
+            self.path.mkdir(parents=True, exist_ok=True)
+            with self.results_path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            raise RunStateError(f"cannot append to {self.results_path}: {exc.strerror}. Results already "
+                                "stored are kept; fix the cause and rerun the same command.") from exc
 
     def rewrite_results(self, results: list[ItemResult]) -> None:
         """Replace results.jsonl atomically (used when re-judging replaces items)."""
@@ -165,10 +262,16 @@ class RunDirectory:
         os.replace(tmp, self.results_path)
 
 
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def _norm(value: object) -> object:
     """Compare lists and tuples alike (JSON turns tuples into lists)."""
     if isinstance(value, (list, tuple)):
         return [float(v) if isinstance(v, (int, float)) else v for v in value]
     return value
-
-
