@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 
 console = Console(stderr=True)
@@ -38,7 +42,7 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int) -> LMHandle:
     """Make the LM, telling the user when the embedded model is being loaded."""
     if lm_spec == "local" or lm_spec.endswith(".gguf"):
-        console.print(f"[dim]Using the embedded model ({lm_spec}); it runs offline and is too small "
+        console.print(f"[dim]Using the embedded model ({escape(lm_spec)}); it runs offline and is too small "
                       "to judge well - pass --lm for real evaluations.[/dim]")
     return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens)
 
@@ -49,17 +53,49 @@ def slug(text: str) -> str:
 
 
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn project errors into a one-line red message and exit code 2."""
+    """Turn project errors into a one-line red message and exit code 2, Ctrl-C into 130."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except BinEvalError as exc:
-            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise SystemExit(2) from exc
+        except KeyboardInterrupt as exc:
+            console.print("[yellow]Interrupted.[/yellow]")
+            raise SystemExit(130) from exc
 
     return wrapper
+
+
+def check_scale(scale: tuple[float, float]) -> tuple[float, float]:
+    """Validate --scale A B: two finite, different numbers.
+
+    Raises:
+        InputError: otherwise.
+    """
+    low, high = scale
+    if not all(math.isfinite(v) for v in (low, high)) or low == high:
+        raise InputError(f"--scale needs two different finite numbers, got {low} {high}",
+                         field="--scale", fix="e.g. --scale 1 5 for a 1-5 Likert scale.")
+    return float(low), float(high)
+
+
+def check_writable_file(path: Path) -> None:
+    """Fail early (before any LM call) if `path` cannot be written as a file.
+
+    Raises:
+        InputError: it is a directory, or its folder cannot be created or written.
+    """
+    if path.is_dir():
+        raise InputError("is a directory; a file path is needed", path=path, fix="give a file name such as questions.json.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder ({exc.strerror})", path=path.parent) from exc
+    if not os.access(path.parent, os.W_OK):
+        raise InputError("the folder is not writable", path=path.parent)
 
 
 def quiet_libraries() -> None:

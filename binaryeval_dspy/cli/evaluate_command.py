@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from binaryeval_dspy.cli.common import (
     build_lm,
+    check_scale,
     console,
     friendly_errors,
     lm_options,
@@ -47,13 +49,14 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                      max_tokens: int) -> None:
     """Judge every item of ITEMS_FILE (.jsonl or .csv) with the questions of QUESTION_SET_FILE."""
     quiet_libraries()
+    scale = check_scale(scale)
     question_set = QuestionSet.load(question_set_file)
     items = load_items(items_file, input_field=input_field, output_field=output_field,
                        id_field=id_field, limit=limit)
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     if out_dir is None:
         out_dir = Path("runs") / f"{slug(items_file.stem)}-{slug(lm_spec)}-{question_set.content_hash[:8]}"
-    run_dir = RunDirectory(out_dir)
+    run_dir = RunDirectory(out_dir)  # a bad --out fails before the LM is loaded
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     manifest = RunManifest(
         command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
         question_set_path=str(question_set_file), items_path=str(items_file),
@@ -62,7 +65,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     )
     program = BinEval(question_set, scale=scale, num_threads=threads)
     n_q = len(question_set.questions)
-    console.print(f"Judging {len(items)} items x {n_q} questions with {handle.name} -> {out_dir}")
+    console.print(escape(f"Judging {len(items)} items x {n_q} questions with {handle.name} -> {out_dir}"))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
         task = progress.add_task("items", total=len(items), note="")
@@ -70,7 +73,9 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         def on_progress(result, status):  # noqa: ANN001 - small local callback
             note = ""
             if result is not None:
-                note = f"last: {result.item_id} overall {result.score_card.overall or 0:.2f}"
+                overall = result.score_card.overall
+                shown = "-" if overall is None else f"{overall:.2f}"
+                note = escape(f"last: {result.item_id} overall {shown}")
             elif status != "done":
                 note = status
             progress.update(task, advance=1, note=note)
@@ -85,10 +90,10 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         out_console.print(summary_table(summary))
         write_summary(summary, run_dir.path)
     console.print(f"{outcome.new_items} items judged now, {outcome.skipped_items} already done before; "
-                  f"{outcome.seconds:.1f} s. Results: {run_dir.results_path}")
+                  f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
     if outcome.failed:
         for item_id, message in outcome.failed[:5]:
-            console.print(f"[red]failed[/red] {item_id}: {message}", highlight=False)
+            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
         console.print(f"[yellow]{len(outcome.failed)} items failed and were not stored; rerun the same "
                       "command to retry them.[/yellow]")
         raise SystemExit(1)

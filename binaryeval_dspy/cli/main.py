@@ -6,6 +6,8 @@ e.g. ``BINEVAL_EVALUATE_LM=openai/gpt-4o-mini``.
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
@@ -22,9 +24,17 @@ cli.add_command(questions_command)
 cli.add_command(evaluate_command)
 
 
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Entry point of the `bineval` script."""
-    cli()
+    """Entry point of the `bineval` script: SIGTERM stops a run as Ctrl-C does (results kept)."""
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:  # before a command's own handler is in place
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -7,9 +7,20 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import build_lm, console, friendly_errors, lm_options, out_console, quiet_libraries
-from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.programs.question_generator import QuestionGenerator
+from rich.markup import escape
+from rich.text import Text
+
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    check_writable_file,
+    console,
+    friendly_errors,
+    lm_options,
+    out_console,
+    quiet_libraries,
+)
+from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.programs.question_generator import QuestionGenerator, normalize_dimension
 
 
 @click.command("questions")
@@ -27,21 +38,36 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
     quiet_libraries()
     if not task_prompt_file.is_file():
         raise InputError("task prompt file not found", path=task_prompt_file)
-    task_prompt = task_prompt_file.read_text(encoding="utf-8").strip()
+    try:
+        task_prompt = task_prompt_file.read_text(encoding="utf-8-sig").strip()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", path=task_prompt_file, fix="save it as UTF-8.") from exc
     if not task_prompt:
         raise InputError("the task prompt file is empty", path=task_prompt_file)
-    dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
+    check_writable_file(out_path)  # before any LM work, so nothing generated is lost
+    dims = None
+    if dimensions is not None:
+        dims = [normalize_dimension(d) for d in dimensions.split(",")]
+        dims = [d for d in dims if d]
+        if not dims:
+            raise InputError(f"no usable dimension name in {dimensions!r}", field="--dimensions",
+                             fix="give comma-separated names such as coherence,fluency (letters, digits, _).")
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     generator = QuestionGenerator(dimensions=dims, max_requirements=max_requirements)
     with console.status("Generating questions (requirements, then one call per requirement)..."), handle.context():
-        pred = generator(task_prompt=task_prompt)
+        try:
+            pred = generator(task_prompt=task_prompt)
+        except BinEvalError:
+            raise
+        except Exception as exc:  # transport and provider errors come in many types
+            raise BinEvalError(f"the LM call failed ({type(exc).__name__}: {exc})") from exc
     question_set = pred.question_set.model_copy(update={"generated_by": handle.name})
     question_set.save(out_path)
-    table = Table(title=f"{len(question_set.questions)} binary questions - LM: {handle.name}")
+    table = Table(title=escape(f"{len(question_set.questions)} binary questions - LM: {handle.name}"))
     for col in ("id", "dimension", "question"):
         table.add_column(col)
     for q in question_set.questions:
-        table.add_row(q.id, q.dimension, q.text)
+        table.add_row(Text(q.id), Text(q.dimension), Text(q.text))
     out_console.print(table)
-    console.print(f"Wrote {out_path} (hash {question_set.content_hash}; {pred.merged} duplicate questions merged). "
-                  "Review and edit it before evaluating: it is plain JSON.")
+    console.print(escape(f"Wrote {out_path} (hash {question_set.content_hash}; {pred.merged} duplicate questions "
+                         "merged). Review and edit it before evaluating: it is plain JSON."))

@@ -66,6 +66,7 @@ def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool) -> LMH
     # the file and every engine setting that changes what the model returns.
     model = f"custom/{stem}-{digest}-s{engine.max_string_chars}"
     lm = dspy.LM(model, engine=engine, temperature=0.0, max_tokens=max_tokens, cache=cache)
+    engine.llama  # load now: a bad file fails here, not at the first item  # noqa: B018
     return LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name=f"{path.name} (llama.cpp)", embedded=True, engine=engine)
 
 
@@ -94,9 +95,23 @@ def make_lm(
 
     Raises:
         LMConfigError: the value fits none of the accepted forms, a URL comes
-            without a model name, or the embedded model is not installed.
+            without a model name, `model` / `api_key_env` are given without a URL,
+            the key variable is unset, `max_tokens` < 1, or the embedded model / GGUF
+            file cannot be loaded (checked here, before any run starts).
     """
-    spec = (spec or LOCAL).strip()
+    if not isinstance(spec, str) or not spec.strip():
+        raise LMConfigError(f"--lm must be a non-empty string, got {spec!r}. Fix: e.g. --lm local.")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise LMConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
+        raise LMConfigError(f"n_ctx must be an integer >= 256, got {n_ctx!r}")
+    spec = spec.strip()
+    is_url = spec.startswith(("http://", "https://"))
+    if not is_url and (model or api_key_env):
+        raise LMConfigError(
+            f"--lm-model / --api-key-env only apply to a base URL, but --lm is {spec!r}. "
+            "Fix: drop them, or pass the server's URL as --lm."
+        )
     if spec == LOCAL:
         return _gguf_handle(find_smollm2_gguf(), max_tokens=max_tokens, n_ctx=n_ctx, cache=cache)
     if spec.endswith(".gguf"):
@@ -110,7 +125,12 @@ def make_lm(
                 f"--lm {spec} is a base URL, so the served model's name is needed too. "
                 "Fix: add --lm-model NAME (the name the server lists at /v1/models)."
             )
-        api_key = os.environ.get(api_key_env) if api_key_env else None
+        api_key = None
+        if api_key_env:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set. "
+                                    "Fix: export it, or drop the option for a server without keys.")
         lm = dspy.LM(
             f"openai/{model}", api_base=spec, api_key=api_key or "not-needed",
             temperature=0.0, max_tokens=max_tokens, cache=cache,

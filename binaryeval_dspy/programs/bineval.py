@@ -2,42 +2,59 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
-from binaryeval_dspy.programs.question_set_state import QuestionSetState
+from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 
-_SALVAGE = (
-    re.compile(r'"verdict"\s*:\s*"\s*(yes|no)\s*"', re.IGNORECASE),
-    re.compile(r"\[\[\s*##\s*verdict\s*##\s*\]\]\s*\W*(yes|no)\b", re.IGNORECASE),
-)
-_SALVAGE_EXPLANATION = (
-    re.compile(r'"explanation"\s*:\s*"((?:[^"\\]|\\.)*)"', re.IGNORECASE),
-    re.compile(r"\[\[\s*##\s*explanation\s*##\s*\]\]\s*(.*?)(?:\[\[|$)", re.IGNORECASE | re.DOTALL),
-)
+_CHAT_VERDICT = re.compile(r"^\s*\[\[\s*##\s*verdict\s*##\s*\]\]\s*\n\s*(yes|no)\s*[.!]?\s*$",
+                           re.IGNORECASE | re.MULTILINE)
+_CHAT_EXPLANATION = re.compile(r"\[\[\s*##\s*explanation\s*##\s*\]\]\s*(.*?)\s*(?:\[\[|$)",
+                               re.IGNORECASE | re.DOTALL)
 
 
 def _salvage(raw: str) -> tuple[str, str] | None:
-    """Read a verdict whose only flaw is case or quoting (e.g. ``"Yes"``); else None."""
-    for pattern in _SALVAGE:
-        match = pattern.search(raw or "")
-        if match:
-            explanation = ""
-            for ep in _SALVAGE_EXPLANATION:
-                em = ep.search(raw)
-                if em:
-                    explanation = em.group(1).strip()
-                    break
-            return match.group(1).lower(), explanation
+    """Read a verdict whose only flaw is its case (``"Yes"``, ``"NO"``); else None.
+
+    Accepted: a whole JSON object whose ``verdict`` is yes/no in any case, or a
+    ChatAdapter field block whose verdict line is exactly yes/no. A verdict merely
+    mentioned inside prose is not read.
+    """
+    text = (raw or "").strip()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        verdict = data.get("verdict")
+        if isinstance(verdict, str) and verdict.strip().lower() in ("yes", "no"):
+            explanation = data.get("explanation")
+            return verdict.strip().lower(), explanation.strip() if isinstance(explanation, str) else ""
+        return None
+    match = _CHAT_VERDICT.search(text)
+    if match:
+        explained = _CHAT_EXPLANATION.search(text)
+        return match.group(1).lower(), explained.group(1).strip() if explained else ""
     return None
+
+
+@dataclass
+class _ThreadOutcome:
+    verdict: QuestionVerdict | None
+    error: Exception | None
+    usage: dict[str, list[dict]]
 
 
 class BinEval(dspy.Module):
@@ -49,11 +66,17 @@ class BinEval(dspy.Module):
     counted in the score card, never treated as "no".
 
     Args:
-        question_set: the frozen questions; kept as program state, so
-            ``program.save(path)`` / ``program.load(path)`` round-trip it.
-        scale: interval [a, b] for scaled scores, e.g. ``(1, 5)`` for a Likert scale.
-        num_threads: concurrent question calls per item (1 = sequential). Embedded
-            llama.cpp models serialize calls anyway; remote endpoints gain from more.
+        question_set: the frozen questions (a `QuestionSet` or the path of its JSON);
+            kept as program state with the scale, so ``program.save(path)`` /
+            ``program.load(path)`` round-trip both.
+        scale: interval [a, b] for scaled scores, e.g. ``(1, 5)`` for a Likert scale;
+            two different finite numbers.
+        num_threads: concurrent question calls per item (an int >= 1; 1 = sequential).
+            Embedded llama.cpp models serialize calls anyway; remote endpoints gain.
+
+    Raises:
+        BinEvalError: a question set of another type, a bad scale or thread count.
+        QuestionSetError: a question-set path that does not load.
 
     Example:
         >>> evaluator = BinEval(question_set, scale=(1, 5))           # doctest: +SKIP
@@ -69,12 +92,27 @@ class BinEval(dspy.Module):
         num_threads: int = 1,
     ) -> None:
         super().__init__()
-        if num_threads < 1:
-            raise BinEvalError(f"num_threads must be >= 1, got {num_threads}")
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+            raise BinEvalError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+        if isinstance(question_set, (str, Path)):
+            question_set = QuestionSet.load(question_set)
+        if question_set is not None and not isinstance(question_set, QuestionSet):
+            raise BinEvalError(
+                f"question_set must be a QuestionSet or the path of its JSON file, got {type(question_set).__name__}"
+            )
         self.questions = QuestionSetState(question_set)
         self.judge = dspy.Predict(JudgeBinaryQuestion)
-        self.scale = (float(scale[0]), float(scale[1]))
+        self.scale_state = ScaleState(_checked_scale(scale))
         self.num_threads = num_threads
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """The interval [a, b] of scaled scores (saved with the program)."""
+        return self.scale_state.value
+
+    @scale.setter
+    def scale(self, value: tuple[float, float]) -> None:
+        self.scale_state.value = _checked_scale(value)
 
     @property
     def question_set(self) -> QuestionSet:
@@ -120,6 +158,18 @@ class BinEval(dspy.Module):
             )
         return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation)
 
+    def _judge_in_thread(self, input: str, output: str, question: BinaryQuestion) -> _ThreadOutcome:
+        """`judge_question` on a worker thread: the verdict or the LM error, plus the usage.
+
+        DSPy's executor gives each worker a private copy of the usage tracker, so the
+        calls' usage is returned here and added to the caller's tracker by `forward`.
+        """
+        with dspy.track_usage() as tracker:
+            try:
+                return _ThreadOutcome(self.judge_question(input, output, question), None, tracker.usage_data)
+            except Exception as exc:  # re-raised with its cause by forward()
+                return _ThreadOutcome(None, exc, tracker.usage_data)
+
     def forward(self, input: str, output: str) -> dspy.Prediction:
         """Answer every question about `output` and score it.
 
@@ -141,20 +191,40 @@ class BinEval(dspy.Module):
         question_set = self.question_set
         questions = question_set.questions
         if self.num_threads > 1 and len(questions) > 1:
-            pairs: list[tuple[Callable[..., QuestionVerdict], tuple[str, str, BinaryQuestion]]] = [
-                (self.judge_question, (input, output, q)) for q in questions
+            pairs: list[tuple[Callable[..., _ThreadOutcome], tuple[str, str, BinaryQuestion]]] = [
+                (self._judge_in_thread, (input, output, q)) for q in questions
             ]
             parallel = dspy.Parallel(
-                num_threads=min(self.num_threads, len(questions)), max_errors=1,
+                num_threads=min(self.num_threads, len(questions)), max_errors=len(questions) + 1,
                 disable_progress_bar=True, provide_traceback=False,
             )
-            try:
-                verdicts = parallel(pairs)
-            except Exception as exc:  # DSPy's executor raises a bare Exception on cancel
-                raise BinEvalError(f"an LM call failed while judging this item ({exc}); rerun to retry it") from exc
-            if any(v is None for v in verdicts):
-                raise BinEvalError("an LM call failed while judging this item; rerun to retry it")
+            outcomes = parallel(pairs)
+            parent = dspy.settings.usage_tracker
+            for outcome in outcomes:
+                if parent is not None and isinstance(outcome, _ThreadOutcome):
+                    for lm_name, entries in outcome.usage.items():
+                        for entry in entries:
+                            parent.add_usage(lm_name, entry)
+            failures = [o for o in outcomes if not isinstance(o, _ThreadOutcome) or o.error is not None]
+            if failures:
+                first = next((o.error for o in failures if isinstance(o, _ThreadOutcome)), None)
+                cause = f"{type(first).__name__}: {first}" if first is not None else "unknown error"
+                raise BinEvalError(
+                    f"{len(failures)} of {len(questions)} LM calls failed while judging this item ({cause})"
+                ) from first
+            verdicts = [o.verdict for o in outcomes]
         else:
             verdicts = [self.judge_question(input, output, q) for q in questions]
         card = score_verdicts(verdicts, question_set, scale=self.scale)
         return dspy.Prediction(score=card.overall, score_card=card, verdicts=list(verdicts))
+
+
+def _checked_scale(scale: object) -> tuple[float, float]:
+    """(a, b) as floats; raises BinEvalError unless two different finite numbers."""
+    try:
+        low, high = (float(v) for v in scale)  # type: ignore[union-attr]
+    except (TypeError, ValueError) as exc:
+        raise BinEvalError(f"scale must be two numbers (a, b), got {scale!r}") from exc
+    if not (math.isfinite(low) and math.isfinite(high)) or low == high:
+        raise BinEvalError(f"scale must be two different finite numbers, got {scale!r}")
+    return low, high

@@ -40,3 +40,27 @@ class QuestionSetState(Parameter):
 
     def reset(self) -> None:
         """Nothing to reset: a question set is not a learned demo."""
+
+
+class ScaleState(Parameter):
+    """Holds BinEval's score interval [a, b] as saved program state.
+
+    Args:
+        scale: (a, b), two different finite numbers.
+    """
+
+    def __init__(self, scale: tuple[float, float] = (0.0, 1.0)) -> None:
+        self.value = (float(scale[0]), float(scale[1]))
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        """``{"scale": [a, b]}``."""
+        return {"scale": list(self.value)}
+
+    def load_state(self, state: dict[str, Any]) -> ScaleState:
+        """Restore the interval saved by `dump_state`."""
+        low, high = state["scale"]
+        self.value = (float(low), float(high))
+        return self
+
+    def reset(self) -> None:
+        """Nothing to reset."""

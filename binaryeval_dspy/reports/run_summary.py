@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from binaryeval_dspy.schemas.item_result import ItemResult
 
@@ -124,7 +126,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def summary_table(summary: RunSummary) -> Table:
     """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts."""
     low, high = summary.scale
-    table = Table(title=f"BinEval scores - {summary.items} items - LM: {summary.lm}")
+    table = Table(title=escape(f"BinEval scores - {summary.items} items - LM: {summary.lm}"))
     table.add_column("dimension")
     table.add_column("mean yes-rate [0,1]", justify="right")
     table.add_column(f"mean score [{low:g},{high:g}]", justify="right")
@@ -132,7 +134,7 @@ def summary_table(summary: RunSummary) -> Table:
     table.add_column("no", justify="right")
     table.add_column("unparsed", justify="right")
     for d in summary.dimensions:
-        table.add_row(d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no),
+        table.add_row(Text(d.dimension), _fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no),
                       str(d.unparsed), style="bold" if d.dimension == "overall" else None)
     table.caption = (
         f"{summary.lm_calls} LM calls, {summary.prompt_tokens + summary.completion_tokens} tokens "
@@ -147,12 +149,12 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
     table.add_column("item", no_wrap=True)
     dims = list(results[0].score_card.dimension_scores) if results else []
     for d in dims:
-        table.add_column(d, justify="right")
+        table.add_column(escape(d), justify="right")
     table.add_column("overall", justify="right")
     table.add_column("unparsed", justify="right")
     for r in results[:max_rows]:
         sc = r.score_card
-        table.add_row(r.item_id, *[_fmt(sc.scaled_dimension_scores[d], 2) for d in dims],
+        table.add_row(Text(r.item_id), *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
                       _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed))
     if len(results) > max_rows:
         table.caption = f"... {len(results) - max_rows} more items in results.jsonl"
