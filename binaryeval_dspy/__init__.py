@@ -8,6 +8,8 @@ Public API (everything else is an implementation detail):
 * LMs: `make_lm` (LiteLLM ids, base URLs, the embedded llama.cpp model)
 * data: `load_items`, `load_jsonl`, `load_csv`
 * runs: `RunDirectory`, `evaluate_items`
+* verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
+  `VerdictOutput` (the downstream JSON schema), `register_check`, `rejudge_items`
 """
 
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
@@ -50,4 +52,21 @@ __all__ = [
     "load_jsonl",
     "make_lm",
     "score_verdicts",
+]
+
+# Verdict mode (issue 5): code-owned checks, named verdicts, fatal questions, pressure tests.
+from binaryeval_dspy.checks import CheckResult, register_check  # noqa: E402
+from binaryeval_dspy.programs import VerdictJudge  # noqa: E402
+from binaryeval_dspy.runs import rejudge_items  # noqa: E402
+from binaryeval_dspy.schemas import NamedVerdict, VerdictLabel, VerdictOutput, VerdictPolicy  # noqa: E402
+
+__all__ += [
+    "CheckResult",
+    "NamedVerdict",
+    "VerdictJudge",
+    "VerdictLabel",
+    "VerdictOutput",
+    "VerdictPolicy",
+    "register_check",
+    "rejudge_items",
 ]
