@@ -55,10 +55,10 @@ __all__ = [
 ]
 
 # Verdict mode (issue 5): code-owned checks, named verdicts, fatal questions, pressure tests.
-from binaryeval_dspy.checks import CheckResult, register_check  # noqa: E402
-from binaryeval_dspy.programs import VerdictJudge  # noqa: E402
-from binaryeval_dspy.runs import rejudge_items  # noqa: E402
-from binaryeval_dspy.schemas import NamedVerdict, VerdictLabel, VerdictOutput, VerdictPolicy  # noqa: E402
+from binaryeval_dspy.checks import CheckResult, register_check
+from binaryeval_dspy.programs import VerdictJudge
+from binaryeval_dspy.runs import rejudge_items
+from binaryeval_dspy.schemas import NamedVerdict, VerdictLabel, VerdictOutput, VerdictPolicy
 
 __all__ += [
     "CheckResult",

@@ -196,7 +196,7 @@ def test_rejudge_refuses_a_changed_question_set(tmp_path, fake_lm):
 def test_rejudge_judges_only_changed_outputs_and_reports_changed_verdicts(tmp_path, fake_lm):
     script = VerdictScript(labels=["Keep"])
     engines = fake_lm(script)
-    result, out, qs, items = evaluate(tmp_path, "verdict")
+    result, out, _, items = evaluate(tmp_path, "verdict")
     assert result.exit_code == 0, result.output
     old_results = (out / "results.jsonl").read_bytes()
     changed = dict(OUTPUTS, **{"long-doc": "Now a short page. Run `pip install`.", "new-doc": "A new page."})
@@ -232,7 +232,7 @@ def test_rejudge_judges_only_changed_outputs_and_reports_changed_verdicts(tmp_pa
 
 def test_rejudge_refuses_to_overwrite_or_switch_lm(tmp_path, fake_lm):
     fake_lm(VerdictScript())
-    result, out, qs, items = evaluate(tmp_path, "verdict")
+    result, out, _, items = evaluate(tmp_path, "verdict")
     assert result.exit_code == 0, result.output
     same = CliRunner().invoke(cli, ["rejudge", str(out), str(items), "--out", str(out)])
     assert same.exit_code == 2 and "overwrite" in " ".join(same.output.split())
@@ -244,7 +244,7 @@ def test_rejudge_refuses_to_overwrite_or_switch_lm(tmp_path, fake_lm):
 
 def test_rejudge_in_score_mode_compares_overall_scores(tmp_path, fake_lm):
     fake_lm(VerdictScript())
-    result, out, qs, items = evaluate(tmp_path, "score")
+    result, out, _, items = evaluate(tmp_path, "score")
     assert result.exit_code == 0, result.output
     write_items(items, dict(OUTPUTS, **{"long-doc": "short now."}))
     result = CliRunner().invoke(cli, ["rejudge", str(out), str(items)])

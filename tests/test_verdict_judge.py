@@ -190,7 +190,7 @@ def test_pass_label_refuted_under_always_moves_only_when_declared():
 
 def test_aggregation_verdict_has_no_score_and_both_has_one():
     pred, _ = run(verdict_question_set(), VerdictScript(), aggregation="verdict")
-    assert "score" not in pred.keys() and "score_card" not in pred.keys()
+    assert "score" not in pred and "score_card" not in pred
     pred, _ = run(verdict_question_set(), VerdictScript(), aggregation="both")
     assert pred.score == 1.0 and pred.score_card.counts["form"].yes == 1
     assert pred.named_verdict.label == "Keep"
@@ -226,3 +226,17 @@ def test_question_set_round_trip_keeps_policy_checks_and_fatal(tmp_path):
     loaded = QuestionSet.load(qs.save(tmp_path / "qs.json"))
     assert loaded == qs and loaded.content_hash == qs.content_hash
     assert loaded.questions[0].fatal and loaded.questions[0].check.name == "word_count"
+
+
+def test_save_and_load_keep_the_question_set_and_every_predictor(tmp_path):
+    qs = verdict_question_set()
+    judge = VerdictJudge(qs)
+    judge.picker.pick.signature = judge.picker.pick.signature.with_instructions("Pick one label, carefully.")
+    path = tmp_path / "judge.json"
+    judge.save(str(path))
+    fresh = VerdictJudge(qs)
+    fresh.load(str(path))
+    assert fresh.question_set.content_hash == qs.content_hash
+    assert fresh.picker.pick.signature.instructions == "Pick one label, carefully."
+    names = {name for name, _ in fresh.named_predictors()}
+    assert names == {"evidence.judge", "picker.pick", "pressure.draft", "pressure.answer"}

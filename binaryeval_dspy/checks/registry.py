@@ -81,7 +81,8 @@ class CheckDefinition:
                 the check, the parameter and the accepted ones.
         """
         if not isinstance(params, dict):
-            raise ValueError(f"check '{self.name}': 'params' must be an object, got {type(params).__name__}")
+            raise ValueError(  # noqa: TRY004 - pydantic turns ValueError into a located validation error
+                f"check '{self.name}': 'params' must be an object, got {type(params).__name__}")
         if self.params_model is not None:
             try:
                 model = self.params_model.model_validate(params)

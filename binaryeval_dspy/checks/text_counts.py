@@ -62,19 +62,19 @@ def _bounded(count: int, unit: str, low: int | None, high: int | None) -> CheckR
 
 
 @register_check("word_count", params=CountBounds, _builtin=True)
-def word_count(text: str, *, min: int | None, max: int | None) -> CheckResult:  # noqa: A002
+def word_count(text: str, *, min: int | None, max: int | None) -> CheckResult:
     """Yes when the number of words is within [min, max]."""
     return _bounded(count_words(text), "words", min, max)
 
 
 @register_check("sentence_count", params=CountBounds, _builtin=True)
-def sentence_count(text: str, *, min: int | None, max: int | None) -> CheckResult:  # noqa: A002
+def sentence_count(text: str, *, min: int | None, max: int | None) -> CheckResult:
     """Yes when the number of sentences is within [min, max]."""
     return _bounded(count_sentences(text), "sentences", min, max)
 
 
 @register_check("paragraph_count", params=CountBounds, _builtin=True)
-def paragraph_count(text: str, *, min: int | None, max: int | None) -> CheckResult:  # noqa: A002
+def paragraph_count(text: str, *, min: int | None, max: int | None) -> CheckResult:
     """Yes when the number of paragraphs is within [min, max]."""
     return _bounded(count_paragraphs(text), "paragraphs", min, max)
 
@@ -94,7 +94,7 @@ class KeywordParams(CountBounds):
 
 
 @register_check("keyword_frequency", params=KeywordParams, _builtin=True)
-def keyword_frequency(text: str, *, keyword: str, min: int | None, max: int | None,  # noqa: A002
+def keyword_frequency(text: str, *, keyword: str, min: int | None, max: int | None,
                       case_sensitive: bool, whole_word: bool) -> CheckResult:
     """Yes when `keyword` occurs between min and max times."""
     pattern = re.escape(keyword)

@@ -33,7 +33,7 @@ def answer_with_check(question: BinaryQuestion, *, input: str, output: str) -> Q
     text = output if spec.on == "output" else input
     try:
         result = get_check(spec.name).run(text, spec.params)
-    except Exception as exc:  # user checks can raise anything; it is recorded, not counted as "no"
+    except Exception as exc:  # noqa: BLE001 - user checks can raise anything; recorded, never counted as "no"
         return QuestionVerdict(
             question_id=question.id, verdict="unparsed", source="code",
             error=f"check '{spec.name}' raised {type(exc).__name__}: {exc}",

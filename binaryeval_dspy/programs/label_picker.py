@@ -12,7 +12,12 @@ from binaryeval_dspy.schemas.named_verdict import LabelAttempt
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
-from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel, label_feedback
+from binaryeval_dspy.signatures.verdict_pick import (
+    EvidenceLine,
+    LabelOption,
+    PickVerdictLabel,
+    label_feedback,
+)
 
 
 def _raw_field(raw: str, name: str) -> str | None:

@@ -10,8 +10,8 @@ from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, P
 __all__ = [
     "AnswerRefutationQuestion",
     "DecomposeRequirement",
-    "DraftRefutationQuestions",
     "DraftQuestion",
+    "DraftRefutationQuestions",
     "EvidenceLine",
     "InferDimensions",
     "JudgeBinaryQuestion",
