@@ -261,3 +261,28 @@ def test_rejudge_of_a_non_run_directory(tmp_path, fake_lm):
     items = write_items(tmp_path / "items.jsonl", OUTPUTS)
     result = CliRunner().invoke(cli, ["rejudge", str(tmp_path / "nothing"), str(items)])
     assert result.exit_code == 2 and "not a run directory" in " ".join(result.output.split())
+
+
+def test_rejudge_names_the_checks_module_the_run_used(tmp_path, fake_lm):
+    fake_lm(VerdictScript())
+    module = tmp_path / "my_checks.py"
+    module.write_text(textwrap.dedent(CHECKS_MODULE), encoding="utf-8")
+    data = verdict_question_set().model_dump(mode="json")
+    data["questions"][2]["check"] = {"name": "mentions_pip"}
+    qs = tmp_path / "qs.json"
+    qs.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    items = write_items(tmp_path / "items.jsonl", OUTPUTS)
+    out = tmp_path / "run"
+    try:
+        result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--id-field", "id", "--aggregation",
+                                          "verdict", "--checks-module", str(module), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        unregister_check("mentions_pip")
+        refused = CliRunner().invoke(cli, ["rejudge", str(out), str(items)])
+        message = " ".join(refused.output.split())
+        assert refused.exit_code == 2 and "unknown check 'mentions_pip'" in message
+        assert f"loaded checks from ['{module}']" in message
+        again = CliRunner().invoke(cli, ["rejudge", str(out), str(items), "--checks-module", str(module)])
+        assert again.exit_code == 0, again.output
+    finally:
+        unregister_check("mentions_pip")

@@ -34,8 +34,8 @@ def load_checks_module(spec: str) -> ModuleType:
             ``sys.path`` (e.g. ``mypackage.checks``).
 
     Returns:
-        The imported module. Importing the same file twice in one process reuses
-        the module already imported.
+        The imported module. Importing the same file again runs it again; its
+        checks replace their earlier registration (same module, same names).
 
     Raises:
         InputError: the file is missing, or importing it failed (the message names
@@ -48,8 +48,6 @@ def load_checks_module(spec: str) -> ModuleType:
                              fix="pass the path of a .py file that registers checks with @register_check.")
         resolved = path.resolve()
         name = "binaryeval_user_checks_" + hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
-        if name in sys.modules:
-            return sys.modules[name]
         module_spec = importlib.util.spec_from_file_location(name, resolved)
         if module_spec is None or module_spec.loader is None:
             raise InputError("cannot be imported as a Python module", path=path)
@@ -57,12 +55,12 @@ def load_checks_module(spec: str) -> ModuleType:
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
-        except Exception as exc:  # the user's code can raise anything; report it located
-            del sys.modules[name]
+        except Exception as exc:  # noqa: BLE001 - the user's code can raise anything; report it located
+            sys.modules.pop(name, None)
             raise InputError(f"importing the checks module failed: {type(exc).__name__}: {exc}", path=path) from exc
         return module
     try:
         return importlib.import_module(spec)
-    except Exception as exc:  # ImportError or whatever the module raises on import
+    except Exception as exc:  # noqa: BLE001 - ImportError or whatever the module raises on import
         raise InputError(f"checks module {spec!r} could not be imported: {type(exc).__name__}: {exc}",
                          fix="give a .py path or a module importable from the current environment.") from exc
