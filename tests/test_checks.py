@@ -88,7 +88,8 @@ def test_path_exists(tmp_path):
     assert r.data["found"] == ["docs/guide.md", "docs/", "docs/missing.md"]
     assert check("path_exists", "See `docs/guide.md`.", base_dir=str(tmp_path), kind="file").passed
     assert not check("path_exists", "See `docs/`.", base_dir=str(tmp_path), kind="file").passed
-    assert check("path_exists", "no references", base_dir=str(tmp_path)).passed
+    r = check("path_exists", "no references", base_dir=str(tmp_path))
+    assert r.passed and r.evidence == "no referenced paths found"
     assert not check("path_exists", "no references", base_dir=str(tmp_path), min_found=1).passed
     assert check("path_exists", " docs/guide.md\n", whole_text=True, base_dir=str(tmp_path)).passed
     r = check("path_exists", "uses examples/summeval/items.jsonl here", pattern=r"examples/[\w./-]+")
@@ -102,6 +103,7 @@ def test_url_well_formed():
     assert not r.passed and len(r.data["malformed"]) == 3
     assert check("url_well_formed", "ftp://files.example/a", schemes=["ftp"]).passed
     assert not check("url_well_formed", "no links", min_count=1).passed
+    assert check("url_well_formed", "no links").evidence == "no URLs found"
     assert check("url_well_formed", " https://example.org/a?b=1 ", whole_text=True).passed
     assert not check("url_well_formed", "see https://example.org", whole_text=True).passed
 

@@ -92,9 +92,10 @@ def path_exists(text: str, *, pattern: str, whole_text: bool, base_dir: str, kin
             evidence=f"{len(missing)} of {len(candidates)} referenced {what}s missing: {', '.join(missing[:8])}",
             data={"found": candidates, "missing": missing},
         )
-    return CheckResult(passed=True, evidence=f"all {len(candidates)} referenced {what}s exist"
-                       + (f": {', '.join(candidates[:8])}" if candidates else ""),
-                       data={"found": candidates, "missing": []})
+    if not candidates:
+        return CheckResult(passed=True, evidence=f"no referenced {what}s found", data={"found": [], "missing": []})
+    return CheckResult(passed=True, evidence=f"all {len(candidates)} referenced {what}s exist: "
+                       + ", ".join(candidates[:8]), data={"found": candidates, "missing": []})
 
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>\"'`()\[\]{}]+")
@@ -160,4 +161,6 @@ def url_well_formed(text: str, *, schemes: list[str], whole_text: bool, min_coun
         shown = "; ".join(f"{u[:60]} ({p})" for u, p in list(bad.items())[:5])
         return CheckResult(passed=False, evidence=f"{len(bad)} of {len(urls)} URL(s) malformed: {shown}",
                            data={"urls": urls, "malformed": list(bad)})
+    if not urls:
+        return CheckResult(passed=True, evidence="no URLs found", data={"urls": [], "malformed": []})
     return CheckResult(passed=True, evidence=f"all {len(urls)} URL(s) well formed", data={"urls": urls, "malformed": []})

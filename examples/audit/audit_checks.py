@@ -29,4 +29,6 @@ def json_blocks_parse(text: str, *, min_blocks: int = 0) -> CheckResult:
     if failures:
         return CheckResult(passed=False, evidence=f"{len(failures)} of {len(blocks)} JSON block(s) do not parse: "
                            + "; ".join(failures), data={"blocks": len(blocks), "failing": len(failures)})
+    if not blocks:
+        return CheckResult(passed=True, evidence="no JSON blocks", data={"blocks": 0})
     return CheckResult(passed=True, evidence=f"all {len(blocks)} JSON block(s) parse", data={"blocks": len(blocks)})
