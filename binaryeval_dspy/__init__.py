@@ -8,6 +8,8 @@ Public API (everything else is an implementation detail):
 * LMs: `make_lm` (LiteLLM ids, base URLs, the embedded llama.cpp model)
 * data: `load_items`, `load_jsonl`, `load_csv`
 * runs: `RunDirectory`, `evaluate_items`
+* verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
+  `VerdictOutput` (the downstream JSON schema), `register_check`, `rejudge_items`
 """
 
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
@@ -57,3 +59,20 @@ from binaryeval_dspy.data import load_ifbench  # noqa: E402
 from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy  # noqa: E402
 
 __all__ += ["IFBenchResult", "check_loose", "check_strict", "ifbench_accuracy", "load_ifbench"]
+
+# Verdict mode (issue 5): code-owned checks, named verdicts, fatal questions, pressure tests.
+from binaryeval_dspy.checks import CheckResult, register_check
+from binaryeval_dspy.programs import VerdictJudge
+from binaryeval_dspy.runs import rejudge_items
+from binaryeval_dspy.schemas import NamedVerdict, VerdictLabel, VerdictOutput, VerdictPolicy
+
+__all__ += [
+    "CheckResult",
+    "NamedVerdict",
+    "VerdictJudge",
+    "VerdictLabel",
+    "VerdictOutput",
+    "VerdictPolicy",
+    "register_check",
+    "rejudge_items",
+]

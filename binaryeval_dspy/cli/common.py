@@ -102,3 +102,28 @@ def quiet_libraries() -> None:
     """Keep LiteLLM / httpx chatter out of the progress display."""
     for name in ("LiteLLM", "litellm", "httpx", "dspy"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def checks_module_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --checks-module (repeatable): Python files or modules that register user checks."""
+    return click.option(
+        "--checks-module", "checks_modules", multiple=True, metavar="FILE.py|MODULE",
+        help="Import this file (or dotted module) before loading the question set, so the checks it "
+             "registers with @register_check can be named in the set. Repeatable. Only modules named "
+             "here are ever imported; a question-set file cannot import code.",
+    )(func)
+
+
+def load_checks_modules(specs: tuple[str, ...] | list[str]) -> list[dict[str, str | None]]:
+    """Import each checks module; returns [{"module": spec, "sha256": 16-hex fingerprint or None}].
+
+    Raises:
+        InputError: a module is missing or fails to import (named in the message).
+    """
+    from binaryeval_dspy.checks import load_checks_module, module_fingerprint
+
+    loaded = []
+    for spec in specs:
+        load_checks_module(spec)
+        loaded.append({"module": spec, "sha256": module_fingerprint(spec)})
+    return loaded

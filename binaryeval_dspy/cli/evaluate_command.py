@@ -1,4 +1,8 @@
-"""`bineval evaluate`: question set + items -> per-item verdicts, scores and a summary."""
+"""`bineval evaluate`: question set + items -> per-item verdicts, scores and a summary.
+
+With ``--aggregation verdict`` (or ``both``) each item also gets one named verdict
+from the question set's declared labels (seed 004's pattern; see `VerdictJudge`).
+"""
 
 from __future__ import annotations
 
@@ -11,20 +15,37 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from binaryeval_dspy.cli.common import (
     build_lm,
     check_scale,
+    checks_module_option,
     console,
     friendly_errors,
     lm_options,
+    load_checks_modules,
     out_console,
     quiet_libraries,
     slug,
 )
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
+from binaryeval_dspy.reports.verdict_report import build_verdict_output, print_item_verdicts, write_verdict_output
 from binaryeval_dspy.reports.run_summary import items_table, summarize_results, summary_table, write_summary
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.verdict_rules import PRESSURE_TEST_MODES
+
+
+def progress_note(result: ItemResult) -> str:
+    """The progress bar's note for the last judged item (no score in verdict mode)."""
+    parts = [f"last: {result.item_id}"]
+    if result.named_verdict is not None:
+        parts.append(f"-> {result.named_verdict.label or 'unparsed'}")
+    if result.score_card is not None:
+        overall = result.score_card.overall
+        parts.append("overall -" if overall is None else f"overall {overall:.2f}")
+    return " ".join(parts)
 
 
 @click.command("evaluate")
@@ -41,31 +62,55 @@ from binaryeval_dspy.schemas.run_manifest import RunManifest
               help="Concurrent question calls per item (helps remote LMs; the embedded model serializes).")
 @click.option("--scale", nargs=2, type=float, default=(0.0, 1.0), show_default=True,
               help="Map scores from [0,1] to [A,B], e.g. --scale 1 5.")
+@click.option("--aggregation", type=click.Choice(AGGREGATIONS), default="score", show_default=True,
+              help="'score': yes-rates per dimension (BinEval). 'verdict': one named label per item from the "
+                   "question set's verdict_policy, grounds and evidence, and no numeric score anywhere. "
+                   "'both': the two side by side.")
+@click.option("--pressure-test", "pressure_test", type=click.Choice(PRESSURE_TEST_MODES), default="non-pass",
+              show_default=True, help="In verdict modes: let the LM try to refute non-pass verdicts, every "
+                                      "verdict, or none.")
+@checks_module_option
 @lm_options
 @friendly_errors
 def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | None, input_field: str,
                      output_field: str, id_field: str | None, limit: int | None, threads: int,
-                     scale: tuple[float, float], lm_spec: str, lm_model: str | None, api_key_env: str | None,
-                     max_tokens: int) -> None:
+                     scale: tuple[float, float], aggregation: str, pressure_test: str,
+                     checks_modules: tuple[str, ...], lm_spec: str, lm_model: str | None,
+                     api_key_env: str | None, max_tokens: int) -> None:
     """Judge every item of ITEMS_FILE (.jsonl or .csv) with the questions of QUESTION_SET_FILE."""
     quiet_libraries()
     scale = check_scale(scale)
+    loaded_checks = load_checks_modules(checks_modules)
     question_set = QuestionSet.load(question_set_file)
     items = load_items(items_file, input_field=input_field, output_field=output_field,
                        id_field=id_field, limit=limit)
+    if aggregation == "score":
+        program = BinEval(question_set, scale=scale, num_threads=threads)
+    else:
+        program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
+                               num_threads=threads)
     if out_dir is None:
-        out_dir = Path("runs") / f"{slug(items_file.stem)}-{slug(lm_spec)}-{question_set.content_hash[:8]}"
+        suffix = "" if aggregation == "score" else f"-{aggregation}"
+        out_dir = Path("runs") / f"{slug(items_file.stem)}-{slug(lm_spec)}-{question_set.content_hash[:8]}{suffix}"
     run_dir = RunDirectory(out_dir)  # a bad --out fails before the LM is loaded
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    config: dict[str, object] = {
+        "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
+        "threads": threads, "limit": limit, "max_tokens": max_tokens,
+    }
+    if aggregation != "score":
+        config.update(aggregation=aggregation, pressure_test=pressure_test)
+    config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
+    if loaded_checks:
+        config["checks_modules"] = loaded_checks
     manifest = RunManifest(
         command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
-        question_set_path=str(question_set_file), items_path=str(items_file),
-        config={"input_field": input_field, "output_field": output_field, "id_field": id_field,
-                "scale": list(scale), "threads": threads, "limit": limit, "max_tokens": max_tokens},
+        question_set_path=str(question_set_file), items_path=str(items_file), config=config,
     )
-    program = BinEval(question_set, scale=scale, num_threads=threads)
     n_q = len(question_set.questions)
-    console.print(escape(f"Judging {len(items)} items x {n_q} questions with {handle.name} -> {out_dir}"))
+    n_code = len(question_set.code_checked)
+    console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
+                         f"{handle.name}, aggregation '{aggregation}' -> {out_dir}"))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
         task = progress.add_task("items", total=len(items), note="")
@@ -73,9 +118,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         def on_progress(result, status):  # noqa: ANN001 - small local callback
             note = ""
             if result is not None:
-                overall = result.score_card.overall
-                shown = "-" if overall is None else f"{overall:.2f}"
-                note = escape(f"last: {result.item_id} overall {shown}")
+                note = escape(progress_note(result))
             elif status != "done":
                 note = status
             progress.update(task, advance=1, note=note)
@@ -83,12 +126,8 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, on_progress=on_progress)
     wanted = {str(i.item_id) for i in items}
     results = [r for r in outcome.results if r.item_id in wanted]
-    summary = summarize_results(results, lm=handle.name)
-    if results:
-        if len(results) <= 40:
-            out_console.print(items_table(results))
-        out_console.print(summary_table(summary))
-        write_summary(summary, run_dir.path)
+    report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
+                   pressure_test=pressure_test)
     console.print(f"{outcome.new_items} items judged now, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
     if outcome.failed:
@@ -100,3 +139,28 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     if outcome.interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         raise SystemExit(130)
+
+
+def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
+                   aggregation: str, pressure_test: str, print_only: set[str] | None = None) -> None:
+    """Print and save what the aggregation asks for: score tables and/or named verdicts.
+
+    Files cover every result; `print_only` limits the per-item printout to those ids.
+    """
+    if not results:
+        return
+    shown = [r for r in results if print_only is None or r.item_id in print_only]
+    if aggregation in ("score", "both"):
+        summary = summarize_results(results, lm=lm)
+        if shown and len(shown) <= 40:
+            out_console.print(items_table(shown))
+        out_console.print(summary_table(summary))
+        write_summary(summary, run_dir.path)
+    if aggregation in ("verdict", "both"):
+        output = build_verdict_output(results, question_set, lm=lm, aggregation=aggregation,
+                                      pressure_test=pressure_test)
+        path = write_verdict_output(output, run_dir.path)
+        print_item_verdicts(output.model_copy(update={"items": [i for i in output.items
+                                                                if print_only is None or i.item_id in print_only]}),
+                            out_console)
+        console.print(f"Verdicts for downstream code: {path} (schema docs/verdict_output.schema.json)")

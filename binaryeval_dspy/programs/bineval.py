@@ -13,6 +13,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -64,6 +65,9 @@ class BinEval(dspy.Module):
     output and one question), optionally on several threads. A verdict that cannot be
     read as yes/no is recorded as ``unparsed``: excluded from every denominator and
     counted in the score card, never treated as "no".
+
+    Questions that carry a ``check`` are answered by that code check first, always,
+    and never sent to the LM; their verdicts are scored like the LM's.
 
     Args:
         question_set: the frozen questions (a `QuestionSet` or the path of its JSON);
@@ -189,8 +193,11 @@ class BinEval(dspy.Module):
             if not isinstance(value, str) or not value.strip():
                 raise InputError(f"BinEval needs a non-empty string, got {value!r:.60}", field=name)
         question_set = self.question_set
-        questions = question_set.questions
-        if self.num_threads > 1 and len(questions) > 1:
+        by_code = {q.id: answer_with_check(q, input=input, output=output) for q in question_set.code_checked}
+        questions = [q for q in question_set.questions if q.id not in by_code]
+        if not questions:
+            verdicts = []
+        elif self.num_threads > 1 and len(questions) > 1:
             pairs: list[tuple[Callable[..., _ThreadOutcome], tuple[str, str, BinaryQuestion]]] = [
                 (self._judge_in_thread, (input, output, q)) for q in questions
             ]
@@ -215,6 +222,8 @@ class BinEval(dspy.Module):
             verdicts = [o.verdict for o in outcomes]
         else:
             verdicts = [self.judge_question(input, output, q) for q in questions]
+        by_lm = {v.question_id: v for v in verdicts}
+        verdicts = [by_code.get(q.id) or by_lm[q.id] for q in question_set.questions]
         card = score_verdicts(verdicts, question_set, scale=self.scale)
         return dspy.Prediction(score=card.overall, score_card=card, verdicts=list(verdicts))
 

@@ -1,6 +1,24 @@
 """Run directories (manifest + append-only results) and the resumable evaluation loop."""
 
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items, judge_item, usage_from_tracker
+from binaryeval_dspy.runs.rejudge import (
+    RejudgeOutcome,
+    RejudgePlan,
+    frozen_question_set,
+    plan_rejudge,
+    rejudge_items,
+)
 from binaryeval_dspy.runs.run_directory import RunDirectory
 
-__all__ = ["EvaluationOutcome", "RunDirectory", "evaluate_items", "judge_item", "usage_from_tracker"]
+__all__ = [
+    "EvaluationOutcome",
+    "RejudgeOutcome",
+    "RejudgePlan",
+    "RunDirectory",
+    "evaluate_items",
+    "frozen_question_set",
+    "judge_item",
+    "plan_rejudge",
+    "rejudge_items",
+    "usage_from_tracker",
+]

@@ -12,6 +12,7 @@ import dspy
 from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest
@@ -56,11 +57,12 @@ def usage_from_tracker(tracker: object) -> Usage:
     return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
 
 
-def judge_item(program: BinEval, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
+def judge_item(program: BinEval | VerdictJudge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
     """Run `program` on one item and package the outcome as an `ItemResult`.
 
     Args:
-        program: the BinEval to run.
+        program: the BinEval (scores) or VerdictJudge (named verdict, with or
+            without scores) to run.
         item: an Example with ``item_id``, ``input``, ``output`` (and optionally
             ``line`` and other fields, copied into ``fields``).
         lm: the LM to use (None: whatever `dspy.configure` set).
@@ -76,14 +78,14 @@ def judge_item(program: BinEval, item: dspy.Example, lm: LMHandle | None = None)
     return ItemResult(
         item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
         input_hash=text_hash(item.input),
-        question_set_hash=program.question_set.content_hash, score_card=pred.score_card,
+        question_set_hash=program.question_set.content_hash, score_card=pred.get("score_card"),
         verdicts=pred.verdicts, fields=extra, usage=usage_from_tracker(tracker),
-        seconds=round(time.perf_counter() - started, 3),
+        seconds=round(time.perf_counter() - started, 3), named_verdict=pred.get("named_verdict"),
     )
 
 
 def evaluate_items(
-    program: BinEval,
+    program: BinEval | VerdictJudge,
     items: Sequence[dspy.Example],
     run_dir: RunDirectory,
     manifest: RunManifest,
@@ -95,7 +97,8 @@ def evaluate_items(
     """Judge every item not yet in `run_dir`, appending each result as soon as it is done.
 
     Args:
-        program: the BinEval whose question set matches ``manifest.question_set_hash``.
+        program: the BinEval or VerdictJudge whose question set matches
+            ``manifest.question_set_hash`` (a copy is frozen in the run directory).
         items: Examples from `binaryeval_dspy.data.load_items` (unique ``item_id``).
         run_dir: where results go; items already stored there are skipped.
         manifest: the manifest for a new run (checked against an existing one).
@@ -120,6 +123,7 @@ def evaluate_items(
         stored = run_dir.read_results()
         check_stored_items(stored, items, manifest)
         manifest = run_dir.start(manifest)
+        run_dir.freeze_question_set(program.question_set)
     except BaseException:
         run_dir.unlock()
         raise

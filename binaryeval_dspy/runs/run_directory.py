@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession, utc_now
 
 logger = logging.getLogger(__name__)
@@ -25,13 +26,17 @@ logger = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 LOCK = ".lock"
+FROZEN_QUESTION_SET = "question_set.json"
 
 # Manifest fields that must match for a resume to be valid, with the reason shown.
 _MUST_MATCH = {
     "question_set_hash": "the question set changed, so old and new verdicts would not be comparable",
     "lm": "the LM changed, so the run would mix two evaluators",
 }
-_CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_tokens")
+_CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_tokens", "aggregation",
+                      "pressure_test")
+# What a key absent from an older manifest means (runs made before the key existed).
+_CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": "non-pass"}
 
 
 class RunDirectory:
@@ -53,6 +58,7 @@ class RunDirectory:
                              fix="choose another --out for the run directory.")
         self.manifest_path = self.path / MANIFEST
         self.results_path = self.path / RESULTS
+        self.frozen_question_set_path = self.path / FROZEN_QUESTION_SET
         self._lock_handle = None
 
     # ------------------------------------------------------------ locking
@@ -144,7 +150,8 @@ class RunDirectory:
                 "Fix: choose another --out, or restore the manifest."
             )
         if existing is None and self.path.is_dir():
-            unrelated = [p.name for p in self.path.iterdir() if p.name not in (LOCK, MANIFEST + ".tmp")]
+            unrelated = [p.name for p in self.path.iterdir()
+                         if p.name not in (LOCK, MANIFEST + ".tmp", FROZEN_QUESTION_SET)]
             if unrelated:
                 raise RunStateError(
                     f"{self.path} is not empty and is not a run directory (found {sorted(unrelated)[:5]}). "
@@ -161,7 +168,8 @@ class RunDirectory:
                         "Fix: choose another --out for a new run, or rerun with the original settings."
                     )
             for key in _CONFIG_MUST_MATCH:
-                old, new = existing.config.get(key), manifest.config.get(key)
+                default = _CONFIG_DEFAULTS.get(key)
+                old, new = existing.config.get(key, default), manifest.config.get(key, default)
                 if _norm(old) != _norm(new):
                     raise RunStateError(
                         f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}. "
@@ -182,6 +190,39 @@ class RunDirectory:
             manifest.finished_at = session.finished_at
         self.write_manifest(manifest)
         return manifest
+
+    # ------------------------------------------------- frozen question set
+    def freeze_question_set(self, question_set: QuestionSet) -> None:
+        """Keep a copy of the question set in the run (``question_set.json``), written once.
+
+        `bineval rejudge` re-judges with this frozen copy, so a later edit of the
+        user's file cannot silently move the bar.
+
+        Raises:
+            RunStateError: a frozen copy with another content hash is already there.
+        """
+        existing = self.read_frozen_question_set()
+        if existing is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            tmp = self.frozen_question_set_path.with_suffix(".json.tmp")
+            question_set.save(tmp)
+            os.replace(tmp, self.frozen_question_set_path)
+        elif existing.content_hash != question_set.content_hash:
+            raise RunStateError(
+                f"{self.frozen_question_set_path} holds a question set with hash {existing.content_hash}, "
+                f"this command has {question_set.content_hash}. Fix: choose another --out."
+            )
+
+    def read_frozen_question_set(self) -> QuestionSet | None:
+        """The frozen question set of the run, or None for runs made before it was kept.
+
+        Raises:
+            QuestionSetError: the copy does not validate (e.g. it names a user check
+                that is not registered in this process).
+        """
+        if not self.frozen_question_set_path.is_file():
+            return None
+        return QuestionSet.load(self.frozen_question_set_path)
 
     # ------------------------------------------------------------- results
     def read_results(self) -> list[ItemResult]:

@@ -1,6 +1,14 @@
 """Pydantic models for everything that flows through binaryeval-dspy and is saved to disk."""
 
+from binaryeval_dspy.schemas.check_spec import CheckSpec
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
+from binaryeval_dspy.schemas.named_verdict import (
+    FatalRuleRecord,
+    LabelAttempt,
+    NamedVerdict,
+    PressureTestRecord,
+    RefutationAnswer,
+)
 from binaryeval_dspy.schemas.question_set import (
     QUESTION_SET_SCHEMA_VERSION,
     BinaryQuestion,
@@ -9,20 +17,44 @@ from binaryeval_dspy.schemas.question_set import (
 )
 from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession
 from binaryeval_dspy.schemas.score_card import ScoreCard, VerdictCounts
-from binaryeval_dspy.schemas.verdict import QuestionVerdict, VerdictValue
+from binaryeval_dspy.schemas.verdict import QuestionVerdict, VerdictSource, VerdictValue
+from binaryeval_dspy.schemas.verdict_output import (
+    VERDICT_OUTPUT_SCHEMA_VERSION,
+    EvidenceEntry,
+    ItemVerdictOutput,
+    VerdictOutput,
+    verdict_output_json_schema,
+    write_verdict_output_schema,
+)
+from binaryeval_dspy.schemas.verdict_policy import VerdictLabel, VerdictPolicy
 
 __all__ = [
     "QUESTION_SET_SCHEMA_VERSION",
+    "VERDICT_OUTPUT_SCHEMA_VERSION",
     "BinaryQuestion",
+    "CheckSpec",
+    "EvidenceEntry",
+    "FatalRuleRecord",
     "ItemResult",
+    "ItemVerdictOutput",
+    "LabelAttempt",
+    "NamedVerdict",
+    "PressureTestRecord",
     "QuestionSet",
     "QuestionVerdict",
+    "RefutationAnswer",
     "Requirement",
     "RunManifest",
     "RunSession",
     "ScoreCard",
     "Usage",
     "VerdictCounts",
+    "VerdictLabel",
+    "VerdictOutput",
+    "VerdictPolicy",
+    "VerdictSource",
     "VerdictValue",
     "text_hash",
+    "verdict_output_json_schema",
+    "write_verdict_output_schema",
 ]

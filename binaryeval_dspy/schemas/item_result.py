@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from binaryeval_dspy.schemas.named_verdict import NamedVerdict
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -44,11 +45,15 @@ class ItemResult(BaseModel):
         input_hash: `text_hash` of the input it was judged against (None in files
             written before this field existed).
         question_set_hash: content hash of the question set used.
-        score_card: per-dimension and overall yes-rates with counts and scaling.
+        score_card: per-dimension and overall yes-rates with counts and scaling;
+            None (and left out of the JSON) when the run's aggregation is "verdict".
         verdicts: one `QuestionVerdict` per question, in question-set order.
         fields: the item's other fields (ids, human scores, ...), copied through.
         usage: LM calls and tokens spent on this item.
         seconds: wall time spent on this item.
+        named_verdict: the named verdict with its grounds, fatal rule and pressure
+            test, when the run's aggregation is "verdict" or "both"; left out of
+            the JSON otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -57,10 +62,17 @@ class ItemResult(BaseModel):
     item_id: str
     line: int | None = None
     output_hash: str
-    input_hash: str | None = None
+    input_hash: str | None = Field(default=None, exclude_if=lambda v: v is None)
     question_set_hash: str
-    score_card: ScoreCard
+    score_card: ScoreCard | None = Field(default=None, exclude_if=lambda v: v is None)
     verdicts: list[QuestionVerdict]
     fields: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     seconds: float = Field(default=0.0, ge=0)
+    named_verdict: NamedVerdict | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _has_an_outcome(self) -> ItemResult:
+        if self.score_card is None and self.named_verdict is None:
+            raise ValueError("an item result needs a score_card, a named_verdict, or both")
+        return self

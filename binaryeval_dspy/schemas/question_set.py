@@ -16,6 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from binaryeval_dspy.errors import QuestionSetError
+from binaryeval_dspy.schemas.check_spec import CheckSpec
+from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
 
 QUESTION_SET_SCHEMA_VERSION = 1
 
@@ -52,6 +54,11 @@ class BinaryQuestion(BaseModel):
         violation_example: a short example of an output that would get "no".
         requirement_id: the requirement it was decomposed from, if any.
         origin: ``"generated"`` by `QuestionGenerator` or ``"manual"`` (written by hand).
+        check: optional `CheckSpec`: a registered code check answers this question
+            before and instead of the LM (verdict mode, seed 004). Omitted from the
+            saved file and the content hash when absent.
+        fatal: a "no" to this question forces the question set's ``fatal_label``
+            (needs a ``verdict_policy``). Omitted from file and hash when False.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -62,6 +69,8 @@ class BinaryQuestion(BaseModel):
     violation_example: str = ""
     requirement_id: str | None = None
     origin: Literal["generated", "manual"] = "manual"
+    check: CheckSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    fatal: bool = Field(default=False, exclude_if=lambda v: v is False)
 
     @field_validator("id", "dimension", "text")
     @classmethod
@@ -81,6 +90,9 @@ class QuestionSet(BaseModel):
         requirements: requirements r_1..r_K summarized from the task prompt.
         questions: the binary questions q_1..q_N; ids unique, dimensions declared.
         generated_by: the LM id that generated the questions, if any (not hashed).
+        verdict_policy: optional named verdict labels with the fatal and refutation
+            rules (verdict mode). Hashed when present; omitted from file and hash
+            when absent, so sets without it keep their hash.
 
     Raises:
         pydantic.ValidationError: on construction with duplicate ids, blank text, an
@@ -102,6 +114,7 @@ class QuestionSet(BaseModel):
     requirements: list[Requirement] = Field(default_factory=list)
     questions: list[BinaryQuestion] = Field(min_length=1)
     generated_by: str | None = None
+    verdict_policy: VerdictPolicy | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("schema_version")
     @classmethod
@@ -141,20 +154,34 @@ class QuestionSet(BaseModel):
                     f"question '{q.id}': requirement_id '{q.requirement_id}' is not among "
                     f"the requirements {sorted(req_ids)}"
                 )
+            if q.fatal and (self.verdict_policy is None or self.verdict_policy.fatal_label is None):
+                raise ValueError(
+                    f"question '{q.id}': marked fatal, but the set declares no verdict_policy with a "
+                    "fatal_label; declare one or remove 'fatal'"
+                )
         return self
 
     # ------------------------------------------------------------------ views
     @property
+    def code_checked(self) -> list[BinaryQuestion]:
+        """Questions answered by a code check, in set order."""
+        return [q for q in self.questions if q.check is not None]
+
+    @property
     def content_hash(self) -> str:
         """16 hex characters of SHA-256 over the dimensions and questions.
 
-        Changes whenever any question's id, dimension, text, violation example or
-        requirement changes; ignores ``generated_by`` and the task prompt wording.
+        Changes whenever any question's id, dimension, text, violation example,
+        requirement, check or fatal flag changes, or the verdict policy changes;
+        ignores ``generated_by`` and the task prompt wording. Sets that use no check,
+        fatal flag or verdict policy hash exactly as before those fields existed.
         """
-        payload = {
+        payload: dict[str, object] = {
             "dimensions": self.dimensions,
             "questions": [q.model_dump(mode="json") for q in self.questions],
         }
+        if self.verdict_policy is not None:
+            payload["verdict_policy"] = self.verdict_policy.model_dump(mode="json")
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 

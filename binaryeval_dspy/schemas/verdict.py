@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 VerdictValue = Literal["yes", "no", "unparsed"]
+VerdictSource = Literal["lm", "code"]
 
 
 class QuestionVerdict(BaseModel):
@@ -20,6 +21,11 @@ class QuestionVerdict(BaseModel):
         explanation: the one- or two-sentence justification ("" when unparsed).
         raw_answer: the LM's raw text when it could not be parsed, for debugging.
         error: why the answer is unparsed (parser or LM error message), else None.
+        source: ``"lm"`` (answered by the evaluator LM) or ``"code"`` (answered by a
+            registered check before any LM call). Omitted from JSON when "lm".
+        evidence: for code checks, the check's machine-readable findings (counts,
+            missing paths, ...); the human-readable line is in ``explanation``.
+            Omitted from JSON when None.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +35,8 @@ class QuestionVerdict(BaseModel):
     explanation: str = ""
     raw_answer: str | None = None
     error: str | None = None
+    source: VerdictSource = Field(default="lm", exclude_if=lambda v: v == "lm")
+    evidence: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def parsed(self) -> bool:

@@ -3,12 +3,19 @@
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
+from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
+from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel
 
 __all__ = [
+    "AnswerRefutationQuestion",
     "DecomposeRequirement",
     "DraftQuestion",
+    "DraftRefutationQuestions",
+    "EvidenceLine",
     "InferDimensions",
     "JudgeBinaryQuestion",
+    "LabelOption",
+    "PickVerdictLabel",
     "SummarizeRequirements",
 ]

@@ -1,0 +1,165 @@
+"""`bineval rejudge`: judge again only the items whose output changed, with the run's frozen question set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    checks_module_option,
+    console,
+    friendly_errors,
+    load_checks_modules,
+    out_console,
+    quiet_libraries,
+)
+from binaryeval_dspy.cli.evaluate_command import report_results
+from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.errors import QuestionSetError, RunStateError
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+
+def default_rejudge_dir(previous: Path) -> Path:
+    """``<previous>-rejudge-N``: the last such directory if it is unfinished (to resume), else a new one."""
+    n = 1
+    while True:
+        candidate = previous.parent / f"{previous.name}-rejudge-{n}"
+        if not candidate.exists():
+            return candidate
+        manifest = RunDirectory(candidate).read_manifest()
+        following = previous.parent / f"{previous.name}-rejudge-{n + 1}"
+        if manifest is not None and manifest.finished_at is None and not following.exists():
+            return candidate
+        n += 1
+
+
+def changes_table(report: RejudgeReport) -> Table:
+    """A rich table of the re-judge: per item its status, the verdict (or score) before and after."""
+    table = Table(title=f"Re-judge of {report.previous_run} - LM: {report.lm}")
+    for col in ("item", "status", "before", "after", "changed", "answers flipped"):
+        table.add_column(col)
+    verdicts = report.aggregation != "score"
+    for c in report.items:
+        def fmt(label: str | None, overall: float | None) -> str:
+            if verdicts:
+                return label or "-"
+            return "-" if overall is None else f"{overall:.2f}"
+        table.add_row(c.item_id, c.status, fmt(c.old_verdict, c.old_overall), fmt(c.new_verdict, c.new_overall),
+                      "yes" if c.changed else "", ", ".join(c.flipped_questions))
+    return table
+
+
+@click.command("rejudge")
+@click.argument("run_dir_path", metavar="RUN_DIR", type=click.Path(path_type=Path))
+@click.argument("items_file", type=click.Path(path_type=Path))
+@click.option("--question-set", "question_set_file", type=click.Path(path_type=Path), default=None,
+              help="Check this question-set file against the run (refused if it changed). Default: the run's "
+                   "frozen copy, question_set.json.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="New run directory (default: RUN_DIR-rejudge-N). RUN_DIR itself is never modified.")
+@click.option("--lm", "lm_spec", default=None, help="The LM (default: the one recorded in RUN_DIR; another is refused).")
+@click.option("--lm-model", default=None, help="Model name served at a base URL given as --lm.")
+@click.option("--api-key-env", default=None, help="Environment variable holding the key for a base URL.")
+@click.option("--max-tokens", default=None, type=click.IntRange(min=16), help="Completion cap (default: the run's).")
+@checks_module_option
+@friendly_errors
+def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
+                    lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
+                    checks_modules: tuple[str, ...]) -> None:
+    """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
+
+    Unchanged items are copied, changed and new ones judged again, and the command
+    reports which verdicts changed (also in rejudge.json of the new run directory).
+    """
+    quiet_libraries()
+    previous = RunDirectory(run_dir_path)
+    old = previous.read_manifest()
+    if old is None:
+        raise RunStateError(f"{run_dir_path} is not a run directory (no manifest.json). "
+                            "Fix: pass the --out directory of an earlier `bineval evaluate`.")
+    config = old.config
+    loaded_checks = load_checks_modules(checks_modules)
+    _warn_changed_checks(config.get("checks_modules") or [], loaded_checks)
+    try:
+        given = QuestionSet.load(question_set_file) if question_set_file is not None else None
+        question_set = frozen_question_set(previous, given)
+    except QuestionSetError as exc:
+        recorded = [m.get("module") for m in config.get("checks_modules") or []]
+        if recorded and not checks_modules:
+            raise QuestionSetError(f"{exc.message} The previous run loaded checks from {recorded}; pass them "
+                                   "again with --checks-module.", path=exc.path, line=exc.line,
+                                   field=exc.field) from exc
+        raise
+    items = load_items(items_file, input_field=config.get("input_field", "input"),
+                       output_field=config.get("output_field", "output"), id_field=config.get("id_field"))
+    aggregation = str(config.get("aggregation", "score"))
+    pressure_test = str(config.get("pressure_test", "non-pass"))
+    scale = tuple(config.get("scale") or (0.0, 1.0))
+    threads = int(config.get("threads") or 1)
+    if aggregation == "score":
+        program = BinEval(question_set, scale=scale, num_threads=threads)
+    else:
+        program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
+                               num_threads=threads)
+    spec = lm_spec or config.get("lm_spec")
+    if not spec:
+        raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}). "
+                            "Fix: pass the same --lm again.")
+    handle = build_lm(str(spec), lm_model or config.get("lm_model"), api_key_env or config.get("api_key_env"),
+                      max_tokens or int(config.get("max_tokens") or 512))
+    if handle.name != old.lm:
+        raise RunStateError(f"{run_dir_path} was judged by {old.lm!r}, this command would use {handle.name!r}: "
+                            "re-judging with another LM would mix two evaluators. Fix: use the same --lm, or "
+                            "start a new baseline with `bineval evaluate`.")
+    out_dir = out_dir or default_rejudge_dir(run_dir_path)
+    run_dir = RunDirectory(out_dir)
+    new_config = {**config, "previous_run": str(run_dir_path)}
+    if loaded_checks:
+        new_config["checks_modules"] = loaded_checks
+    manifest = RunManifest(
+        command="rejudge", lm=handle.name, question_set_hash=question_set.content_hash,
+        question_set_path=str(previous.frozen_question_set_path if previous.frozen_question_set_path.is_file()
+                              else question_set_file),
+        items_path=str(items_file), config=new_config,
+    )
+    console.print(f"Re-judging changed items of {run_dir_path} ({len(items)} items in {items_file}) with "
+                  f"{handle.name}, frozen question set {question_set.content_hash} -> {out_dir}")
+    with console.status("judging changed items..."):
+        outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle)
+    report = outcome.report
+    judged = {c.item_id for c in report.items if c.status in ("rejudged", "new")}
+    report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
+                   pressure_test=pressure_test, print_only=judged)
+    out_console.print(changes_table(report))
+    counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
+    console.print(f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}. "
+                  f"Previous run left untouched; new run: {run_dir.path} (rejudge.json lists every item).",
+                  highlight=False)
+    if outcome.evaluation.failed:
+        for item_id, message in outcome.evaluation.failed[:5]:
+            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
+        raise SystemExit(1)
+    if outcome.evaluation.interrupted:
+        console.print("[yellow]Interrupted. Rerun the same command to resume.[/yellow]")
+        raise SystemExit(130)
+
+
+def _warn_changed_checks(recorded: list[dict], loaded: list[dict]) -> None:
+    """Warn when a checks module's code differs from the one the previous run used."""
+    before = {m.get("module"): m.get("sha256") for m in recorded}
+    for module in loaded:
+        old = before.get(module["module"])
+        if old and module["sha256"] and old != module["sha256"]:
+            console.print(f"[yellow]warning:[/yellow] {module['module']} changed since the previous run "
+                          f"(sha256 {old} -> {module['sha256']}); its checks may answer differently.",
+                          highlight=False)

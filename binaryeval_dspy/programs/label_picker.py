@@ -1,0 +1,110 @@
+"""LabelPicker: the LM names one declared verdict label from the evidence; outsiders are retried, then reported."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from binaryeval_dspy.schemas.named_verdict import LabelAttempt
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
+from binaryeval_dspy.signatures.verdict_pick import (
+    EvidenceLine,
+    LabelOption,
+    PickVerdictLabel,
+    label_feedback,
+)
+
+
+def _raw_field(raw: str, name: str) -> str | None:
+    """A field's string value from an unparseable reply (JSON or ``[[ ## name ## ]]`` form)."""
+    for pattern in (rf'"{name}"\s*:\s*"((?:[^"\\]|\\.)*)"', rf"\[\[\s*##\s*{name}\s*##\s*\]\]\s*(.*?)(?:\[\[|$)"):
+        match = re.search(pattern, raw or "", re.DOTALL)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def evidence_lines(verdicts: list[QuestionVerdict], question_set: QuestionSet) -> list[EvidenceLine]:
+    """Every binary answer as the picker sees it, in question-set order."""
+    by_id = {v.question_id: v for v in verdicts}
+    lines = []
+    for q in question_set.questions:
+        v = by_id.get(q.id)
+        if v is None:
+            continue
+        detail = v.explanation or (v.error or "")
+        lines.append(EvidenceLine(
+            question_id=q.id, question=q.text, answer=v.verdict, detail=detail,
+            answered_by="code" if v.source == "code" else "reviewer", fatal=q.fatal,
+        ))
+    return lines
+
+
+class LabelPicker(dspy.Module):
+    """Ask the LM for exactly one declared label, holistically, from the evidence.
+
+    The output field's type is narrowed to the declared names, so adapters reject
+    anything else and schema-constrained decoding (llama.cpp) cannot produce it. A
+    reply naming a declared label up to case and surrounding spaces is accepted as
+    that label. Anything else is retried once with a note saying what was wrong; a
+    second miss leaves the label None, with every attempt recorded. Never a default.
+
+    Args:
+        policy: the declared labels.
+        max_attempts: tries in all (default 2: one retry).
+
+    Raises:
+        ValueError: `max_attempts` < 1.
+    """
+
+    def __init__(self, policy: VerdictPolicy, *, max_attempts: int = 2) -> None:
+        super().__init__()
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        self.policy = policy
+        self.max_attempts = max_attempts
+        names = tuple(policy.names)
+        self.pick = dspy.Predict(PickVerdictLabel.with_updated_fields("label", type_=Literal[names]))
+
+    def options(self) -> list[LabelOption]:
+        """The declared labels as shown to the LM."""
+        return [LabelOption(name=x.name, meaning=x.meaning, action=x.action, passes=x.is_pass)
+                for x in self.policy.labels]
+
+    def forward(self, input: str, output: str, evidence: list[EvidenceLine]) -> dspy.Prediction:
+        """Pick a label.
+
+        Returns:
+            `dspy.Prediction` with ``label`` (a declared name, or None after
+            `max_attempts` misses), ``reason`` (str) and ``attempts`` (list of
+            `LabelAttempt`). LM transport errors propagate (the item is retried on rerun).
+        """
+        names = self.policy.names
+        attempts: list[LabelAttempt] = []
+        feedback = ""
+        for _ in range(self.max_attempts):
+            try:
+                pred = self.pick(input=input, output=output, evidence=evidence, allowed_labels=self.options(),
+                                 feedback=feedback)
+                raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
+            except AdapterParseError as exc:
+                raw = str(exc.lm_response or "")
+                raw_label = _raw_field(raw, "label")
+                reason = _raw_field(raw, "reason") or ""
+                if raw_label is None:
+                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error="no label could be read from the reply"))
+                    feedback = label_feedback(raw[:80], names)
+                    continue
+            matched = self.policy.match(raw_label)
+            if matched is not None:
+                attempts.append(LabelAttempt(raw=raw_label, accepted=True))
+                return dspy.Prediction(label=matched, reason=reason.strip(), attempts=attempts)
+            attempts.append(LabelAttempt(raw=raw_label[:500], accepted=False,
+                                         error=f"'{raw_label[:80]}' is not a declared label {names}"))
+            feedback = label_feedback(raw_label[:80], names)
+        return dspy.Prediction(label=None, reason="", attempts=attempts)

@@ -1,0 +1,94 @@
+"""PressureTest: before a verdict is final, the LM tries to refute it (seed 004's pressure test)."""
+
+from __future__ import annotations
+
+import re
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
+from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
+from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
+from binaryeval_dspy.signatures.verdict_pick import EvidenceLine
+
+_ANSWER = re.compile(r'"answer"\s*:\s*"\s*(yes|no)\s*"', re.IGNORECASE)
+_EVIDENCE = re.compile(r'"evidence"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+class PressureTest(dspy.Module):
+    """Write 1 to `max_questions` refutation questions for a verdict and answer each with evidence.
+
+    Whether the answers refute the verdict, and where it then moves, is decided in
+    code by the question set's policy (`binaryeval_dspy.verdict_rules`).
+
+    Args:
+        max_questions: questions kept at most (1 to 3 in seed 004's practice).
+
+    Raises:
+        ValueError: `max_questions` < 1.
+    """
+
+    def __init__(self, *, max_questions: int = 3) -> None:
+        super().__init__()
+        if max_questions < 1:
+            raise ValueError(f"max_questions must be >= 1, got {max_questions}")
+        self.max_questions = max_questions
+        self.draft = dspy.Predict(DraftRefutationQuestions)
+        self.answer = dspy.Predict(AnswerRefutationQuestion)
+
+    def _questions(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> list[str]:
+        try:
+            drafted = self.draft(input=input, output=output, evidence=evidence, proposed_label=label.name,
+                                 label_meaning=label.meaning).questions
+        except AdapterParseError:
+            return []
+        seen: set[str] = set()
+        questions = []
+        for text in drafted or []:
+            text = str(text).strip()
+            if text and text.casefold() not in seen:
+                seen.add(text.casefold())
+                questions.append(text)
+        return questions
+
+    def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
+        """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
+        try:
+            pred = self.answer(input=input, output=output, question=question)
+        except AdapterParseError as exc:
+            raw = str(exc.lm_response or "")
+            match = _ANSWER.search(raw)
+            if match:
+                found = _EVIDENCE.search(raw)
+                return RefutationAnswer(question=question, answer=match.group(1).lower(),
+                                        evidence=found.group(1).strip() if found else "")
+            return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
+                                    error="could not read a yes/no answer")
+        answer = str(pred.answer).strip().lower()
+        if answer not in ("yes", "no"):
+            return RefutationAnswer(question=question, answer="unparsed", raw_answer=str(pred.answer)[:2000],
+                                    error="the answer is neither yes nor no")
+        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip())
+
+    def forward(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> dspy.Prediction:
+        """Test `label`.
+
+        Returns:
+            `dspy.Prediction` with ``record``: a `PressureTestRecord` with status "ran"
+            (questions answered; ``refuted`` / ``moved_to`` still unset) or "failed"
+            (no usable question was written).
+        """
+        questions = self._questions(input, output, evidence, label)
+        if not questions:
+            return dspy.Prediction(record=PressureTestRecord(
+                status="failed", tested_label=label.name,
+                reason="the LM wrote no usable refutation question; the verdict was not tested",
+            ))
+        note = ""
+        if len(questions) > self.max_questions:
+            note = f"kept the first {self.max_questions} of {len(questions)} questions written"
+            questions = questions[: self.max_questions]
+        answers = [self.answer_question(input, output, q) for q in questions]
+        return dspy.Prediction(record=PressureTestRecord(status="ran", tested_label=label.name, reason=note,
+                                                         questions=answers))

@@ -1,0 +1,119 @@
+"""VerdictJudge: binary answers as evidence for one named verdict (seed 004's pattern on BinEval).
+
+Per item: code checks answer their questions first, unconditionally; the LM answers
+the others (both through `BinEval`); the LM picks one declared label from all the
+answers; the pressure test tries to refute a non-pass pick (or every pick, or none);
+code applies the refutation rule and then the fatal rule. Every step is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
+from binaryeval_dspy.programs.pressure_test import PressureTest
+from binaryeval_dspy.schemas.named_verdict import PressureTestRecord
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.verdict_rules import (
+    PRESSURE_TEST_MODES,
+    PressureTestMode,
+    decide_verdict,
+    fatal_failures,
+    pressure_test_skip_reason,
+)
+
+Aggregation = Literal["score", "verdict", "both"]
+AGGREGATIONS: tuple[str, ...] = ("score", "verdict", "both")
+
+
+class VerdictJudge(dspy.Module):
+    """Judge an output with binary questions and give one named verdict.
+
+    Args:
+        question_set: the frozen questions; must declare a ``verdict_policy``.
+        aggregation: "verdict" (no numeric score anywhere in the result) or "both"
+            (the verdict and BinEval's yes-rate score card). For "score" use `BinEval`.
+        pressure_test: "non-pass" (default: test non-pass picks, as seed 004 does
+            for a large audit), "always", or "never".
+        scale: [a, b] for the scaled scores (used with "both").
+        num_threads: concurrent LM question calls per item.
+
+    Raises:
+        BinEvalError: no verdict policy, or an unknown aggregation or pressure-test mode.
+
+    Example:
+        >>> judge = VerdictJudge(QuestionSet.load("examples/audit/questions.json"))  # doctest: +SKIP
+        >>> pred = judge(input="README section", output=text)                        # doctest: +SKIP
+        >>> pred.named_verdict.label, pred.named_verdict.grounds                      # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        question_set: QuestionSet,
+        *,
+        aggregation: Aggregation = "verdict",
+        pressure_test: PressureTestMode = "non-pass",
+        scale: tuple[float, float] = (0.0, 1.0),
+        num_threads: int = 1,
+    ) -> None:
+        super().__init__()
+        if aggregation not in ("verdict", "both"):
+            raise BinEvalError(f"VerdictJudge aggregation must be 'verdict' or 'both', got {aggregation!r}; "
+                               "use BinEval for 'score'")
+        if pressure_test not in PRESSURE_TEST_MODES:
+            raise BinEvalError(f"pressure_test must be one of {PRESSURE_TEST_MODES}, got {pressure_test!r}")
+        if question_set.verdict_policy is None:
+            raise BinEvalError(
+                "this question set declares no verdict_policy, so there are no labels to pick from. Fix: add a "
+                "'verdict_policy' with 'labels' to the question-set file, or use aggregation 'score'."
+            )
+        self.aggregation = aggregation
+        self.pressure_test_mode = pressure_test
+        self.evidence = BinEval(question_set, scale=scale, num_threads=num_threads)
+        self.picker = LabelPicker(question_set.verdict_policy)
+        self.pressure = PressureTest()
+
+    @property
+    def question_set(self) -> QuestionSet:
+        """The question set in use."""
+        return self.evidence.question_set
+
+    def forward(self, input: str, output: str) -> dspy.Prediction:
+        """Judge one output.
+
+        Args:
+            input: the source or context x; non-empty.
+            output: the output y under review; non-empty.
+
+        Returns:
+            `dspy.Prediction` with ``named_verdict`` (`NamedVerdict`), ``label`` (its
+            label, None when unparsed) and ``verdicts`` (every `QuestionVerdict`, code
+            and LM, in question order); with aggregation "both" also ``score`` and
+            ``score_card`` as `BinEval` gives them.
+
+        Raises:
+            InputError: empty input or output. LM transport errors propagate.
+        """
+        question_set = self.question_set
+        policy = question_set.verdict_policy
+        assessed = self.evidence(input=input, output=output)
+        verdicts = assessed.verdicts
+        lines = evidence_lines(verdicts, question_set)
+        pick = self.picker(input=input, output=output, evidence=lines)
+        skip = pressure_test_skip_reason(self.pressure_test_mode, pick.label,
+                                         policy, fatal_failures(verdicts, question_set))
+        if skip is not None:
+            record = PressureTestRecord(status="not_run", reason=skip, tested_label=pick.label)
+        else:
+            record = self.pressure(input=input, output=output, evidence=lines, label=policy.label(pick.label)).record
+        named = decide_verdict(policy=policy, question_set=question_set, verdicts=verdicts,
+                               provisional=pick.label, reason=pick.reason, attempts=pick.attempts,
+                               pressure_test=record)
+        outputs = {"named_verdict": named, "label": named.label, "verdicts": verdicts}
+        if self.aggregation == "both":
+            outputs.update(score=assessed.score, score_card=assessed.score_card)
+        return dspy.Prediction(**outputs)

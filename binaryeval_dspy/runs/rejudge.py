@@ -1,0 +1,262 @@
+"""Re-judging a previous run: only items whose output changed, with the same frozen question set.
+
+Seed 004's rule: re-judge with exactly the question set used before, or a changed
+verdict cannot be told apart from a moved bar. The previous run is never modified:
+results go to a new run directory, unchanged items are copied over, and
+``rejudge.json`` lists which verdicts changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dspy
+
+from binaryeval_dspy.errors import RunStateError
+from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.runs.evaluation import EvaluationOutcome, ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.rejudge_report import ItemChange, RejudgeReport
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+REJUDGE_FILE = "rejudge.json"
+
+
+def question_set_differences(frozen: QuestionSet, given: QuestionSet) -> list[str]:
+    """Human-readable differences between two question sets (ids added, removed, edited; policy)."""
+    old = {q.id: q.model_dump(mode="json") for q in frozen.questions}
+    new = {q.id: q.model_dump(mode="json") for q in given.questions}
+    notes = []
+    if added := sorted(set(new) - set(old)):
+        notes.append(f"questions added: {added}")
+    if removed := sorted(set(old) - set(new)):
+        notes.append(f"questions removed: {removed}")
+    if edited := sorted(i for i in set(old) & set(new) if old[i] != new[i]):
+        notes.append(f"questions edited: {edited}")
+    if frozen.dimensions != given.dimensions:
+        notes.append(f"dimensions {frozen.dimensions} -> {given.dimensions}")
+    if frozen.verdict_policy != given.verdict_policy:
+        notes.append("verdict labels or rules changed")
+    return notes
+
+
+def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None) -> QuestionSet:
+    """The question set a re-judge must use, after checking it is the one the run was judged with.
+
+    Args:
+        previous: the run to re-judge.
+        given: a question set the user passed (e.g. their current file), or None to
+            use the run's frozen copy (``question_set.json``).
+
+    Returns:
+        The frozen question set.
+
+    Raises:
+        RunStateError: `previous` is not a run; its frozen copy does not match its
+            manifest; `given` differs from what the run was judged with (the message
+            says what changed and how to proceed); or an old run without a frozen
+            copy was given no question set.
+        QuestionSetError: the frozen copy does not load (e.g. an unregistered check).
+    """
+    manifest = previous.read_manifest()
+    if manifest is None:
+        raise RunStateError(f"{previous.path} is not a run directory (no manifest.json). "
+                            "Fix: pass the --out directory of an earlier `bineval evaluate`.")
+    frozen = previous.read_frozen_question_set()
+    if frozen is not None and frozen.content_hash != manifest.question_set_hash:
+        raise RunStateError(
+            f"{previous.frozen_question_set_path} has hash {frozen.content_hash} but the run's manifest records "
+            f"{manifest.question_set_hash}: the frozen copy was edited. Fix: restore it (or re-run evaluate)."
+        )
+    if given is not None and given.content_hash != manifest.question_set_hash:
+        changes = question_set_differences(frozen, given) if frozen is not None else []
+        detail = f" ({'; '.join(changes)})" if changes else ""
+        raise RunStateError(
+            f"the question set changed since {previous.path} was judged: it now has hash {given.content_hash}, "
+            f"the run used {manifest.question_set_hash}{detail}. A re-judge must ask exactly the same questions, "
+            "otherwise a changed verdict could come from the edited output or from the moved bar, and nobody "
+            "could tell which. Fix: leave --question-set out (the run keeps a frozen copy), restore the file, "
+            "or start a new baseline with `bineval evaluate`."
+        )
+    if frozen is not None:
+        return frozen
+    if given is None:
+        raise RunStateError(
+            f"{previous.path} has no frozen question_set.json (made before runs kept one). "
+            f"Fix: pass --question-set {manifest.question_set_path} (its hash is checked against the run)."
+        )
+    return given
+
+
+@dataclass
+class RejudgePlan:
+    """Which items a re-judge copies, judges again, and drops.
+
+    Attributes:
+        carry: previous results of items whose output is unchanged (copied as they are).
+        judge: items whose output changed, or that are new.
+        changed_ids / new_ids: ids of the judged items, by reason.
+        removed_ids: previous items absent from the items file.
+    """
+
+    carry: list[ItemResult]
+    judge: list[dspy.Example]
+    changed_ids: list[str] = field(default_factory=list)
+    new_ids: list[str] = field(default_factory=list)
+    removed_ids: list[str] = field(default_factory=list)
+
+
+def plan_rejudge(previous: Sequence[ItemResult], items: Sequence[dspy.Example]) -> RejudgePlan:
+    """Split `items` by comparing each output's hash with the previous run's (pure)."""
+    old = {r.item_id: r for r in previous}
+    plan = RejudgePlan(carry=[], judge=[])
+    for item in items:
+        item_id = str(item.item_id)
+        before = old.get(item_id)
+        if before is None:
+            plan.judge.append(item)
+            plan.new_ids.append(item_id)
+        elif before.output_hash != text_hash(item.output):
+            plan.judge.append(item)
+            plan.changed_ids.append(item_id)
+        else:
+            plan.carry.append(before)
+    wanted = {str(i.item_id) for i in items}
+    plan.removed_ids = [r.item_id for r in previous if r.item_id not in wanted]
+    return plan
+
+
+def _flipped(old: ItemResult, new: ItemResult) -> list[str]:
+    before = {v.question_id: v.verdict for v in old.verdicts}
+    return [v.question_id for v in new.verdicts if before.get(v.question_id) != v.verdict]
+
+
+def _label(result: ItemResult | None) -> str | None:
+    return result.named_verdict.label if result is not None and result.named_verdict is not None else None
+
+
+def _overall(result: ItemResult | None) -> float | None:
+    return result.score_card.overall if result is not None and result.score_card is not None else None
+
+
+def compare_runs(
+    previous: Sequence[ItemResult], current: Sequence[ItemResult], plan: RejudgePlan, *, order: Sequence[str],
+    aggregation: str, failed: Sequence[str] = (),
+) -> list[ItemChange]:
+    """One `ItemChange` per item of `order` (then the removed ones), judged items compared
+    with their previous result (pure)."""
+    old = {r.item_id: r for r in previous}
+    new = {r.item_id: r for r in current}
+    scored = aggregation in ("score", "both")
+    changes: list[ItemChange] = []
+    judged = set(plan.changed_ids) | set(plan.new_ids)
+    for item_id in order:
+        before, after = old.get(item_id), new.get(item_id)
+        if item_id in failed or (item_id in judged and after is None):
+            status = "failed"
+        elif item_id in plan.new_ids:
+            status = "new"
+        elif item_id in plan.changed_ids:
+            status = "rejudged"
+        else:
+            status = "unchanged"
+        if aggregation == "score":
+            changed = status == "rejudged" and _overall(before) != _overall(after)
+        else:
+            changed = status == "rejudged" and _label(before) != _label(after)
+        changes.append(ItemChange(
+            item_id=item_id, status=status, old_verdict=_label(before),
+            new_verdict=_label(after) if status != "failed" else None,
+            old_overall=_overall(before) if scored else None,
+            new_overall=_overall(after) if scored and status != "failed" else None,
+            changed=changed,
+            flipped_questions=_flipped(before, after) if before is not None and after is not None else [],
+        ))
+    for item_id in plan.removed_ids:
+        before = old[item_id]
+        changes.append(ItemChange(item_id=item_id, status="removed", old_verdict=_label(before),
+                                  old_overall=_overall(before) if scored else None))
+    return changes
+
+
+@dataclass
+class RejudgeOutcome:
+    """What one `rejudge_items` call did.
+
+    Attributes:
+        report: the `RejudgeReport` (also written as ``rejudge.json``).
+        evaluation: the outcome of judging the changed and new items.
+        results: every result of the new run, in items-file order.
+    """
+
+    report: RejudgeReport
+    evaluation: EvaluationOutcome
+    results: list[ItemResult]
+
+
+def rejudge_items(
+    program: BinEval | VerdictJudge,
+    items: Sequence[dspy.Example],
+    previous: RunDirectory,
+    run_dir: RunDirectory,
+    manifest: RunManifest,
+    *,
+    aggregation: str,
+    lm: LMHandle | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> RejudgeOutcome:
+    """Re-judge the items whose output changed since `previous`, into the new run `run_dir`.
+
+    Args:
+        program: built on the frozen question set (see `frozen_question_set`).
+        items: the current items (same field mapping as the previous run).
+        previous: the earlier run; only read.
+        run_dir: the new run directory (resumable: rerunning skips what is done).
+        manifest: the new run's manifest (command "rejudge").
+        aggregation: the previous run's aggregation.
+        lm: the LM (the same one as the previous run's).
+        on_progress: progress callback for judged items.
+
+    Returns:
+        A `RejudgeOutcome`; ``rejudge.json`` is written into `run_dir`.
+
+    Raises:
+        RunStateError: `run_dir` is `previous` (old results are never overwritten),
+            or the question set is not the previous run's.
+    """
+    if run_dir.path.resolve() == previous.path.resolve():
+        raise RunStateError(f"re-judging into {previous.path} would overwrite the previous results. "
+                            "Fix: choose another --out (or leave it out for a fresh directory).")
+    old_manifest = previous.read_manifest()
+    if old_manifest is None or program.question_set.content_hash != old_manifest.question_set_hash:
+        raise RunStateError("the program's question set is not the one the previous run was judged with")
+    previous_results = previous.read_results()
+    plan = plan_rejudge(previous_results, items)
+    outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress)
+    stored = {r.item_id for r in run_dir.read_results()}
+    for result in plan.carry:
+        if result.item_id not in stored:
+            run_dir.append(result)
+    current = {r.item_id: r for r in run_dir.read_results()}
+    order = [str(i.item_id) for i in items]
+    results = [current[i] for i in order if i in current]
+    failed = [item_id for item_id, _ in outcome.failed]
+    changes = compare_runs(previous_results, results, plan, order=order, aggregation=aggregation, failed=failed)
+    counts: dict[str, int] = {}
+    for change in changes:
+        counts[change.status] = counts.get(change.status, 0) + 1
+    report = RejudgeReport(
+        previous_run=str(previous.path), run=str(run_dir.path), question_set_hash=old_manifest.question_set_hash,
+        lm=manifest.lm, aggregation=aggregation, items_path=manifest.items_path, counts=counts,
+        changed=[c.item_id for c in changes if c.changed], items=changes,
+    )
+    path = Path(run_dir.path) / REJUDGE_FILE
+    path.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    return RejudgeOutcome(report=report, evaluation=outcome, results=results)
