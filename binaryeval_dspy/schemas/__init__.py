@@ -1,6 +1,12 @@
 """Pydantic models for everything that flows through binaryeval-dspy and is saved to disk."""
 
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
+from binaryeval_dspy.schemas.optimization_history import (
+    DedupDecision,
+    IterationRecord,
+    OptimizationHistory,
+    RewriteRecord,
+)
 from binaryeval_dspy.schemas.question_set import (
     QUESTION_SET_SCHEMA_VERSION,
     BinaryQuestion,
@@ -25,4 +31,8 @@ __all__ = [
     "VerdictCounts",
     "VerdictValue",
     "text_hash",
+    "DedupDecision",
+    "IterationRecord",
+    "OptimizationHistory",
+    "RewriteRecord",
 ]

@@ -4,6 +4,10 @@ from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
+from binaryeval_dspy.signatures.lesson_dedup import DedupLesson
+from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
+from binaryeval_dspy.signatures.response_generation import RespondToPrompt
+from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
 
 __all__ = [
     "DecomposeRequirement",
@@ -11,4 +15,9 @@ __all__ = [
     "InferDimensions",
     "JudgeBinaryQuestion",
     "SummarizeRequirements",
+    "DedupLesson",
+    "ExtractLessons",
+    "QuestionEvidence",
+    "RespondToPrompt",
+    "RewriteSubstring",
 ]
