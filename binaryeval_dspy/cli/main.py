@@ -10,6 +10,7 @@ import click
 
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
 from binaryeval_dspy.cli.questions_command import questions_command
+from binaryeval_dspy.cli.optimize_command import optimize_command
 
 
 @click.group(context_settings={"auto_envvar_prefix": "BINEVAL", "help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ def cli() -> None:
 
 cli.add_command(questions_command)
 cli.add_command(evaluate_command)
+cli.add_command(optimize_command)
 
 
 def main() -> None:

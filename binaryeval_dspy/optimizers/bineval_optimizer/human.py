@@ -68,7 +68,7 @@ def pooled_spearman(
 
     Items whose model score is None on a dimension are left out of that dimension.
     A dimension with fewer than 3 scored items or constant scores gets None; ``mean``
-    averages the defined ones (None if none is). Scores in [-1, 1].
+    averages the defined ones (None if none is). Scores in [-1, 1] (`scipy.stats.spearmanr`).
     """
     out: dict[str, float | None] = {}
     for d in dimensions:
@@ -76,7 +76,8 @@ def pooled_spearman(
         if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
             out[d] = None
             continue
-        out[d] = nan_to_none(spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic)
+        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+        out[d] = nan_to_none(spearmanr(xs, ys).statistic)
     defined = [v for v in out.values() if v is not None]
     out["mean"] = sum(defined) / len(defined) if defined else None
     return out
