@@ -105,7 +105,8 @@ def test_human_mode_comparison_runs_every_optimizer_and_resumes(tmp_path, data_d
     before = len(scripted_cli_lm)
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert result.output.count("skipped (done)") == 5
+    for name in ("unoptimized", "bineval", "mipro", "copro", "gepa"):
+        assert f"{name}: skipped (done)" in result.output
     assert all(len(engine.calls) == 0 for engine in scripted_cli_lm[before:])
 
 

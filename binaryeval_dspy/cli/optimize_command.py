@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 import dspy
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from binaryeval_dspy.cli.common import build_lm, console, friendly_errors, lm_options, out_console, quiet_libraries, slug
 from binaryeval_dspy.comparison.factories import make_setup
@@ -13,6 +14,7 @@ from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
 from binaryeval_dspy.comparison.report import comparison_table
 from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.lm.llama_engine import load_llama
 
 
 def _names(value: str) -> list[str]:
@@ -61,6 +63,9 @@ def _names(value: str) -> list[str]:
 @click.option("--gepa-metric-calls", default=40, show_default=True, type=click.IntRange(min=1))
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
               help="Items evaluated concurrently (remote LMs; the embedded model serializes).")
+@click.option("--llama-threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads of the embedded llama.cpp model (default: every core). 1 is faster on a busy "
+                   "machine, where llama.cpp's threads wait on each other.")
 @click.option("--cache/--no-cache", default=False, show_default=True,
               help="Use DSPy's response cache. Off by default so every optimizer pays for its own calls.")
 @lm_options
@@ -70,7 +75,7 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                      target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
                      prompt_lm: str | None, regenerate_questions: bool, iterations: int, max_lessons: int,
                      max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
-                     copro_depth: int, gepa_metric_calls: int, threads: int, cache: bool, lm_spec: str,
+                     copro_depth: int, gepa_metric_calls: int, threads: int, llama_threads: int | None, cache: bool, lm_spec: str,
                      lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
     """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO and GEPA."""
     quiet_libraries()
@@ -87,6 +92,11 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
     for extra in (prompt_handle, source_handle):
         if extra is not None:
             extra.lm.cache = cache
+    if llama_threads is not None:
+        for each in (handle, prompt_handle, source_handle):
+            if each is not None and each.engine is not None:
+                # The first load of a GGUF fixes its thread count for the process.
+                load_llama(each.engine.model_path, n_ctx=each.engine.n_ctx, n_threads=llama_threads)
     choice = make_setup(mode, data_dir=data_dir, limit=limit, seed=seed, question_set_path=questions_path,
                         questions_per_dimension=questions_per_dimension, target_instructions=instructions,
                         source_lm=source_handle, source_verdicts_dir=source_verdicts,
@@ -106,11 +116,23 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
     console.print(f"{mode}: train {sizes['train']}, validation {sizes['val']}, test {sizes['test']} items; "
                   f"optimizers: unoptimized, {', '.join(optimizers)}; LM {handle.name} -> {out_dir}")
 
-    def on_status(name: str, message: str) -> None:
-        console.print(f"[bold]{name}[/bold]: {message}", highlight=False)
-
     adapter = {"adapter": handle.adapter} if handle.adapter is not None else {}
-    with console.status("optimizing (progress lines below)..."), dspy.context(lm=handle.lm, **adapter):
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress, dspy.context(lm=handle.lm, **adapter):
+        task = progress.add_task("optimizers", total=len(optimizers) + 1)
+
+        def on_status(name: str, message: str) -> None:
+            console.print(f"[bold]{name}[/bold]: {message}", highlight=False)
+            if name != "shared preparation" and message != "running":
+                progress.advance(task)
+            progress.update(task, description=f"{name}: {message}"[:80])
+
+        def on_bineval(line: str) -> None:
+            console.print(f"[dim]bineval {line}[/dim]", highlight=False)
+            progress.update(task, description=f"bineval: {line}"[:80])
+
+        choice.setup.progress = on_bineval
         config, results, failures = run_comparison(
             choice.setup, optimizers, out_dir, lm_name=handle.name,
             prompt_lm_name=prompt_handle.name if prompt_handle else handle.name,

@@ -46,11 +46,13 @@ class ComparisonSetup:
         prompt_lm: LM of the note-taker / updater / proposers / reflection (None: the
             configured LM).
         num_threads: items evaluated concurrently.
+        progress: called with a status line as the BinEval optimizer advances.
     """
 
     split: Split
     prompt_lm: LMHandle | None = None
     num_threads: int = 1
+    progress: Callable[[str], None] | None = None
     kind: str = field(default="", init=False)
     mode: str = field(default="", init=False)
 
@@ -154,9 +156,10 @@ class EvaluatorSetup(ComparisonSetup):
         if self.evaluator_mode == "human":
             return BinEvalOptimizer("human", max_iterations=max_iterations, prompt_lm=self.prompt_lm,
                                     human_scale=self.human_scale, regenerate_questions=self.regenerate_questions,
-                                    num_threads=self.num_threads, **settings)
+                                    num_threads=self.num_threads, progress=self.progress, **settings)
         return BinEvalOptimizer("cross_model", max_iterations=max_iterations, prompt_lm=self.prompt_lm,
-                                source=self.source_verdicts, num_threads=self.num_threads, **settings)
+                                source=self.source_verdicts, num_threads=self.num_threads, progress=self.progress,
+                                **settings)
 
     def test(self, program: dspy.Module) -> list[dict[str, Any]]:
         """Per test item: the evaluator's dimension scores, the normalized human ratings and,
@@ -254,7 +257,8 @@ class GeneratorSetup(ComparisonSetup):
 
     def bineval_optimizer(self, *, max_iterations: int, **settings: Any) -> BinEvalOptimizer:
         return BinEvalOptimizer("generation", max_iterations=max_iterations, prompt_lm=self.prompt_lm,
-                                judge=self.metric(), num_threads=self.num_threads, **settings)
+                                judge=self.metric(), num_threads=self.num_threads, progress=self.progress,
+                                **settings)
 
     def test(self, program: dspy.Module) -> list[dict[str, Any]]:
         """Per test item: the response and, with checkers, strict and loose results
