@@ -21,11 +21,11 @@ def output_fields(system: str) -> list[str] | None:
     parts = system.split("Outputs will be a JSON object with the following fields.")
     if len(parts) < 2:
         return None
-    return re.findall(r'^\s*"(\w+)":', parts[1].split("In adhering")[0], re.M)
+    return re.findall(r'^\s*"(\w+)":', parts[1].split("In adhering")[0], re.MULTILINE)
 
 
 def first_sentence(text: str) -> str:
-    match = re.match(r"\s*(.+?[.!?])(\s|$)", text, re.S)
+    match = re.match(r"\s*(.+?[.!?])(\s|$)", text, re.DOTALL)
     return match.group(1) if match else text.strip()
 
 

@@ -32,7 +32,7 @@ def judge_answer(verdict: str) -> dict[str, str]:
     return {"explanation": f"scripted {verdict}", "verdict": verdict}
 
 
-def items(n: int, *, wrong: set[int] = frozenset(), consistency=None, prefix: str = "it"):  # noqa: ANN001
+def items(n: int, *, wrong: set[int] = frozenset(), consistency=None, prefix: str = "it"):
     out = []
     for i in range(n):
         scores = {"consistency": (consistency or {}).get(i, 1.0 if i in wrong else 5.0), "fluency": 4.0}
@@ -43,13 +43,13 @@ def items(n: int, *, wrong: set[int] = frozenset(), consistency=None, prefix: st
 
 
 # ---------------------------------------------------------------- cross-model
-def target_judge(system, user):  # noqa: ANN001
+def target_judge(system, user):
     if field_value(user, "question") == NUMBERS and NUMBERS_LESSON in system:
         return judge_answer("no")
     return judge_answer("yes")
 
 
-def source_verdicts(trainset):  # noqa: ANN001
+def source_verdicts(trainset):
     return {ex.item_id: [QuestionVerdict(question_id="consistency-01", verdict="yes", explanation="ok"),
                          QuestionVerdict(question_id="consistency-02", verdict="no", explanation="3 is not 4"),
                          QuestionVerdict(question_id="fluency-01", verdict="yes", explanation="ok")]
@@ -132,7 +132,7 @@ def test_cross_model_missing_source_verdicts_fail_before_any_lm_call(small_quest
 STRICT_LESSON = "Be strict about numbers."
 
 
-def human_judge(system, user):  # noqa: ANN001
+def human_judge(system, user):
     if field_value(user, "question") != NUMBERS:
         return judge_answer("yes")
     wrong = "wrong" in field_value(user, "output")
@@ -143,7 +143,7 @@ def human_judge(system, user):  # noqa: ANN001
     return judge_answer("yes")
 
 
-def human_notes(system, user):  # noqa: ANN001
+def human_notes(system, user):
     evidence = evidence_of(user)
     assert all("Humans rated consistency 0.00" in e["reference"] for e in evidence)
     already_said_no = any(e["question"] == NUMBERS and e["verdict"] == "no" for e in evidence)
@@ -231,12 +231,12 @@ DONE_QUESTIONS = QuestionSet(dimensions=["format"], questions=[
     BinaryQuestion(id="format-01", dimension="format", text="Does the response end with the word DONE?")])
 
 
-def prompts(n: int):  # noqa: ANN001
+def prompts(n: int):
     return [dspy.Example(item_id=f"p{i}", prompt=f"Write about topic {i}. End with DONE.").with_inputs("prompt")
             for i in range(n)]
 
 
-def generator_script(system, user):  # noqa: ANN001
+def generator_script(system, user):
     return {"response": "A short text. DONE" if DONE_LESSON in system else "A short text."}
 
 

@@ -20,12 +20,11 @@ from binaryeval_dspy.comparison import (
     comparison_markdown,
     ifbench_split,
     load_ifbench_items,
+    metrics_from_records,
     run_comparison,
     summeval_split,
-    metrics_from_records,
 )
 from binaryeval_dspy.comparison.splits import load_summeval_items
-from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import scripted_lm
@@ -146,7 +145,7 @@ def test_generation_comparison_with_injected_checkers(tmp_path, data_dir):
         ok = response.endswith("DONE")
         return SimpleNamespace(follow_all_instructions=ok, follow_instruction_list=[ok])
 
-    lm, engine = scripted_lm(schema_script(lambda s, u: "no"))  # the judge fails every response
+    lm, _ = scripted_lm(schema_script(lambda s, u: "no"))  # the judge fails every response
     split = ifbench_split(load_ifbench_items(data_dir), limit=2)
     setup = GeneratorSetup(split=split, checkers=(check, check))
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):

@@ -6,9 +6,24 @@ from pathlib import Path
 
 import click
 import dspy
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from binaryeval_dspy.cli.common import build_lm, console, friendly_errors, lm_options, out_console, quiet_libraries, slug
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    console,
+    friendly_errors,
+    lm_options,
+    out_console,
+    quiet_libraries,
+    slug,
+)
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
 from binaryeval_dspy.comparison.report import comparison_table

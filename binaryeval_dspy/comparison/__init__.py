@@ -4,7 +4,11 @@ Two set-ups (SummEval evaluator optimization, IFBench generator optimization), o
 resumable harness, and a report rebuilt from saved results.
 """
 
-from binaryeval_dspy.comparison.evaluator_metrics import HumanAgreementMetric, SourceAgreementMetric, float_metric
+from binaryeval_dspy.comparison.evaluator_metrics import (
+    HumanAgreementMetric,
+    SourceAgreementMetric,
+    float_metric,
+)
 from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
 from binaryeval_dspy.comparison.report import (
     OPRO_NOTE,
@@ -49,8 +53,8 @@ __all__ = [
     "load_ifbench_items",
     "load_results",
     "load_summeval_items",
+    "metrics_from_records",
     "run_comparison",
     "summeval_split",
-    "metrics_from_records",
     "write_comparison",
 ]

@@ -5,8 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binaryeval_dspy.comparison.setups import Checker, ComparisonSetup, EvaluatorSetup, GeneratorSetup
-from binaryeval_dspy.comparison.splits import ifbench_split, load_ifbench_items, load_summeval_items, summeval_split
+from binaryeval_dspy.comparison.setups import (
+    Checker,
+    ComparisonSetup,
+    EvaluatorSetup,
+    GeneratorSetup,
+)
+from binaryeval_dspy.comparison.splits import (
+    ifbench_split,
+    load_ifbench_items,
+    load_summeval_items,
+    summeval_split,
+)
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import load_source_verdicts
@@ -95,7 +105,7 @@ def make_setup(
             notes = []
         else:
             test = "BinEval score on the test prompts (IFBench code checkers not installed)"
-            notes = ["The IFBench code checkers (binaryeval_dspy.ifbench) were not available in this build, so "
-                     "strict/loose accuracy is missing; the test column is the BinEval judge's score instead."]
+            notes = [("The IFBench code checkers (binaryeval_dspy.ifbench) were not available in this build, so "
+                      "strict/loose accuracy is missing; the test column is the BinEval judge's score instead.")]
         return SetupChoice(setup, metric, test, notes)
     raise InputError(f"unknown mode {mode!r}; expected cross_model, human or generation", field="--mode")

@@ -23,7 +23,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.comparison.report import OptimizerResult, load_results, metrics_from_records, write_comparison
+from binaryeval_dspy.comparison.report import (
+    OptimizerResult,
+    load_results,
+    metrics_from_records,
+    write_comparison,
+)
 from binaryeval_dspy.comparison.runners import RUNNERS, Budgets, budgets_dict
 from binaryeval_dspy.comparison.setups import ComparisonSetup
 from binaryeval_dspy.errors import BinEvalError, RunStateError
@@ -39,7 +44,7 @@ def _check_or_write_config(out_dir: Path, config: dict[str, Any]) -> dict[str, A
     path = out_dir / "config.json"
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
-        for key in ("setup", "lm", "prompt_lm", "source_lm", "budgets"):
+        for key in ("setup", "lm", "prompt_lm", "source_lm", "budgets", "test_metric"):
             if old.get(key) != config.get(key):
                 raise RunStateError(
                     f"{out_dir} holds a comparison with another {key} ({str(old.get(key))[:120]!r}); "

@@ -250,8 +250,8 @@ def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult]) 
         f"- Split sizes: {setup['sizes']} (seed {config.get('seed')}; limit {config.get('limit')})",
         f"- Metric every optimizer optimized: {config['metric']}",
         f"- Test metric: {config['test_metric']}; 95% CIs by percentile bootstrap over test items (1,000 resamples).",
-        "- Cost columns (LM calls, tokens, wall time) cover optimization only, not the shared test evaluation;"
-        " calls answered from DSPy's cache are not counted.",
+        ("- Cost columns (LM calls, tokens, wall time) cover optimization only, not the shared test evaluation;"
+         " calls answered from DSPy's cache are not counted."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",

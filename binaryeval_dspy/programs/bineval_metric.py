@@ -147,8 +147,8 @@ class BinEvalMetric:
     def feedback(self, judged: JudgedOutput) -> str:
         """Readable feedback: the score, then each failed question with its explanation."""
         counts = judged.score_card.total_counts
-        lines = [f"BinEval score {judged.score_card.overall or 0.0:.2f}: {counts.yes} of {counts.parsed} "
-                 "questions answered yes."]
+        lines = [(f"BinEval score {judged.score_card.overall or 0.0:.2f}: {counts.yes} of {counts.parsed} "
+                  "questions answered yes.")]
         failed = judged.failed
         if failed:
             lines.append("Failed questions (the judge answered no):")

@@ -108,8 +108,9 @@ class PromptUpdater(dspy.Module):
             new_len = len(prompt) - len(substring) + len(replacement)
             limit = max(self.max_prompt_chars, len(prompt))
             if new_len > limit:
-                return (f"the edit would make the prompt {new_len} characters long, over the cap of "
-                        f"{limit}; shorten the replacement", substring)
+                reason = (f"the edit would make the prompt {new_len} characters long, over the cap of "
+                          f"{limit}; shorten the replacement")
+                return reason, substring
         return None, substring
 
     def rewrite(self, prompt: str, lesson: str, *, target: str = "prompt") -> tuple[str, RewriteRecord]:

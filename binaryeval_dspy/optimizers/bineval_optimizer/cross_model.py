@@ -25,7 +25,10 @@ from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
 )
 from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import Evaluation, UpdateMode, lm_name
-from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import get_instructions, set_instructions
+from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
+    get_instructions,
+    set_instructions,
+)
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import lm_context
 from binaryeval_dspy.programs.note_taker import ItemFindings

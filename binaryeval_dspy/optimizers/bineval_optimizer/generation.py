@@ -78,7 +78,7 @@ class GenerationMode(UpdateMode):
         return run_items(lambda item: self._generate_and_judge(program, item), items, num_threads=self.num_threads)
 
     @staticmethod
-    def _mean_score(results: list) -> float | None:  # noqa: ANN401
+    def _mean_score(results: list) -> float | None:
         values = []
         for r in results:
             if isinstance(r, Exception):

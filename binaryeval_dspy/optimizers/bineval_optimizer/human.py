@@ -26,7 +26,10 @@ from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
 )
 from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import Evaluation, UpdateMode
-from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import get_instructions, set_instructions
+from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
+    get_instructions,
+    set_instructions,
+)
 from binaryeval_dspy.programs.bineval_metric import lm_context
 from binaryeval_dspy.programs.note_taker import ItemFindings
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
@@ -139,7 +142,7 @@ class HumanMode(UpdateMode):
         card = score_verdicts(verdicts, question_set)
         return {d: card.dimension_scores.get(d) for d in self._dimensions}
 
-    def _spearman(self, program, items) -> dict[str, float | None]:  # noqa: ANN001
+    def _spearman(self, program, items) -> dict[str, float | None]:
         judged = judge_items(program, items, num_threads=self.num_threads)
         model = [self._model_scores(program.question_set, verdicts) for verdicts in judged]
         human = [normalized_human_scores(it, self._dimensions, field=self.human_field, scale=self.human_scale)

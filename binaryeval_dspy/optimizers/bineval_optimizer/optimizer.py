@@ -31,7 +31,11 @@ from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import UpdateMode, l
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
 from binaryeval_dspy.programs.note_taker import NoteTaker
-from binaryeval_dspy.programs.prompt_updater import DEFAULT_MAX_PROMPT_CHARS, PromptUpdater, prompt_diff
+from binaryeval_dspy.programs.prompt_updater import (
+    DEFAULT_MAX_PROMPT_CHARS,
+    PromptUpdater,
+    prompt_diff,
+)
 from binaryeval_dspy.runs.usage_meter import measure_usage
 from binaryeval_dspy.schemas.optimization_history import IterationRecord, OptimizationHistory
 
@@ -149,7 +153,7 @@ class BinEvalOptimizer(Teleprompter):
         if self.progress is not None:
             self.progress(message)
 
-    def _lessons(self, note_taker: NoteTaker, findings: list) -> list[str]:  # noqa: ANN001
+    def _lessons(self, note_taker: NoteTaker, findings: list) -> list[str]:
         lessons: list[str] = []
         worst_first = sorted(findings, key=lambda f: -f.severity)[: self.max_items_per_iteration]
         with lm_context(self.prompt_lm):
