@@ -218,3 +218,20 @@ def test_evaluator_metrics_spearman_matches_scipy_and_has_a_ci():
     expected = spearmanr([r["model"]["a"] for r in records], [r["human"]["a"] for r in records]).statistic
     assert metrics["spearman"].value == pytest.approx(expected)
     assert metrics["spearman"].low <= metrics["spearman"].value <= metrics["spearman"].high
+
+
+def test_failed_question_generation_falls_back_to_generic_questions_and_says_so(tmp_path, data_dir):
+    def script(system, user):
+        if "[[ ## task_prompt ## ]]" in user and "[[ ## requirement ## ]]" not in user:
+            return {"requirements": []}  # a weak LM that lists nothing
+        return schema_script()(system, user)
+
+    lm, _ = scripted_lm(script)
+    setup = GeneratorSetup(split=ifbench_split(load_ifbench_items(data_dir), limit=1),
+                           checkers=(lambda e, r: None, lambda e, r: None))
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        notes = setup.prepare(tmp_path)
+    assert len(setup.question_sets) == 2
+    assert all(len(qs.questions) == 2 for qs in setup.question_sets.values())
+    assert notes and "failed for 2 of 2 prompts" in notes[0]
+    assert setup.prepare(tmp_path) == notes  # reloaded from disk, same note, no LM call needed

@@ -104,8 +104,11 @@ def run_comparison(
     })
     status("shared preparation", "running")
     with measure_usage() as meter:
-        setup.prepare(out_dir)
+        preparation_notes = setup.prepare(out_dir)
     status("shared preparation", f"done ({meter.lm_calls} LM calls)")
+    if preparation_notes:
+        config["notes"] = list(dict.fromkeys([*config["notes"], *preparation_notes]))
+        (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     failures: dict[str, str] = {}
     for name in config["optimizers"]:
         folder = out_dir / name

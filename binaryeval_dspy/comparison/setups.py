@@ -27,7 +27,7 @@ from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import run_items
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
-from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.response_generation import RespondToPrompt
@@ -35,6 +35,21 @@ from binaryeval_dspy.signatures.response_generation import RespondToPrompt
 logger = logging.getLogger(__name__)
 
 Checker = Callable[[dspy.Example, str], Any]
+
+#: Questions for a prompt whose own questions could not be generated (a weak LM can fail
+#: to list requirements); the task prompt is filled in per item.
+FALLBACK_QUESTIONS = QuestionSet(
+    dimensions=["instruction_following"],
+    questions=[
+        BinaryQuestion(id="instruction_following-01", dimension="instruction_following",
+                       text="Does the response answer what the request asks for?",
+                       violation_example="a response about another topic"),
+        BinaryQuestion(id="instruction_following-02", dimension="instruction_following",
+                       text="Does the response follow every constraint the request states (format, counts, "
+                            "words to use or avoid)?",
+                       violation_example="three paragraphs when exactly two were required"),
+    ],
+)
 
 
 @dataclass
@@ -56,8 +71,9 @@ class ComparisonSetup:
     kind: str = field(default="", init=False)
     mode: str = field(default="", init=False)
 
-    def prepare(self, out_dir: Path) -> None:
-        """Shared LM work done once for all optimizers (cached under `out_dir`)."""
+    def prepare(self, out_dir: Path) -> list[str]:
+        """Shared LM work done once for all optimizers (cached under `out_dir`); returns notes for the report."""
+        return []
 
     def student(self) -> dspy.Module:
         """A fresh copy of the starting program."""
@@ -113,10 +129,10 @@ class EvaluatorSetup(ComparisonSetup):
         for ex in [*self.split.train, *self.split.val, *self.split.test]:
             normalized_human_scores(ex, self.question_set.dimensions, scale=self.human_scale)  # fail early
 
-    def prepare(self, out_dir: Path) -> None:
+    def prepare(self, out_dir: Path) -> list[str]:
         """``cross_model``: judge every item once with the source BinEval (resumable file)."""
         if self.evaluator_mode != "cross_model" or self.source_verdicts is not None:
-            return
+            return []
         path = out_dir / "source_verdicts.jsonl"
         done: dict[str, list[QuestionVerdict]] = {}
         if path.is_file():
@@ -137,6 +153,7 @@ class EvaluatorSetup(ComparisonSetup):
                                          "verdicts": [v.model_dump(mode="json") for v in verdicts]}) + "\n")
                 handle.flush()
         self.source_verdicts = done
+        return []
 
     def student(self) -> BinEval:
         program = BinEval(self.question_set)
@@ -218,7 +235,7 @@ class GeneratorSetup(ComparisonSetup):
         if self.checkers is None:
             self.checkers = _default_checkers()
 
-    def _questions_for_items(self, items: list[dspy.Example], out_dir: Path) -> None:
+    def _questions_for_items(self, items: list[dspy.Example], out_dir: Path) -> list[str]:
         folder = out_dir / "questions"
         folder.mkdir(parents=True, exist_ok=True)
         generator = QuestionGenerator(dimensions=["instruction_following"], max_requirements=self.max_requirements)
@@ -227,18 +244,30 @@ class GeneratorSetup(ComparisonSetup):
             if path.is_file():
                 self.question_sets[item.item_id] = QuestionSet.load(path)
                 continue
-            with lm_context(self.prompt_lm):
-                question_set = generator(task_prompt=item.prompt).question_set
+            try:
+                with lm_context(self.prompt_lm):
+                    question_set = generator(task_prompt=item.prompt).question_set
+            except BinEvalError as exc:
+                logger.warning("question generation failed for prompt %s (%s); using the fallback questions",
+                               item.item_id, exc)
+                question_set = FALLBACK_QUESTIONS.model_copy(update={
+                    "task_prompt": item.prompt, "generated_by": f"fallback: question generation failed ({exc})"[:300]})
             self.question_sets[item.item_id] = question_set
             question_set.save(path)
+        fallbacks = sorted(k for k, qs in self.question_sets.items() if (qs.generated_by or "").startswith("fallback"))
+        if not fallbacks:
+            return []
+        return [(f"Question generation failed for {len(fallbacks)} of {len(self.question_sets)} prompts "
+                 f"({', '.join(fallbacks)}); those prompts use two generic questions (does the response answer "
+                 "the request; does it follow every stated constraint).")]
 
-    def prepare(self, out_dir: Path) -> None:
+    def prepare(self, out_dir: Path) -> list[str]:
         """Generate (or reload) the binary questions of every train and validation prompt;
         of test prompts too when no checker is available (the test then uses BinEval)."""
         items = [*self.split.train, *self.split.val]
         if self.checkers is None:
             items += self.split.test
-        self._questions_for_items(items, out_dir)
+        return self._questions_for_items(items, out_dir)
 
     def student(self) -> dspy.Module:
         program = dspy.Predict(RespondToPrompt)
