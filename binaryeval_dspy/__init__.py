@@ -8,6 +8,7 @@ Public API (everything else is an implementation detail):
 * LMs: `make_lm` (LiteLLM ids, base URLs, the embedded llama.cpp model)
 * data: `load_items`, `load_jsonl`, `load_csv`
 * runs: `RunDirectory`, `evaluate_items`
+* self-improvement: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
 """
 
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
@@ -24,6 +25,9 @@ from binaryeval_dspy.schemas import (
     ScoreCard,
 )
 from binaryeval_dspy.scoring import affine_scale, score_verdicts
+from binaryeval_dspy.optimizers import BinEvalOptimizer
+from binaryeval_dspy.programs import BinEvalMetric, PromptUpdater
+from binaryeval_dspy.schemas import OptimizationHistory
 
 __version__ = "0.1.0"
 
@@ -50,4 +54,8 @@ __all__ = [
     "load_jsonl",
     "make_lm",
     "score_verdicts",
+    "BinEvalOptimizer",
+    "BinEvalMetric",
+    "OptimizationHistory",
+    "PromptUpdater",
 ]
