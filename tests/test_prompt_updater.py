@@ -47,6 +47,18 @@ def test_substring_not_found_is_retried_with_the_reason_then_skipped():
     assert attempts[0] == "" and "does not occur" in attempts[1] and "Answer YES or NO." in attempts[1]
 
 
+def test_substring_differing_only_in_whitespace_is_matched_to_the_prompt_text():
+    prompt = "Judge the output.\nAnswer yes\n    or no. Explain briefly."
+    script = route(rewrite=lambda s, u: {"substring": "Answer yes or no.", "replacement": "Answer yes or no only."})
+    pred, _ = run(script, lambda: PromptUpdater()(prompt=prompt, lessons=["Be terse."]))
+    assert pred.prompt == "Judge the output.\nAnswer yes or no only. Explain briefly."
+    assert pred.rewrites[0].substring == "Answer yes\n    or no."
+    # a word that differs is still not found
+    script = route(rewrite=lambda s, u: {"substring": "Answer yes or maybe.", "replacement": "x"})
+    pred, _ = run(script, lambda: PromptUpdater(max_attempts=1)(prompt=prompt, lessons=["Be terse."]))
+    assert not pred.rewrites[0].applied
+
+
 def test_retry_succeeds_after_an_ambiguous_substring():
     answers = iter([{"substring": "Answer", "replacement": "Reply"},          # occurs once? no: see prompt
                     {"substring": "Explain briefly.", "replacement": "Explain in one sentence."}])

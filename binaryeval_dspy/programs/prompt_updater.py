@@ -92,12 +92,18 @@ class PromptUpdater(dspy.Module):
 
     def _check(self, prompt: str, substring: str, replacement: str) -> tuple[str | None, str]:
         """(reason the edit cannot be applied or None, the substring actually matched)."""
-        if not substring:
+        if not substring.strip():
             return "the substring is empty", substring
         count = prompt.count(substring)
-        if count == 0 and substring.strip() and prompt.count(substring.strip()) == 1:
-            substring = substring.strip()  # only surrounding whitespace differed
-            count = 1
+        if count == 0:
+            # Only whitespace differs (e.g. a line break in the prompt copied as a space):
+            # match the words exactly and any run of whitespace between them.
+            pattern = r"\s+".join(re.escape(word) for word in substring.split())
+            spans = [m.group(0) for m in re.finditer(pattern, prompt)]
+            if len(spans) == 1:
+                substring, count = spans[0], 1
+            elif spans:
+                count = len(spans)
         if count == 0:
             return "the substring does not occur in the prompt", substring
         if count > 1:
