@@ -218,6 +218,8 @@ def test_evaluator_metrics_spearman_matches_scipy_and_has_a_ci():
     expected = spearmanr([r["model"]["a"] for r in records], [r["human"]["a"] for r in records]).statistic
     assert metrics["spearman"].value == pytest.approx(expected)
     assert metrics["spearman"].low <= metrics["spearman"].value <= metrics["spearman"].high
+    expected_agreement = 1 - sum(abs(r["model"]["a"] - r["human"]["a"]) for r in records) / len(records)
+    assert metrics["human_agreement"].value == pytest.approx(expected_agreement)
 
 
 def test_failed_question_generation_falls_back_to_generic_questions_and_says_so(tmp_path, data_dir):

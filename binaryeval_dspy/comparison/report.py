@@ -133,7 +133,9 @@ def _mean_metric(values: Sequence[float | None]) -> MetricValue:
 
 
 def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
-    """Pooled Spearman per dimension and their mean (with CI), plus agreement when recorded.
+    """Pooled Spearman per dimension and their mean (with CI), the per-item agreement with
+    the human ratings (1 - mean |model - human|, with CI), and agreement with the source
+    evaluator when recorded.
 
     The CI resamples the items on which the evaluator scored every dimension.
     """
@@ -157,9 +159,16 @@ def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
     out = {"spearman": MetricValue(value=full["mean"], low=low, high=high, n=len(records))}
     for d in dims:
         out[f"spearman_{d}"] = MetricValue(value=full[d], n=len(records))
+    out["human_agreement"] = _mean_metric([_human_agreement(m, h) for m, h in zip(model, human, strict=True)])
     if "agreement" in records[0]:
         out["agreement"] = _mean_metric([r.get("agreement") for r in records])
     return out
+
+
+def _human_agreement(model: dict[str, float | None], human: dict[str, float]) -> float | None:
+    """1 - mean |model - human| over the dimensions the evaluator scored (the optimized per-item metric)."""
+    gaps = [abs(model[d] - human[d]) for d in human if model.get(d) is not None]
+    return 1.0 - sum(gaps) / len(gaps) if gaps else None
 
 
 def generator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
@@ -213,9 +222,9 @@ def _fmt(metric: MetricValue | None) -> str:
 def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table."""
     kind, mode = config["setup"]["kind"], config["setup"]["mode"]
-    metrics = [r.metrics or metrics_from_records(kind, r.test_records) for r in results]
+    metrics = [metrics_from_records(kind, r.test_records) for r in results]
     primary = primary_metric(kind, mode, metrics[0] if metrics else {})
-    secondary = {"summeval": ["spearman"] if mode == "cross_model" else [],
+    secondary = {"summeval": ["spearman", "human_agreement"] if mode == "cross_model" else ["human_agreement"],
                  "ifbench": ["strict_accuracy"] if primary == "loose_accuracy" else []}[kind]
     header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary], "LM calls",
               "tokens", "wall time (s)", "prompt chars", "notes"]

@@ -113,7 +113,7 @@ def run_mipro(setup: ComparisonSetup, budgets: Budgets, out_dir: Path) -> Runner
                        "parameters": log.get("params") or log.get("full_eval_params")})
     candidates = [{"score": c.get("score"), "instructions": _instructions(c["program"])}
                   for c in getattr(compiled, "candidate_programs", []) if "program" in c]
-    return RunnerOutput(compiled, settings, f"best validation score {getattr(compiled, 'score', None)}",
+    return RunnerOutput(compiled, settings, f"best validation score {getattr(compiled, 'score', None)} (%)",
                         {"trials": trials, "candidates": candidates, "instructions": _instructions(compiled)})
 
 
@@ -132,7 +132,7 @@ def run_copro(setup: ComparisonSetup, budgets: Budgets, out_dir: Path) -> Runner
     candidates = [{"score": c.get("score"), "instruction": c.get("instruction"), "prefix": c.get("prefix"),
                    "depth": c.get("depth")} for c in getattr(compiled, "candidate_programs", [])]
     best = candidates[0]["score"] if candidates else None
-    return RunnerOutput(compiled, settings, f"best training score {best}",
+    return RunnerOutput(compiled, settings, f"best training score {best} (%)",
                         {"candidates": candidates, "instructions": _instructions(compiled)})
 
 
