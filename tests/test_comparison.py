@@ -100,6 +100,11 @@ def test_human_mode_comparison_runs_every_optimizer_and_resumes(tmp_path, data_d
     # the judge ranks good over bad summaries exactly as the ratings do: Spearman 1.0 on both dimensions
     record = json.loads((out / "unoptimized" / "result.json").read_text())["test_records"][0]
     assert set(record["model"]) == {"coherence", "fluency"}
+    # the report is rebuilt from the saved files alone
+    (out / "comparison.md").unlink()
+    rebuilt = CliRunner().invoke(cli, ["optimize", "--mode", "human", "--out", str(out), "--report-only"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert (out / "comparison.md").read_text() == report
     # rerun: everything is done, nothing calls the LM again
     before = len(scripted_cli_lm)
     result = CliRunner().invoke(cli, args)

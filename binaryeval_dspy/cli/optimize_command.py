@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -26,7 +27,7 @@ from binaryeval_dspy.cli.common import (
 )
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
-from binaryeval_dspy.comparison.report import comparison_table
+from binaryeval_dspy.comparison.report import comparison_table, load_results, write_comparison
 from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.llama_engine import load_llama
@@ -81,6 +82,8 @@ def _names(value: str) -> list[str]:
 @click.option("--llama-threads", type=click.IntRange(min=1), default=None,
               help="CPU threads of the embedded llama.cpp model (default: every core). 1 is faster on a busy "
                    "machine, where llama.cpp's threads wait on each other.")
+@click.option("--report-only", is_flag=True, default=False,
+              help="Rebuild comparison.md from the results saved in --out and print the table; no LM calls.")
 @click.option("--cache/--no-cache", default=False, show_default=True,
               help="Use DSPy's response cache. Off by default so every optimizer pays for its own calls.")
 @lm_options
@@ -90,10 +93,18 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                      target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
                      prompt_lm: str | None, regenerate_questions: bool, iterations: int, max_lessons: int,
                      max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
-                     copro_depth: int, gepa_metric_calls: int, threads: int, llama_threads: int | None, cache: bool, lm_spec: str,
+                     copro_depth: int, gepa_metric_calls: int, threads: int, llama_threads: int | None, report_only: bool, cache: bool, lm_spec: str,
                      lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
     """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO and GEPA."""
     quiet_libraries()
+    if report_only:
+        if out_dir is None or not (out_dir / "config.json").is_file():
+            raise InputError("no comparison here (config.json missing)", path=out_dir, field="--out",
+                             fix="pass the --out directory of an earlier `bineval optimize` run.")
+        config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
+        out_console.print(comparison_table(config, load_results(out_dir)))
+        console.print(f"Rebuilt {write_comparison(out_dir)} from the saved results (no LM calls).")
+        return
     optimizers = _names(compare)
     instructions = None
     if target_instructions is not None:
