@@ -155,9 +155,9 @@ def run_gepa(setup: ComparisonSetup, budgets: Budgets, out_dir: Path) -> RunnerO
         history["candidates"] = [dict(c) if isinstance(c, dict) else _instructions(c)
                                  for c in getattr(details, "candidates", []) or []]
         history["best_idx"] = getattr(details, "best_idx", None)
-    scores = history.get("val_aggregate_scores") or [None]
-    return RunnerOutput(compiled, settings, f"{len(scores)} candidates; best validation score {max(s for s in scores if s is not None) if any(s is not None for s in scores) else None}",
-                        history)
+    scores = [s for s in history.get("val_aggregate_scores", []) if s is not None]
+    best = f"{max(scores):.3f}" if scores else "n/a"
+    return RunnerOutput(compiled, settings, f"{len(scores)} candidate(s); best validation score {best} (0-1)", history)
 
 
 RUNNERS: dict[str, Runner] = {
