@@ -46,10 +46,12 @@ def data_dir(tmp_path: Path) -> Path:
     (root / "summeval" / "summeval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "ifbench").mkdir()
     prompts = []
+    kinds = [("format:emoji", {}), ("format:newline", {}), ("count:numbers", {"N": 2, "keyword": None}),
+             ("format:line_indent", {})]  # real IFBench ids (the shared loader checks them)
     for key in range(8):
-        kind = ["format:done", "count:words", "format:caps", "sentence:keyword"][key % 4]
+        kind, kwargs = kinds[key % 4]
         prompts.append({"key": str(key), "prompt": f"Write about topic {key}. End with DONE.",
-                        "instruction_id_list": [kind], "kwargs": [{"n": None}]})
+                        "instruction_id_list": [kind], "kwargs": [kwargs]})
     (root / "ifbench" / "IFBench_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
     return root
 
