@@ -10,6 +10,7 @@ Public API (everything else is an implementation detail):
 * runs: `RunDirectory`, `evaluate_items`
 * verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
   `VerdictOutput` (the downstream JSON schema), `register_check`, `rejudge_items`
+* self-improvement: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
 """
 
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
@@ -26,6 +27,9 @@ from binaryeval_dspy.schemas import (
     ScoreCard,
 )
 from binaryeval_dspy.scoring import affine_scale, score_verdicts
+from binaryeval_dspy.optimizers import BinEvalOptimizer
+from binaryeval_dspy.programs import BinEvalMetric, PromptUpdater
+from binaryeval_dspy.schemas import OptimizationHistory
 
 __version__ = "0.1.0"
 
@@ -52,6 +56,10 @@ __all__ = [
     "load_jsonl",
     "make_lm",
     "score_verdicts",
+    "BinEvalOptimizer",
+    "BinEvalMetric",
+    "OptimizationHistory",
+    "PromptUpdater",
 ]
 
 # IFBench prompts and code checkers (strict / loose accuracy).

@@ -12,6 +12,7 @@ import click
 
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
 from binaryeval_dspy.cli.questions_command import questions_command
+from binaryeval_dspy.cli.optimize_command import optimize_command
 from binaryeval_dspy.cli.rejudge_command import rejudge_command
 
 
@@ -24,6 +25,7 @@ def cli() -> None:
 cli.add_command(questions_command)
 cli.add_command(evaluate_command)
 cli.add_command(rejudge_command)
+cli.add_command(optimize_command)
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:

@@ -1,4 +1,4 @@
-"""DSPy Modules: question generation and BinEval (baselines and PromptUpdater join later)."""
+"""DSPy Modules: question generation, BinEval, verdict mode, and the prompt-update parts."""
 
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.label_picker import LabelPicker
@@ -6,5 +6,23 @@ from binaryeval_dspy.programs.pressure_test import PressureTest
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
 from binaryeval_dspy.programs.question_set_state import QuestionSetState
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, JudgedOutput
+from binaryeval_dspy.programs.lesson_memory import LessonMemory
+from binaryeval_dspy.programs.note_taker import ItemFindings, NoteTaker
+from binaryeval_dspy.programs.prompt_updater import PromptUpdater, prompt_diff
 
-__all__ = ["BinEval", "LabelPicker", "PressureTest", "QuestionGenerator", "QuestionSetState", "VerdictJudge"]
+__all__ = [
+    "BinEval",
+    "BinEvalMetric",
+    "ItemFindings",
+    "JudgedOutput",
+    "LabelPicker",
+    "LessonMemory",
+    "NoteTaker",
+    "PressureTest",
+    "PromptUpdater",
+    "QuestionGenerator",
+    "QuestionSetState",
+    "VerdictJudge",
+    "prompt_diff",
+]

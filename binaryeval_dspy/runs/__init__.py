@@ -9,15 +9,18 @@ from binaryeval_dspy.runs.rejudge import (
     rejudge_items,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.usage_meter import UsageMeter, measure_usage
 
 __all__ = [
     "EvaluationOutcome",
     "RejudgeOutcome",
     "RejudgePlan",
     "RunDirectory",
+    "UsageMeter",
     "evaluate_items",
     "frozen_question_set",
     "judge_item",
+    "measure_usage",
     "plan_rejudge",
     "rejudge_items",
     "usage_from_tracker",

@@ -9,6 +9,12 @@ from binaryeval_dspy.schemas.named_verdict import (
     PressureTestRecord,
     RefutationAnswer,
 )
+from binaryeval_dspy.schemas.optimization_history import (
+    DedupDecision,
+    IterationRecord,
+    OptimizationHistory,
+    RewriteRecord,
+)
 from binaryeval_dspy.schemas.question_set import (
     QUESTION_SET_SCHEMA_VERSION,
     BinaryQuestion,
@@ -57,4 +63,8 @@ __all__ = [
     "text_hash",
     "verdict_output_json_schema",
     "write_verdict_output_schema",
+    "DedupDecision",
+    "IterationRecord",
+    "OptimizationHistory",
+    "RewriteRecord",
 ]

@@ -6,6 +6,10 @@ from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel
+from binaryeval_dspy.signatures.lesson_dedup import DedupLesson
+from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
+from binaryeval_dspy.signatures.response_generation import RespondToPrompt
+from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
 
 __all__ = [
     "AnswerRefutationQuestion",
@@ -18,4 +22,9 @@ __all__ = [
     "LabelOption",
     "PickVerdictLabel",
     "SummarizeRequirements",
+    "DedupLesson",
+    "ExtractLessons",
+    "QuestionEvidence",
+    "RespondToPrompt",
+    "RewriteSubstring",
 ]

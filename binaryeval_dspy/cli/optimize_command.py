@@ -1,0 +1,176 @@
+"""`bineval optimize`: run the BinEval optimizer (and DSPy's) on a benchmark split, resumably."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import dspy
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    console,
+    friendly_errors,
+    lm_options,
+    out_console,
+    quiet_libraries,
+    slug,
+)
+from binaryeval_dspy.comparison.factories import make_setup
+from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
+from binaryeval_dspy.comparison.report import comparison_table, load_results, write_comparison
+from binaryeval_dspy.comparison.runners import Budgets
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.lm.llama_engine import load_llama
+
+
+def _names(value: str) -> list[str]:
+    names = [n.strip().lower() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OPTIMIZERS]
+    if unknown or not names:
+        raise InputError(f"--compare got {unknown or value!r}", field="--compare",
+                         fix=f"give a comma-separated subset of {','.join(OPTIMIZERS)}.")
+    return list(dict.fromkeys(names))
+
+
+@click.command("optimize")
+@click.option("--mode", type=click.Choice(["cross_model", "human", "generation"]), required=True,
+              help="human / cross_model: optimize a BinEval evaluator on SummEval; generation: a generator on IFBench.")
+@click.option("--compare", "compare", default="bineval", show_default=True,
+              help=f"Optimizers to run, comma-separated, from {','.join(OPTIMIZERS)}. The unoptimized program is "
+                   "always the first row.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Comparison directory (default runs/optimize-<mode>-<lm>). Rerun to resume.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="BINEVAL_DATA_DIR",
+              help="Folder with summeval/ and ifbench/ (default $BINEVAL_DATA_DIR or /work/shared/data).")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Keep at most N items in each of train, validation and test (small runs).")
+@click.option("--seed", default=42, show_default=True, help="Split seed (paper: 42).")
+@click.option("--questions", "questions_path", type=click.Path(path_type=Path), default=None,
+              help="SummEval question set (default examples/summeval/questions.json).")
+@click.option("--questions-per-dimension", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Keep only the first K questions of each dimension (0 keeps all).")
+@click.option("--target-instructions", type=click.Path(path_type=Path), default=None,
+              help="File with the starting instructions of the optimized predictor (judge or generator).")
+@click.option("--source-lm", default=None, help="cross_model: LM of the source evaluator (same forms as --lm).")
+@click.option("--source-verdicts", type=click.Path(path_type=Path), default=None,
+              help="cross_model: a `bineval evaluate` run directory with the source's verdicts.")
+@click.option("--prompt-lm", default=None,
+              help="LM for lessons, rewrites, proposals and reflection (default: --lm, i.e. self-update).")
+@click.option("--regenerate-questions/--keep-questions", default=False, show_default=True,
+              help="human: also rewrite the task prompt and regenerate the questions each iteration.")
+@click.option("--iterations", default=5, show_default=True, type=click.IntRange(min=1),
+              help="BinEval optimizer: most prompt updates T (paper: 5).")
+@click.option("--max-lessons", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-prompt-chars", default=4000, show_default=True, type=click.IntRange(min=1))
+@click.option("--mipro-candidates", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option("--mipro-trials", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--copro-breadth", default=3, show_default=True, type=click.IntRange(min=2))
+@click.option("--copro-depth", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--gepa-metric-calls", default=40, show_default=True, type=click.IntRange(min=1))
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Items evaluated concurrently (remote LMs; the embedded model serializes).")
+@click.option("--llama-threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads of the embedded llama.cpp model (default: every core). 1 is faster on a busy "
+                   "machine, where llama.cpp's threads wait on each other.")
+@click.option("--report-only", is_flag=True, default=False,
+              help="Rebuild comparison.md from the results saved in --out and print the table; no LM calls.")
+@click.option("--cache/--no-cache", default=False, show_default=True,
+              help="Use DSPy's response cache. Off by default so every optimizer pays for its own calls.")
+@lm_options
+@friendly_errors
+def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Path | None, limit: int | None,
+                     seed: int, questions_path: Path | None, questions_per_dimension: int,
+                     target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
+                     prompt_lm: str | None, regenerate_questions: bool, iterations: int, max_lessons: int,
+                     max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
+                     copro_depth: int, gepa_metric_calls: int, threads: int, llama_threads: int | None, report_only: bool, cache: bool, lm_spec: str,
+                     lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
+    """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO and GEPA."""
+    quiet_libraries()
+    if report_only:
+        if out_dir is None or not (out_dir / "config.json").is_file():
+            raise InputError("no comparison here (config.json missing)", path=out_dir, field="--out",
+                             fix="pass the --out directory of an earlier `bineval optimize` run.")
+        config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
+        out_console.print(comparison_table(config, load_results(out_dir)))
+        console.print(f"Rebuilt {write_comparison(out_dir)} from the saved results (no LM calls).")
+        return
+    optimizers = _names(compare)
+    instructions = None
+    if target_instructions is not None:
+        if not target_instructions.is_file():
+            raise InputError("file not found", path=target_instructions, field="--target-instructions")
+        instructions = target_instructions.read_text(encoding="utf-8").strip() or None
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle.lm.cache = cache
+    prompt_handle = build_lm(prompt_lm, lm_model, api_key_env, max_tokens) if prompt_lm else None
+    source_handle = build_lm(source_lm, lm_model, api_key_env, max_tokens) if source_lm else None
+    for extra in (prompt_handle, source_handle):
+        if extra is not None:
+            extra.lm.cache = cache
+    if llama_threads is not None:
+        for each in (handle, prompt_handle, source_handle):
+            if each is not None and each.engine is not None:
+                # The first load of a GGUF fixes its thread count for the process.
+                load_llama(each.engine.model_path, n_ctx=each.engine.n_ctx, n_threads=llama_threads)
+    choice = make_setup(mode, data_dir=data_dir, limit=limit, seed=seed, question_set_path=questions_path,
+                        questions_per_dimension=questions_per_dimension, target_instructions=instructions,
+                        source_lm=source_handle, source_verdicts_dir=source_verdicts,
+                        regenerate_questions=regenerate_questions, prompt_lm=prompt_handle, judge_lm=prompt_handle,
+                        num_threads=threads)
+    budgets = Budgets(bineval_iterations=iterations, bineval_max_lessons=max_lessons,
+                      bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
+                      mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,
+                      gepa_metric_calls=gepa_metric_calls, seed=seed)
+    if out_dir is None:
+        out_dir = Path("runs") / f"optimize-{mode}-{slug(lm_spec)}"
+    notes = list(choice.notes)
+    if handle.embedded:
+        notes.append("The embedded engine bounds every free-text output field to 160 characters (responses, "
+                     "proposed instructions, rewrites), for every optimizer alike.")
+    sizes = choice.setup.split.sizes()
+    console.print(f"{mode}: train {sizes['train']}, validation {sizes['val']}, test {sizes['test']} items; "
+                  f"optimizers: unoptimized, {', '.join(optimizers)}; LM {handle.name} -> {out_dir}")
+
+    adapter = {"adapter": handle.adapter} if handle.adapter is not None else {}
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress, dspy.context(lm=handle.lm, **adapter):
+        task = progress.add_task("optimizers", total=len(optimizers) + 1)
+
+        def on_status(name: str, message: str) -> None:
+            console.print(f"[bold]{name}[/bold]: {message}", highlight=False)
+            if name != "shared preparation" and message != "running":
+                progress.advance(task)
+            progress.update(task, description=f"{name}: {message}"[:80])
+
+        def on_bineval(line: str) -> None:
+            console.print(f"[dim]bineval {line}[/dim]", highlight=False)
+            progress.update(task, description=f"bineval: {line}"[:80])
+
+        choice.setup.progress = on_bineval
+        config, results, failures = run_comparison(
+            choice.setup, optimizers, out_dir, lm_name=handle.name,
+            prompt_lm_name=prompt_handle.name if prompt_handle else handle.name,
+            source_lm_name=(source_handle.name if source_handle else
+                            (f"precomputed ({source_verdicts})" if source_verdicts else None)),
+            budgets=budgets, metric_description=choice.metric_description,
+            test_description=choice.test_description, notes=notes, limit=limit, on_status=on_status)
+    out_console.print(comparison_table(config, results))
+    console.print(f"Wrote {out_dir / 'comparison.md'}; per-optimizer results, programs and histories under {out_dir}/.")
+    if failures:
+        for name, message in failures.items():
+            console.print(f"[red]{name} failed[/red]: {message[:300]} (traceback in {out_dir / name / 'error.txt'})",
+                          highlight=False)
+        console.print("[yellow]Rerun the same command to retry the failed optimizers; finished ones are kept.[/yellow]")
+        raise SystemExit(1)

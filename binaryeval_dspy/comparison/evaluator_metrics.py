@@ -1,0 +1,117 @@
+"""Per-item metrics for optimizing a BinEval evaluator with any DSPy optimizer.
+
+DSPy optimizers score one example at a time, while Spearman's rho is a property of a
+whole set. So the evaluator set-ups give every optimizer the same per-item signal that
+the BinEval optimizer's own failure test uses:
+
+* `HumanAgreementMetric`: 1 - mean over dimensions of |evaluator yes-rate - normalized
+  human rating|, in [0, 1] (human mode);
+* `SourceAgreementMetric`: share of questions answered as the source evaluator did, in
+  [0, 1] (cross-model mode).
+
+Both take DSPy's five-argument form and return ``dspy.Prediction(score, feedback)``
+whose feedback names the dimensions or questions that went wrong, with explanations.
+An item whose verdicts all failed to parse scores 0.0 and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import dspy
+
+from binaryeval_dspy.optimizers.bineval_optimizer.human import normalized_human_scores
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+
+
+class HumanAgreementMetric:
+    """Closeness of a BinEval prediction's dimension scores to the human ratings of the item.
+
+    Args:
+        question_set: the evaluator's questions (for question text in the feedback).
+        dimensions: the dimensions compared (rated by humans and scored by the evaluator).
+        human_field: gold field with {dimension: rating}.
+        human_scale: the ratings' [low, high].
+    """
+
+    def __init__(self, question_set: QuestionSet, *, dimensions: Sequence[str], human_field: str = "scores",
+                 human_scale: tuple[float, float] = (1.0, 5.0)) -> None:
+        self.question_set = question_set
+        self.dimensions = list(dimensions)
+        self.human_field = human_field
+        self.human_scale = human_scale
+
+    def __call__(self, gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> dspy.Prediction:
+        """Score in [0, 1]: 1 - mean |model - human| over the dimensions the evaluator scored."""
+        human = normalized_human_scores(gold, self.dimensions, field=self.human_field, scale=self.human_scale)
+        card = getattr(pred, "score_card", None)
+        model = {d: (card.dimension_scores.get(d) if card is not None else None) for d in self.dimensions}
+        gaps = {d: model[d] - human[d] for d in self.dimensions if model[d] is not None}
+        if not gaps:
+            return dspy.Prediction(score=0.0, feedback="No verdict could be parsed, so no dimension was scored.")
+        score = 1.0 - sum(abs(g) for g in gaps.values()) / len(gaps)
+        by_id = {q.id: q for q in self.question_set.questions}
+        lines = [f"Agreement with the human ratings: {score:.2f} (1 = identical)."]
+        for d, gap in gaps.items():
+            word = "too lenient" if gap > 0 else "too strict" if gap < 0 else "exact"
+            lines.append(f"{d}: evaluator {model[d]:.2f}, humans {human[d]:.2f} ({word}).")
+            if abs(gap) > 0.3:
+                wrong = "yes" if gap > 0 else "no"
+                for v in getattr(pred, "verdicts", []) or []:
+                    q = by_id.get(v.question_id)
+                    if q is not None and q.dimension == d and v.verdict == wrong:
+                        lines.append(f"  - answered {wrong} to: {q.text} Explanation: {v.explanation}")
+        return dspy.Prediction(score=score, feedback="\n".join(lines))
+
+
+class SourceAgreementMetric:
+    """Share of questions a BinEval prediction answers as the source evaluator did.
+
+    Args:
+        question_set: the evaluator's questions.
+        source_verdicts: item id -> the source's verdicts.
+        id_field: gold field holding the item id.
+    """
+
+    def __init__(self, question_set: QuestionSet, source_verdicts: Mapping[str, Sequence[QuestionVerdict]],
+                 *, id_field: str = "item_id") -> None:
+        self.question_set = question_set
+        self.source = {k: {v.question_id: v for v in vs} for k, vs in source_verdicts.items()}
+        self.id_field = id_field
+
+    def __call__(self, gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> dspy.Prediction:
+        """Score in [0, 1]: agreeing questions / questions both evaluators answered."""
+        source = self.source.get(str(gold.get(self.id_field)), {})
+        by_id = {q.id: q for q in self.question_set.questions}
+        agree, total, lines = 0, 0, []
+        for v in getattr(pred, "verdicts", []) or []:
+            s = source.get(v.question_id)
+            if not v.parsed or s is None or not s.parsed:
+                continue
+            total += 1
+            if v.verdict == s.verdict:
+                agree += 1
+            else:
+                q = by_id.get(v.question_id)
+                text = q.text if q is not None else v.question_id
+                lines.append(f"- {text} You answered {v.verdict} ({v.explanation}); the reference answered "
+                             f"{s.verdict} ({s.explanation}).")
+        if not total:
+            return dspy.Prediction(score=0.0, feedback="No question was answered by both evaluators.")
+        head = f"Agreed with the reference evaluator on {agree} of {total} questions."
+        return dspy.Prediction(score=agree / total, feedback="\n".join([head, *lines]))
+
+
+def float_metric(metric: Callable[..., Any]) -> Callable[..., float]:
+    """`metric` returning ``float(score)`` (for code that tests a metric's truth value)."""
+
+    def wrapped(gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
+                pred_trace: Any = None) -> float:
+        return float(metric(gold, pred, trace, pred_name, pred_trace).score)
+
+    wrapped.__name__ = getattr(metric, "__name__", type(metric).__name__)
+    return wrapped

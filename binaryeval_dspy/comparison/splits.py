@@ -1,0 +1,162 @@
+"""Benchmark data and the train / validation / test splits of the head-to-head comparison.
+
+* SummEval (paper Appendix B): 10 items per system drawn with seed 42 form the dev set,
+  the other items the test set. The dev set is split again into train (lessons and
+  proposals) and validation (early stopping, candidate selection); the paper early-
+  stopped on test, which we do not. Python's RNG is not the paper's, so the exact items
+  differ.
+* IFBench (paper Appendix B): dev = one case per constraint type, test = the rest.
+
+The loading glue is kept in `load_summeval_items` / `load_ifbench_items` so it can be
+switched to the shared loaders when they land.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import dspy
+
+from binaryeval_dspy.data.items import load_jsonl
+from binaryeval_dspy.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path("/work/shared/data")
+
+
+def data_dir(explicit: str | Path | None = None) -> Path:
+    """The benchmark data folder: `explicit`, else ``$BINEVAL_DATA_DIR``, else ``/work/shared/data``."""
+    return Path(explicit or os.environ.get("BINEVAL_DATA_DIR") or DEFAULT_DATA_DIR)
+
+
+@dataclass
+class Split:
+    """Items for optimizing (train), selecting (val) and reporting (test); disjoint."""
+
+    train: list[dspy.Example]
+    val: list[dspy.Example]
+    test: list[dspy.Example]
+
+    def sizes(self) -> dict[str, int]:
+        """{"train": n, "val": n, "test": n}."""
+        return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}
+
+
+def load_summeval_items(directory: str | Path | None = None) -> list[dspy.Example]:
+    """SummEval's 1,600 (article, summary) items with ``doc_id``, ``system_id`` and expert ``scores``.
+
+    Raises:
+        InputError: the file is missing or malformed (names the file and line).
+    """
+    path = data_dir(directory) / "summeval" / "summeval.jsonl"
+    if not path.is_file():
+        raise InputError("SummEval file not found", path=path,
+                         fix="pass --data-dir (or set BINEVAL_DATA_DIR) to the folder holding summeval/summeval.jsonl.")
+    items = load_jsonl(path, input_field="source", output_field="system_output", id_field=None)
+    return [ex.copy(item_id=f"{ex.doc_id}/{ex.system_id}").with_inputs("input", "output") for ex in items]
+
+
+def summeval_split(
+    items: list[dspy.Example], *, per_system: int = 10, seed: int = 42, val_fraction: float = 0.5,
+    limit: int | None = None,
+) -> Split:
+    """The paper's SummEval split, with the dev set halved into train and validation.
+
+    Args:
+        items: SummEval items with ``system_id``.
+        per_system: dev items drawn per system (paper: 10, giving 160 of 1,600).
+        seed: RNG seed (paper: 42).
+        val_fraction: share of the dev set used for validation, in [0, 1).
+        limit: keep at most this many items in each of train, val and test (small runs).
+
+    Returns:
+        A `Split`; test keeps file order unless `limit` samples it (seeded).
+    """
+    rng = random.Random(seed)
+    systems = sorted({str(ex.system_id) for ex in items})
+    dev: list[dspy.Example] = []
+    for system in systems:
+        group = [ex for ex in items if str(ex.system_id) == system]
+        dev.extend(rng.sample(group, min(per_system, len(group))))
+    dev_ids = {ex.item_id for ex in dev}
+    test = [ex for ex in items if ex.item_id not in dev_ids]
+    rng.shuffle(dev)
+    n_val = round(len(dev) * val_fraction)
+    val, train = dev[:n_val], dev[n_val:]
+    if limit is not None:
+        train, val = train[:limit], val[:limit]
+        test = rng.sample(test, min(limit, len(test)))
+    return Split(train=train, val=val, test=test)
+
+
+def load_ifbench_items(directory: str | Path | None = None) -> list[dspy.Example]:
+    """IFBench's test prompts as Examples (``key``, ``prompt``, ``instruction_id_list``, ``kwargs``).
+
+    Uses `binaryeval_dspy.data.ifbench.load_ifbench` when it is installed; until then a
+    minimal reader of ``ifbench/IFBench_test.jsonl`` with the same shape.
+
+    Raises:
+        InputError: the file is missing or a line is not a JSON object.
+    """
+    path = data_dir(directory) / "ifbench" / "IFBench_test.jsonl"
+    try:
+        from binaryeval_dspy.data.ifbench import load_ifbench  # the shared loader, once merged
+    except ImportError:
+        load_ifbench = None
+    if load_ifbench is not None:
+        try:
+            examples = load_ifbench(path)
+        except TypeError:
+            examples = load_ifbench()
+        return [ex.copy(item_id=str(ex.key)).with_inputs("prompt") for ex in examples]
+    if not path.is_file():
+        raise InputError("IFBench file not found", path=path,
+                         fix="pass --data-dir (or set BINEVAL_DATA_DIR) to the folder holding ifbench/IFBench_test.jsonl.")
+    examples = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON ({exc.msg})", path=path, line=number) from exc
+            kwargs = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in row.get("kwargs", [])]
+            examples.append(dspy.Example(item_id=str(row["key"]), key=str(row["key"]), prompt=row["prompt"],
+                                         instruction_id_list=list(row["instruction_id_list"]), kwargs=kwargs,
+                                         line=number).with_inputs("prompt"))
+    return examples
+
+
+def ifbench_split(
+    items: list[dspy.Example], *, seed: int = 42, val_fraction: float = 0.5, limit: int | None = None
+) -> Split:
+    """Dev = one case per constraint type (the first type of each prompt; seeded pick),
+    split into train and validation; test = every other case (paper Appendix B).
+
+    Args:
+        items: IFBench Examples with ``instruction_id_list``.
+        seed: RNG seed.
+        val_fraction: share of dev used for validation.
+        limit: keep at most this many items in each of train, val and test.
+    """
+    rng = random.Random(seed)
+    by_type: dict[str, list[dspy.Example]] = {}
+    for ex in items:
+        by_type.setdefault(str(ex.instruction_id_list[0]), []).append(ex)
+    dev = [rng.choice(by_type[t]) for t in sorted(by_type)]
+    dev_ids = {ex.item_id for ex in dev}
+    test = [ex for ex in items if ex.item_id not in dev_ids]
+    rng.shuffle(dev)
+    n_val = round(len(dev) * val_fraction)
+    val, train = dev[:n_val], dev[n_val:]
+    if limit is not None:
+        train, val = train[:limit], val[:limit]
+        test = rng.sample(test, min(limit, len(test)))
+    return Split(train=train, val=val, test=test)

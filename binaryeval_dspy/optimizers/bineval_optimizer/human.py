@@ -1,0 +1,221 @@
+"""Human mode: update an evaluator from its disagreements with human ratings (paper 3.4, Appendix B).
+
+An item fails when, on some dimension, the evaluator's yes-rate and the human rating
+(normalized to [0, 1]) differ by more than a threshold (paper: 0.3). The note-taker sees
+that dimension's verdicts with explanations and the human rating. The judge's
+instructions are rewritten; optionally the task prompt the questions came from is
+rewritten too and the questions regenerated from it. The loop stops early when the
+validation Spearman drops and keeps the best iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import dspy
+from scipy.stats import spearmanr
+
+from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
+    judge_items,
+    nan_to_none,
+    require_bineval,
+    require_items,
+)
+from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
+from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import Evaluation, UpdateMode
+from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
+    get_instructions,
+    set_instructions,
+)
+from binaryeval_dspy.programs.bineval_metric import lm_context
+from binaryeval_dspy.programs.note_taker import ItemFindings
+from binaryeval_dspy.programs.question_generator import QuestionGenerator
+from binaryeval_dspy.schemas.optimization_history import IterationRecord
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.scoring import score_verdicts
+from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
+
+logger = logging.getLogger(__name__)
+
+
+def normalized_human_scores(
+    example: dspy.Example, dimensions: Sequence[str], *, field: str = "scores", scale: tuple[float, float] = (1.0, 5.0)
+) -> dict[str, float]:
+    """The example's human ratings mapped to [0, 1]: (h - low) / (high - low), for `dimensions`.
+
+    Raises:
+        InputError: the field is missing, is not a mapping, or lacks a dimension.
+    """
+    raw = example.get(field) if hasattr(example, "get") else None
+    if not isinstance(raw, dict):
+        raise InputError(f"the item has no human ratings mapping in '{field}'", field=field,
+                         fix="load items whose human ratings are a {dimension: rating} object.")
+    low, high = scale
+    out: dict[str, float] = {}
+    for d in dimensions:
+        if d not in raw or raw[d] is None:
+            raise InputError(f"human ratings lack dimension {d!r} (have {sorted(raw)})", field=f"{field}.{d}",
+                             fix="rate every dimension of the question set, or drop the dimension.")
+        out[d] = (float(raw[d]) - low) / (high - low)
+    return out
+
+
+def pooled_spearman(
+    model: Sequence[dict[str, float | None]], human: Sequence[dict[str, float]], dimensions: Sequence[str]
+) -> dict[str, float | None]:
+    """Spearman's rho per dimension over all items pooled (paper Appendix B), plus ``mean``.
+
+    Items whose model score is None on a dimension are left out of that dimension.
+    A dimension with fewer than 3 scored items or constant scores gets None; ``mean``
+    averages the defined ones (None if none is). Scores in [-1, 1] (`scipy.stats.spearmanr`).
+    """
+    out: dict[str, float | None] = {}
+    for d in dimensions:
+        pairs = [(m[d], h[d]) for m, h in zip(model, human, strict=True) if m.get(d) is not None]
+        if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
+            out[d] = None
+            continue
+        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+        out[d] = nan_to_none(spearmanr(xs, ys).statistic)
+    defined = [v for v in out.values() if v is not None]
+    out["mean"] = sum(defined) / len(defined) if defined else None
+    return out
+
+
+class HumanMode(UpdateMode):
+    """Target = the student BinEval; reference = human ratings on each item.
+
+    Args:
+        threshold: an item fails on a dimension when |model - human| > threshold (both
+            in [0, 1]; paper: 0.3).
+        human_field: the item field holding {dimension: rating}.
+        human_scale: the ratings' scale [low, high] (SummEval: 1-5).
+        regenerate_questions: also rewrite the question set's task prompt and regenerate
+            the questions from it with `QuestionGenerator` (paper Appendix B step 5).
+        prompt_lm: LM for question regeneration (None: the configured LM).
+        num_threads: items judged concurrently.
+    """
+
+    name = "human"
+    prompt_role = ("the instructions of an evaluator that answers one yes/no question about an output; "
+                   "its yes-rates should rank outputs the way human raters do")
+
+    def __init__(self, *, threshold: float = 0.3, human_field: str = "scores",
+                 human_scale: tuple[float, float] = (1.0, 5.0), regenerate_questions: bool = False,
+                 prompt_lm: LMHandle | dspy.LM | None = None, num_threads: int = 1) -> None:
+        if not 0.0 <= threshold < 1.0:
+            raise BinEvalError(f"threshold must be in [0, 1), got {threshold}")
+        if human_scale[1] == human_scale[0]:
+            raise BinEvalError(f"human_scale needs two different ends, got {human_scale}")
+        self.threshold = threshold
+        self.human_field = human_field
+        self.human_scale = (float(human_scale[0]), float(human_scale[1]))
+        self.regenerate_questions = regenerate_questions
+        self.prompt_lm = prompt_lm
+        self.num_threads = num_threads
+        self._dimensions: list[str] = []
+
+    def validate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> None:
+        target = require_bineval(program, self.name)
+        self._dimensions = list(target.question_set.dimensions)
+        for name, items in (("trainset", trainset), ("valset", valset or [])):
+            if name == "trainset" or items:
+                require_items(items, name)
+            for item in items:
+                normalized_human_scores(item, self._dimensions, field=self.human_field, scale=self.human_scale)
+        if self.regenerate_questions and not target.question_set.task_prompt.strip():
+            raise BinEvalError("regenerate_questions needs the question set's task_prompt; this set has none")
+
+    def prompts(self, program: dspy.Module) -> dict[str, str]:
+        prompts = {"judge_instructions": get_instructions(program, "judge")}
+        if self.regenerate_questions:
+            prompts["task_prompt"] = require_bineval(program, self.name).question_set.task_prompt
+        return prompts
+
+    def _model_scores(self, question_set: QuestionSet, verdicts: list[QuestionVerdict] | None) -> dict[str, float | None]:
+        if verdicts is None:
+            return {d: None for d in self._dimensions}
+        card = score_verdicts(verdicts, question_set)
+        return {d: card.dimension_scores.get(d) for d in self._dimensions}
+
+    def _spearman(self, program, items) -> dict[str, float | None]:
+        judged = judge_items(program, items, num_threads=self.num_threads)
+        model = [self._model_scores(program.question_set, verdicts) for verdicts in judged]
+        human = [normalized_human_scores(it, self._dimensions, field=self.human_field, scale=self.human_scale)
+                 for it in items]
+        return pooled_spearman(model, human, self._dimensions)
+
+    def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
+        target = require_bineval(program, self.name)
+        question_set = target.question_set
+        judged = judge_items(target, trainset, num_threads=self.num_threads)
+        model, human, findings = [], [], []
+        by_id = {q.id: q for q in question_set.questions}
+        for index, item in enumerate(trainset):
+            key = item_id(item, index)
+            scores = self._model_scores(question_set, judged[index])
+            rating = normalized_human_scores(item, self._dimensions, field=self.human_field, scale=self.human_scale)
+            model.append(scores)
+            human.append(rating)
+            off = {d: scores[d] - rating[d] for d in self._dimensions
+                   if scores[d] is not None and abs(scores[d] - rating[d]) > self.threshold}
+            if not off:
+                continue
+            evidence = []
+            for v in judged[index] or []:
+                q = by_id.get(v.question_id)
+                if q is None or q.dimension not in off or not v.parsed:
+                    continue
+                direction = "too lenient" if off[q.dimension] > 0 else "too strict"
+                evidence.append(QuestionEvidence(
+                    question=q.text, dimension=q.dimension, verdict=v.verdict, explanation=v.explanation,
+                    reference=(f"Humans rated {q.dimension} {rating[q.dimension]:.2f} on a 0-1 scale; the evaluator's "
+                               f"yes-rate was {scores[q.dimension]:.2f}, so it was {direction} on this dimension.")))
+            problem = "; ".join(f"{d}: evaluator {scores[d]:.2f} vs humans {rating[d]:.2f}" for d in off)
+            findings.append(ItemFindings(item_id=key, input=item.input, output=item.output, evidence=evidence,
+                                         severity=max(abs(g) for g in off.values()),
+                                         problem=f"Scores far from the human ratings ({problem})."))
+        train = pooled_spearman(model, human, self._dimensions)
+        scores: dict[str, float | None] = {"train_spearman": train["mean"],
+                                           "train_failure_rate": len(findings) / len(trainset)}
+        selection = train["mean"]
+        if valset:
+            val = self._spearman(target, valset)
+            scores.update({f"val_spearman_{d}": val[d] for d in self._dimensions})
+            scores["val_spearman"] = selection = val["mean"]
+        stop = None if findings else f"no item differs from the human ratings by more than {self.threshold}"
+        return Evaluation(scores=scores, selection_score=selection, findings=findings, failures=len(findings),
+                          stop_reason=stop)
+
+    def early_stop(self, records: list[IterationRecord]) -> str | None:
+        if len(records) < 2:
+            return None
+        now, before = records[-1].selection_score, records[-2].selection_score
+        if now is not None and before is not None and now < before:
+            which = "validation" if "val_spearman" in records[-1].scores else "training"
+            return f"the {which} Spearman dropped ({before:.3f} -> {now:.3f})"
+        return None
+
+    def apply(self, program: dspy.Module, new_prompts: dict[str, str], record: IterationRecord) -> None:
+        set_instructions(program, new_prompts["judge_instructions"], "judge")
+        if not self.regenerate_questions:
+            return
+        target = require_bineval(program, self.name)
+        old = target.question_set
+        if new_prompts["task_prompt"] == old.task_prompt:
+            record.note = "task prompt unchanged; questions kept"
+            return
+        try:
+            with lm_context(self.prompt_lm):
+                generated = QuestionGenerator(dimensions=list(old.dimensions))(task_prompt=new_prompts["task_prompt"])
+        except BinEvalError as exc:
+            record.note = f"question regeneration failed, questions kept: {exc}"
+            logger.warning(record.note)
+            target.question_set = old.model_copy(update={"task_prompt": new_prompts["task_prompt"]})
+            return
+        target.question_set = generated.question_set
+        record.questions_regenerated = True

@@ -1,0 +1,263 @@
+"""BinEvalOptimizer: the disagreement-driven prompt-update loop as a DSPy teleprompter (paper Algorithm 1).
+
+One loop, three sources of evidence:
+
+* ``cross_model`` (paper 3.3): a target BinEval vs a source evaluator, question by question;
+* ``human`` (paper 3.4, Appendix B): a BinEval vs human ratings, item by item;
+* ``generation`` (paper 3.4): a generator judged by a BinEval metric.
+
+Each iteration evaluates the current prompt, collects the items that went wrong with
+question-level evidence, asks the note-taker for lessons, deduplicates them into a
+bounded lesson memory and applies one substring rewrite per lesson. The compiled
+program keeps the best iteration's prompt; its history records everything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import dspy
+from dspy.teleprompt.teleprompt import Teleprompter
+
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import CrossModelMode, SourceVerdicts
+from binaryeval_dspy.optimizers.bineval_optimizer.generation import GenerationMode
+from binaryeval_dspy.optimizers.bineval_optimizer.human import HumanMode
+from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import UpdateMode, lm_name
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
+from binaryeval_dspy.programs.note_taker import NoteTaker
+from binaryeval_dspy.programs.prompt_updater import (
+    DEFAULT_MAX_PROMPT_CHARS,
+    PromptUpdater,
+    prompt_diff,
+)
+from binaryeval_dspy.runs.usage_meter import measure_usage
+from binaryeval_dspy.schemas.optimization_history import IterationRecord, OptimizationHistory
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["cross_model", "human", "generation"]
+MODES: tuple[str, ...] = ("cross_model", "human", "generation")
+
+
+class BinEvalOptimizer(Teleprompter):
+    """Improve a prompt from binary-question failures (paper sections 3.3-3.4, Algorithm 1).
+
+    Args:
+        mode: ``cross_model``, ``human`` or ``generation`` (see the module docstring).
+        max_iterations: T, the most prompt updates (paper: 5); the loop evaluates T + 1
+            prompts at most. >= 1.
+        max_lessons: lesson memory size per iteration (paper: 10).
+        max_prompt_chars: cap on each rewritten prompt's length (the paper's "carrying
+            capacity"); None disables it.
+        max_attempts: updater attempts per lesson before the lesson is skipped.
+        max_items_per_iteration: note-taker calls per iteration, the worst items first.
+        prompt_lm: LM (or `LMHandle`) of the note-taker, lesson dedup, updater and question
+            regeneration; None uses the configured LM (self-update).
+        source: ``cross_model``: a `BinEval` to run on `source_lm`, or precomputed verdicts
+            (item id -> list of `QuestionVerdict`).
+        source_lm: ``cross_model``: the source BinEval's LM.
+        epsilon: ``cross_model``: convergence tolerance on per-dimension mean scores.
+        threshold: ``human``: |model - human| (both in [0, 1]) above which an item fails (paper: 0.3).
+        human_field: ``human``: item field with {dimension: rating}.
+        human_scale: ``human``: the ratings' [low, high].
+        regenerate_questions: ``human``: rewrite the task prompt too and regenerate the questions.
+        judge: ``generation``: the `BinEvalMetric` judging generated outputs.
+        predictor_name: ``generation``: the predictor holding the generation prompt.
+        keep: ``best`` (the iteration with the highest selection score) or ``last``.
+        num_threads: items evaluated concurrently.
+        progress: called with a short status line as the loop advances (e.g. a CLI's printer).
+
+    Raises:
+        BinEvalError: a mode-specific argument is missing or out of range.
+
+    Example:
+        >>> optimizer = BinEvalOptimizer(mode="human", max_iterations=3, prompt_lm=strong_lm)  # doctest: +SKIP
+        >>> better = optimizer.compile(BinEval(questions), trainset=dev, valset=val)           # doctest: +SKIP
+        >>> better.optimization_history.iterations[1].lessons                                # doctest: +SKIP
+        >>> better.save("evaluator.json")                                                      # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        mode: Mode,
+        *,
+        max_iterations: int = 5,
+        max_lessons: int = 10,
+        max_prompt_chars: int | None = DEFAULT_MAX_PROMPT_CHARS,
+        max_attempts: int = 2,
+        max_items_per_iteration: int = 20,
+        prompt_lm: LMHandle | dspy.LM | None = None,
+        source: BinEval | SourceVerdicts | None = None,
+        source_lm: LMHandle | dspy.LM | None = None,
+        epsilon: float = 0.05,
+        threshold: float = 0.3,
+        human_field: str = "scores",
+        human_scale: tuple[float, float] = (1.0, 5.0),
+        regenerate_questions: bool = False,
+        judge: BinEvalMetric | None = None,
+        predictor_name: str | None = None,
+        keep: Literal["best", "last"] = "best",
+        num_threads: int = 1,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise BinEvalError(f"mode must be one of {MODES}, got {mode!r}")
+        if max_iterations < 1:
+            raise BinEvalError(f"max_iterations must be >= 1, got {max_iterations}")
+        if max_items_per_iteration < 1:
+            raise BinEvalError(f"max_items_per_iteration must be >= 1, got {max_items_per_iteration}")
+        if keep not in ("best", "last"):
+            raise BinEvalError(f"keep must be 'best' or 'last', got {keep!r}")
+        self.mode = mode
+        self.max_iterations = max_iterations
+        self.max_items_per_iteration = max_items_per_iteration
+        self.prompt_lm = prompt_lm
+        self.keep = keep
+        self.progress = progress
+        self.updater = PromptUpdater(max_lessons=max_lessons, max_prompt_chars=max_prompt_chars,
+                                     max_attempts=max_attempts)
+        self.config: dict[str, Any] = {
+            "mode": mode, "max_iterations": max_iterations, "max_lessons": max_lessons,
+            "max_prompt_chars": max_prompt_chars, "max_attempts": max_attempts,
+            "max_items_per_iteration": max_items_per_iteration, "keep": keep, "num_threads": num_threads,
+        }
+        self.strategy: UpdateMode
+        if mode == "cross_model":
+            if source is None:
+                raise BinEvalError("mode 'cross_model' needs source= (a BinEval with source_lm=, or precomputed "
+                                   "verdicts by item id)")
+            self.strategy = CrossModelMode(source=source, source_lm=source_lm, epsilon=epsilon,
+                                           num_threads=num_threads)
+            self.config["epsilon"] = epsilon
+        elif mode == "human":
+            self.strategy = HumanMode(threshold=threshold, human_field=human_field, human_scale=human_scale,
+                                      regenerate_questions=regenerate_questions, prompt_lm=prompt_lm,
+                                      num_threads=num_threads)
+            self.config.update(threshold=threshold, human_field=human_field, human_scale=list(human_scale),
+                               regenerate_questions=regenerate_questions)
+        else:
+            if judge is None:
+                raise BinEvalError("mode 'generation' needs judge= (a BinEvalMetric that judges the outputs)")
+            self.strategy = GenerationMode(judge=judge, predictor_name=predictor_name, num_threads=num_threads)
+            self.config["predictor_name"] = predictor_name
+
+    def _say(self, message: str) -> None:
+        logger.info(message)
+        if self.progress is not None:
+            self.progress(message)
+
+    def _lessons(self, note_taker: NoteTaker, findings: list) -> list[str]:
+        lessons: list[str] = []
+        worst_first = sorted(findings, key=lambda f: -f.severity)[: self.max_items_per_iteration]
+        with lm_context(self.prompt_lm):
+            for finding in worst_first:
+                lessons.extend(note_taker(findings=finding).lessons)
+        return lessons
+
+    def _update(self, program: dspy.Module, record: IterationRecord, lessons: list[str]) -> None:
+        """Dedup `lessons`, rewrite each prompt of the mode, install the results in `program`."""
+        with lm_context(self.prompt_lm):
+            filed = self.updater.memory(lessons=lessons)
+            record.dedup, record.lesson_memory = filed.decisions, filed.lessons
+            new_prompts: dict[str, str] = {}
+            for name, old in record.prompts.items():
+                new, rewrites = self.updater.rewrite_all(old, filed.lessons, target=name)
+                record.rewrites.extend(rewrites)
+                new_prompts[name] = new
+                diff = prompt_diff(old, new, name=name)
+                if diff:
+                    record.diffs[name] = diff
+            self.strategy.apply(program, new_prompts, record)
+
+    def compile(
+        self,
+        student: dspy.Module,
+        *,
+        trainset: list[dspy.Example],
+        valset: list[dspy.Example] | None = None,
+        teacher: dspy.Module | None = None,
+        history_path: str | Path | None = None,
+    ) -> dspy.Module:
+        """Run the update loop on a copy of `student` and return the improved copy.
+
+        Args:
+            student: a `BinEval` (``cross_model``, ``human``) or a generator program
+                (``generation``); never modified.
+            trainset: items whose failures teach lessons (paper: the dev set).
+            valset: items for picking the best iteration and early stopping; without it
+                the training scores are used.
+            teacher: not used (raises if given; kept for DSPy's signature).
+            history_path: where to save the history JSON as soon as each iteration ends.
+
+        Returns:
+            The program with the kept iteration's prompt (and questions), with
+            ``optimization_history`` (`OptimizationHistory`) and ``_compiled = True``.
+
+        Raises:
+            BinEvalError / InputError: bad program or items, before any LM call.
+        """
+        if teacher is not None:
+            raise BinEvalError("BinEvalOptimizer does not use a teacher program; leave teacher=None")
+        program = student.deepcopy()
+        trainset, valset = list(trainset), (list(valset) if valset else None)
+        self.strategy.validate(program, trainset, valset)
+        note_taker = NoteTaker(prompt_role=self.strategy.prompt_role)
+        history = OptimizationHistory(
+            mode=self.mode, config=self.config,
+            lms={"target": lm_name(None), "note_taker": lm_name(self.prompt_lm), **self.strategy.lm_names()},
+        )
+        best: tuple[int, float | None, dspy.Module] = (0, None, program.deepcopy())
+        for iteration in range(self.max_iterations + 1):
+            record = IterationRecord(iteration=iteration, prompts=self.strategy.prompts(program))
+            if isinstance(program, BinEval):
+                record.question_set_hash = program.question_set.content_hash
+            stop: str | None = None
+            with measure_usage() as meter:
+                self._say(f"iteration {iteration}: evaluating")
+                evaluation = self.strategy.evaluate(program, trainset, valset)
+                record.scores, record.selection_score = evaluation.scores, evaluation.selection_score
+                record.failures = evaluation.failures
+                score = evaluation.selection_score
+                if score is not None and (best[1] is None or score > best[1]):
+                    best = (iteration, score, program.deepcopy())
+                stop = (evaluation.stop_reason or self.strategy.early_stop([*history.iterations, record])
+                        or (f"reached the iteration limit ({self.max_iterations} updates)"
+                            if iteration == self.max_iterations else None))
+                if stop is None:
+                    self._say(f"iteration {iteration}: {evaluation.failures} failing items; extracting lessons")
+                    record.lessons = self._lessons(note_taker, evaluation.findings)
+                    if not record.lessons:
+                        stop = "the note-taker wrote no lessons"
+                    else:
+                        self._update(program, record, record.lessons)
+                        if not record.diffs and not record.questions_regenerated:
+                            stop = "no rewrite could be applied"
+            record.lm_calls, record.prompt_tokens = meter.lm_calls, meter.prompt_tokens
+            record.completion_tokens, record.seconds = meter.completion_tokens, round(meter.seconds, 3)
+            history.iterations.append(record)
+            self._say(f"iteration {iteration}: scores {record.scores}")
+            if history_path is not None:
+                history.save(history_path)
+            if stop is not None:
+                history.stop_reason = stop
+                break
+        if self.keep == "last":
+            # Every stop happens after an evaluation and before (or instead of) an update,
+            # so the program in hand is the last one evaluated.
+            best = (len(history.iterations) - 1, history.iterations[-1].selection_score, program)
+        compiled = best[2]
+        history.best_iteration = best[0]
+        history.final_prompts = self.strategy.prompts(compiled)
+        if history_path is not None:
+            history.save(history_path)
+        self._say(f"stopped: {history.stop_reason}; keeping iteration {best[0]}")
+        compiled.optimization_history = history
+        compiled._compiled = True
+        return compiled

@@ -1,0 +1,183 @@
+"""What one run of the prompt-update loop did, iteration by iteration (paper Algorithm 1).
+
+The history is the optimizer's run record: for each iteration the prompt that was
+evaluated, its scores, the lessons drawn, how each lesson was deduplicated, each
+substring rewrite (applied or skipped, with the reason), the resulting diff and the LM
+cost. It is saved as JSON next to the compiled program and can be read back without
+calling any LM.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from binaryeval_dspy.errors import InputError
+
+OPTIMIZATION_HISTORY_SCHEMA_VERSION = 1
+
+
+class DedupDecision(BaseModel):
+    """How one new lesson was filed into the lesson memory.
+
+    Attributes:
+        lesson: the new lesson as the note-taker wrote it.
+        action: ``added`` (new entry), ``merged`` (folded into an entry), ``dropped``
+            (the memory was full) or ``exact_duplicate`` (same words as an entry; no LM call).
+        merged_into: 0-based index of the entry it was merged into, if any.
+        result: the entry's text after the decision ("" when dropped).
+        note: why, when the LM's answer was unusable (e.g. an out-of-range number).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    lesson: str
+    action: Literal["added", "merged", "dropped", "exact_duplicate"]
+    merged_into: int | None = None
+    result: str = ""
+    note: str | None = None
+
+
+class RewriteRecord(BaseModel):
+    """One lesson's substring rewrite of one prompt.
+
+    Attributes:
+        target: which prompt was edited (e.g. ``"judge_instructions"``, ``"task_prompt"``).
+        lesson: the lesson the edit carries.
+        substring: the updater's last proposed substring s.
+        replacement: its proposed replacement s'.
+        applied: True if ``prompt.replace(s, s')`` was applied.
+        attempts: LM attempts made (1 + retries).
+        reason: why the rewrite was skipped (None when applied).
+        prompt_chars: prompt length after this step (characters).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str
+    lesson: str
+    substring: str = ""
+    replacement: str = ""
+    applied: bool = False
+    attempts: int = Field(default=0, ge=0)
+    reason: str | None = None
+    prompt_chars: int = Field(default=0, ge=0)
+
+
+class IterationRecord(BaseModel):
+    """One iteration: evaluate the current prompt, then (unless stopping) update it.
+
+    Attributes:
+        iteration: 0-based; iteration 0 evaluates the starting prompt.
+        prompts: the prompts evaluated in this iteration, by name.
+        question_set_hash: content hash of the question set in use (evaluator modes).
+        scores: named scores of this iteration (e.g. ``val_spearman``, ``max_dimension_gap``,
+            ``train_pass_rate``); None where undefined (e.g. constant scores).
+        selection_score: the score used to pick the best iteration (higher is better).
+        failures: number of items with failures or disagreements.
+        lessons: every lesson the note-taker wrote this iteration.
+        dedup: one decision per lesson.
+        lesson_memory: the unique lessons kept (at most the memory size).
+        rewrites: one record per (lesson, prompt) rewrite.
+        diffs: unified diffs of each updated prompt (old -> new), by name.
+        questions_regenerated: True if the question set was regenerated after the update.
+        note: anything else worth knowing (e.g. why question regeneration was skipped).
+        lm_calls: LM calls that reached a model during this iteration.
+        prompt_tokens: their prompt tokens.
+        completion_tokens: their completion tokens.
+        seconds: wall time of this iteration.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration: int = Field(ge=0)
+    prompts: dict[str, str]
+    question_set_hash: str | None = None
+    scores: dict[str, float | None] = Field(default_factory=dict)
+    selection_score: float | None = None
+    failures: int = Field(default=0, ge=0)
+    lessons: list[str] = Field(default_factory=list)
+    dedup: list[DedupDecision] = Field(default_factory=list)
+    lesson_memory: list[str] = Field(default_factory=list)
+    rewrites: list[RewriteRecord] = Field(default_factory=list)
+    diffs: dict[str, str] = Field(default_factory=dict)
+    questions_regenerated: bool = False
+    note: str | None = None
+    lm_calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    seconds: float = Field(default=0.0, ge=0)
+
+
+class OptimizationHistory(BaseModel):
+    """The record of one `BinEvalOptimizer.compile` run.
+
+    Attributes:
+        schema_version: format version (1).
+        mode: ``cross_model``, ``human`` or ``generation``.
+        config: the optimizer's settings (JSON-ready).
+        lms: LM names by role (``target``, ``note_taker``, ``source``, ``judge``).
+        iterations: one record per iteration, in order.
+        best_iteration: index of the iteration whose prompt the compiled program keeps.
+        stop_reason: why the loop ended (converged, nothing failed, validation score
+            dropped, iteration limit).
+        final_prompts: the prompts of the returned program, by name.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = OPTIMIZATION_HISTORY_SCHEMA_VERSION
+    mode: Literal["cross_model", "human", "generation"]
+    config: dict[str, Any] = Field(default_factory=dict)
+    lms: dict[str, str] = Field(default_factory=dict)
+    iterations: list[IterationRecord] = Field(default_factory=list)
+    best_iteration: int | None = None
+    stop_reason: str = ""
+    final_prompts: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def lm_calls(self) -> int:
+        """LM calls over all iterations."""
+        return sum(r.lm_calls for r in self.iterations)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion tokens over all iterations."""
+        return sum(r.prompt_tokens + r.completion_tokens for r in self.iterations)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time over all iterations."""
+        return sum(r.seconds for r in self.iterations)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the history as indented UTF-8 JSON; returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> OptimizationHistory:
+        """Read a history JSON file.
+
+        Raises:
+            InputError: the file is missing, not JSON, or not a valid history (the
+                message names the file and the first failing field).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("history file not found", path=path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise InputError(first["msg"], path=path, field=field) from exc
