@@ -113,19 +113,44 @@ def test_declared_refutation_move_and_unparsed_answers_never_refute():
     assert not nv.pressure_test.refuted
 
 
-def test_at_most_three_refutation_questions_are_kept():
+def test_at_most_three_refutation_questions_are_kept_and_drafting_is_capped():
     script = VerdictScript(labels=["Improve"], refutations=["A?", "B?", "C?", "D?"])
-    pred, _ = run(verdict_question_set(), script)
+    caps = []
+    lm, engine = scripted_lm(script)
+    complete = engine.complete
+
+    def spy(request):
+        if "proposed_label" in "".join(m.text or "" for m in request.messages):
+            caps.append(request.config.max_tokens)
+        return complete(request)
+
+    engine.complete = spy
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = VerdictJudge(verdict_question_set())(input="a README section", output=SHORT)
     pt = pred.named_verdict.pressure_test
     assert [a.question for a in pt.questions] == ["A?", "B?", "C?"]
     assert "3 of 4" in pt.reason and len(script.calls["refute"]) == 3
+    assert caps == [200]
 
 
 def test_no_usable_refutation_question_is_a_recorded_failure():
-    script = VerdictScript(labels=["Improve"], refutations=[" ", ""])
+    script = VerdictScript(labels=["Improve"], refutations=[" ", "", "paths-exist"])
     pred, _ = run(verdict_question_set(), script)
     nv = pred.named_verdict
     assert nv.pressure_test.status == "failed" and nv.label == "Improve"
+    assert "dropped 1 non-question entry" in nv.pressure_test.reason
+
+
+def test_a_question_cut_by_the_token_cap_is_dropped():
+    script = VerdictScript(labels=["Improve"], refutation_answers={"Is A true?": "yes", "Is B true?": "yes"})
+    script.refutations = None  # the drafter's reply below is cut mid-question
+    lm, _ = scripted_lm(lambda system, user: '{"questions": ["Is A true?", "Is B true?", "Is C tr'
+                        if "[[ ## proposed_label ## ]]" in user else script(system, user))
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = VerdictJudge(verdict_question_set())(input="a README section", output=SHORT)
+    pt = pred.named_verdict.pressure_test
+    assert [a.question for a in pt.questions] == ["Is A true?", "Is B true?"]
+    assert pt.refuted and pred.named_verdict.label == "Keep"
 
 
 def test_label_outside_the_set_is_retried_with_feedback():

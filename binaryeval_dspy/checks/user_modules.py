@@ -55,12 +55,12 @@ def load_checks_module(spec: str) -> ModuleType:
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - the user's code can raise anything; report it located
+        except Exception as exc:  # the user's code can raise anything; report it with the file named
             sys.modules.pop(name, None)
             raise InputError(f"importing the checks module failed: {type(exc).__name__}: {exc}", path=path) from exc
         return module
     try:
         return importlib.import_module(spec)
-    except Exception as exc:  # noqa: BLE001 - ImportError or whatever the module raises on import
+    except Exception as exc:  # ImportError, or whatever the module raises while importing
         raise InputError(f"checks module {spec!r} could not be imported: {type(exc).__name__}: {exc}",
                          fix="give a .py path or a module importable from the current environment.") from exc

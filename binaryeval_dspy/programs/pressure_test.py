@@ -24,33 +24,47 @@ class PressureTest(dspy.Module):
 
     Args:
         max_questions: questions kept at most (1 to 3 in seed 004's practice).
+        draft_max_tokens: completion cap of the drafting call, in tokens. Three short
+            questions need far less; the cap stops a small model that keeps adding
+            list entries (measured: SmolLM2-135M filled all 512 tokens otherwise). A
+            reply cut by the cap is still read, and the first questions are kept.
 
     Raises:
-        ValueError: `max_questions` < 1.
+        ValueError: `max_questions` or `draft_max_tokens` < 1.
     """
 
-    def __init__(self, *, max_questions: int = 3) -> None:
+    def __init__(self, *, max_questions: int = 3, draft_max_tokens: int = 200) -> None:
         super().__init__()
         if max_questions < 1:
             raise ValueError(f"max_questions must be >= 1, got {max_questions}")
+        if draft_max_tokens < 1:
+            raise ValueError(f"draft_max_tokens must be >= 1, got {draft_max_tokens}")
         self.max_questions = max_questions
+        self.draft_max_tokens = draft_max_tokens
         self.draft = dspy.Predict(DraftRefutationQuestions)
         self.answer = dspy.Predict(AnswerRefutationQuestion)
 
-    def _questions(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> list[str]:
+    def _questions(
+        self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel
+    ) -> tuple[list[str], int]:
+        """(distinct drafted questions, number of entries dropped because they are not questions)."""
         try:
             drafted = self.draft(input=input, output=output, evidence=evidence, proposed_label=label.name,
-                                 label_meaning=label.meaning).questions
+                                 label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
         except AdapterParseError:
-            return []
+            return [], 0
         seen: set[str] = set()
         questions = []
+        dropped = 0
         for text in drafted or []:
             text = str(text).strip()
-            if text and text.casefold() not in seen:
+            if not text.endswith("?"):  # a label, a fragment, or a question cut by the token cap
+                dropped += bool(text)
+                continue
+            if text.casefold() not in seen:
                 seen.add(text.casefold())
                 questions.append(text)
-        return questions
+        return questions, dropped
 
     def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
         """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
@@ -77,18 +91,22 @@ class PressureTest(dspy.Module):
         Returns:
             `dspy.Prediction` with ``record``: a `PressureTestRecord` with status "ran"
             (questions answered; ``refuted`` / ``moved_to`` still unset) or "failed"
-            (no usable question was written).
+            (no usable question was written). Entries not ending in "?" (labels,
+            fragments cut by the token cap) are dropped and counted in ``reason``.
         """
-        questions = self._questions(input, output, evidence, label)
+        questions, dropped = self._questions(input, output, evidence, label)
+        dropped_note = f"dropped {dropped} non-question entr{'y' if dropped == 1 else 'ies'}"
+        skipped = f" ({dropped_note})" if dropped else ""
         if not questions:
             return dspy.Prediction(record=PressureTestRecord(
                 status="failed", tested_label=label.name,
-                reason="the LM wrote no usable refutation question; the verdict was not tested",
+                reason=f"the LM wrote no usable refutation question{skipped}; the verdict was not tested",
             ))
-        note = ""
+        notes = [dropped_note] if dropped else []
         if len(questions) > self.max_questions:
-            note = f"kept the first {self.max_questions} of {len(questions)} questions written"
+            notes.append(f"kept the first {self.max_questions} of {len(questions)} questions written")
             questions = questions[: self.max_questions]
+        note = "; ".join(notes)
         answers = [self.answer_question(input, output, q) for q in questions]
         return dspy.Prediction(record=PressureTestRecord(status="ran", tested_label=label.name, reason=note,
                                                          questions=answers))
