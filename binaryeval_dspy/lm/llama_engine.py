@@ -7,6 +7,12 @@ becomes a llama.cpp grammar, so even a 135M model returns parseable fields.
 One `llama_cpp.Llama` is not thread-safe, so calls are serialized by a lock; llama.cpp
 reuses the longest common prompt prefix with the previous call, which is why BinEval
 puts the long shared fields first and answers one item's questions back to back.
+
+Token log-probabilities (``logprobs=True, top_logprobs=n`` in the DSPy call) are read
+with a logits processor that records the model's distribution at each generated
+position, so no second model with ``logits_all`` (and its n_ctx x vocabulary buffer)
+is needed; like OpenAI's, they are the model's probabilities before the JSON grammar
+masks tokens out. The G-Eval- and UniEval-style baselines use them.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
 
 from binaryeval_dspy.errors import LMConfigError
 
@@ -87,6 +93,73 @@ def cap_strings(schema: Any, max_chars: int) -> Any:
     return schema
 
 
+class LogprobRecorder:
+    """A llama.cpp logits processor that records log-probabilities of generated tokens.
+
+    llama.cpp calls it once per generated position with the ids so far and the raw
+    logits (before the grammar sampler). The token chosen at a position is the last id
+    seen at the next call; the final position is resolved from the completion text in
+    `token_logprobs`. Only one position's full distribution is held at a time.
+
+    Args:
+        top_n: alternatives kept per position (0 keeps only the chosen token).
+    """
+
+    def __init__(self, top_n: int) -> None:
+        self.top_n = max(0, int(top_n))
+        self.positions: list[tuple[int, float, list[tuple[int, float]]]] = []
+        self._pending: Any = None
+
+    def _top(self, logprobs: Any) -> list[tuple[int, float]]:
+        import numpy as np
+
+        if not self.top_n:
+            return []
+        n = min(self.top_n, len(logprobs))
+        best = np.argpartition(-logprobs, n - 1)[:n]
+        best = best[np.argsort(-logprobs[best])]
+        return [(int(i), float(logprobs[i])) for i in best]
+
+    def __call__(self, input_ids: Any, logits: Any) -> Any:
+        import numpy as np
+
+        if self._pending is not None and len(input_ids):
+            chosen = int(input_ids[-1])
+            self.positions.append((chosen, float(self._pending[chosen]), self._top(self._pending)))
+        values = np.asarray(logits, dtype=np.float64)
+        peak = values.max()
+        self._pending = values - (peak + np.log(np.exp(values - peak).sum()))
+        return logits
+
+    def token_logprobs(self, llama: Any, completion_text: str) -> tuple[TokenLogprob, ...]:
+        """The recorded positions as lm15 `TokenLogprob`s (text, logprob, top alternatives)."""
+
+        def text_of(token_id: int) -> str:
+            return llama.detokenize([token_id]).decode("utf-8", errors="ignore")
+
+        out: list[TokenLogprob] = []
+        seen_text = ""
+        for chosen, logprob, top in self.positions:
+            text = text_of(chosen)
+            seen_text += text
+            out.append(self._entry(text, logprob, chosen, top, text_of))
+        remainder = completion_text[len(seen_text):] if completion_text.startswith(seen_text) else ""
+        if self._pending is not None and remainder:
+            ids = llama.tokenize(remainder.encode("utf-8"), add_bos=False, special=False)
+            chosen = int(ids[0]) if ids else None
+            logprob = float(self._pending[chosen]) if chosen is not None else 0.0
+            out.append(self._entry(remainder, logprob, chosen, self._top(self._pending), text_of))
+        return tuple(out)
+
+    @staticmethod
+    def _entry(text: str, logprob: float, chosen: int | None, top: list[tuple[int, float]],
+               text_of: Any) -> TokenLogprob:
+        alternatives = [TopLogprob(token=text_of(i), logprob=lp, token_id=i) for i, lp in top]
+        if chosen is not None and all(i != chosen for i, _ in top):
+            alternatives.append(TopLogprob(token=text, logprob=logprob, token_id=chosen))
+        return TokenLogprob(token=text, logprob=logprob, token_id=chosen, top=tuple(alternatives))
+
+
 def _schema_of(response_format: Any) -> dict[str, Any] | None:
     """The JSON schema inside an OpenAI-style response_format, if any."""
     if not isinstance(response_format, dict):
@@ -107,14 +180,15 @@ class LlamaCppEngine:
             (see `cap_strings`); None leaves strings unbounded.
 
     Capabilities declared to DSPy: JSON-schema structured output (`response_format`),
-    temperature, max_tokens, stop. Thread-safe by serialization.
+    temperature, max_tokens, stop, and token log-probabilities (``logprobs`` /
+    ``top_logprobs``, see `LogprobRecorder`). Thread-safe by serialization.
     """
 
     supports_response_schema = True
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(
-        {"response_format", "temperature", "max_tokens", "stop"}
+        {"response_format", "temperature", "max_tokens", "stop", "logprobs", "top_logprobs"}
     )
 
     def __init__(
@@ -159,13 +233,17 @@ class LlamaCppEngine:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         elif isinstance(config.response_format, dict) and config.response_format.get("type") == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+        recorder = LogprobRecorder(config.logprobs) if getattr(config, "logprobs", None) is not None else None
+        if recorder is not None:
+            kwargs["logits_processor"] = [recorder]
         llama = self.llama
         with self._lock:
             started = time.perf_counter()
             out = llama.create_chat_completion(messages=messages, **kwargs)
             self.seconds_in_model += time.perf_counter() - started
-        choice = out["choices"][0]
-        text = choice["message"].get("content") or ""
+            choice = out["choices"][0]
+            text = choice["message"].get("content") or ""
+            logprobs = recorder.token_logprobs(llama, text) if recorder is not None else None
         usage = out.get("usage") or {}
         finish = choice.get("finish_reason") or "stop"
         return Response(
@@ -177,6 +255,7 @@ class LlamaCppEngine:
                 input_tokens=usage.get("prompt_tokens"),
                 output_tokens=usage.get("completion_tokens"),
             ),
+            logprobs=logprobs,
         )
 
     def stream(self, request: Any):  # pragma: no cover - DSPy streams only when asked
