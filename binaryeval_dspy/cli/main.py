@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from binaryeval_dspy.cli.benchmark_command import benchmark_command, benchmark_questions_command, report_command
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
 from binaryeval_dspy.cli.questions_command import questions_command
 
@@ -20,6 +21,9 @@ def cli() -> None:
 
 cli.add_command(questions_command)
 cli.add_command(evaluate_command)
+cli.add_command(benchmark_command)
+cli.add_command(report_command)
+cli.add_command(benchmark_questions_command)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
@@ -33,7 +33,12 @@ class RunDirectory:
 
     Args:
         path: the run directory (created if missing).
+
+    Subclasses may store another pydantic result type by setting `result_model`
+    (it needs an ``item_id``); the meta-evaluation baselines do.
     """
+
+    result_model: type[BaseModel] = ItemResult
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -132,7 +137,7 @@ class RunDirectory:
                 keep_bytes += len(line) + (0 if is_last else 1)
                 continue
             try:
-                results.append(ItemResult.model_validate_json(line))
+                results.append(self.result_model.model_validate_json(line))
             except ValidationError as exc:
                 if is_last:  # the write was cut short: drop the fragment, keep the rest
                     self._truncate(keep_bytes)
