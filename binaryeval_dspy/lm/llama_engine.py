@@ -38,8 +38,11 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
         path: the .gguf file.
         n_ctx: context window in tokens (SmolLM2 supports 8192).
         seed: sampling seed (decoding is greedy at temperature 0 anyway).
-        n_threads: CPU threads for llama.cpp; None uses every core (llama-cpp-python's
-            own default is half of them, which measured 1.8x slower on 2 cores).
+        n_threads: CPU threads for llama.cpp; None reads ``$BINEVAL_LLAMA_THREADS`` (at
+            call time) and otherwise uses every core (llama-cpp-python's own default is
+            half of them, which measured 1.8x slower on 2 cores). On a machine shared by
+            several model processes, 1 thread per process avoids llama.cpp's spinning
+            thread barriers stalling when the cores are oversubscribed.
 
     Raises:
         LMConfigError: llama-cpp-python is missing or the file cannot be loaded.
@@ -57,7 +60,7 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             if not Path(path).is_file():
                 raise LMConfigError(f"GGUF model file not found: {path}")
             try:
-                threads = n_threads or os.cpu_count() or 1
+                threads = n_threads or _threads_from_env() or os.cpu_count() or 1
                 _MODELS[key] = llama_cpp.Llama(
                     model_path=key[0], n_ctx=n_ctx, seed=seed, verbose=False,
                     n_threads=threads, n_threads_batch=threads,
@@ -65,6 +68,12 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variants
                 raise LMConfigError(f"could not load GGUF model {path}: {exc}") from exc
         return _MODELS[key]
+
+
+def _threads_from_env() -> int | None:
+    """``$BINEVAL_LLAMA_THREADS`` as a positive int, else None (read at call time)."""
+    raw = os.environ.get("BINEVAL_LLAMA_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _text_of(content: Any) -> str:

@@ -142,7 +142,9 @@ def phi_heatmap_figure(analysis: QuestionAnalysis, *, title: str) -> Figure:
         for i in range(n):
             for j in range(n):
                 value = matrix[i, j]
-                ax.text(j, i, "n/a" if math.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7)
+                strong = not math.isnan(value) and abs(value) > 0.6
+                ax.text(j, i, "n/a" if math.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if strong else "black")
         short = [q.split("-")[-1] for q in phi.question_ids]
         ax.set_xticks(range(n))
         ax.set_yticks(range(n))
