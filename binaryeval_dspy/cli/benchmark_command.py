@@ -75,11 +75,12 @@ def _print_main_table(report) -> None:  # noqa: ANN001 - BenchmarkReport
               help="Ask the LM for token log-probabilities for the G-Eval/UniEval-style scores.")
 @click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
               help="Bootstrap resamples for intervals and paired tests.")
+@click.option("--no-figures", is_flag=True, help="Write the report without figures (faster).")
 @lm_options
 @friendly_errors
 def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
                       data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
-                      logprobs: str, n_resamples: int, lm_spec: str, lm_model: str | None,
+                      logprobs: str, n_resamples: int, no_figures: bool, lm_spec: str, lm_model: str | None,
                       api_key_env: str | None, max_tokens: int) -> None:
     """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
     quiet_libraries()
@@ -126,7 +127,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                                  on_method_start=on_start, on_progress=on_progress)
     failed = {m: o.failed for m, o in outcomes.items() if o.failed}
     interrupted = any(o.interrupted for o in outcomes.values())
-    md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed)
+    md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
+                                                        figures=not no_figures)
     _print_main_table(report)
     for method, outcome in outcomes.items():
         console.print(f"{METHOD_TITLES[method]}: {outcome.new_items} items now, {outcome.skipped_items} done "

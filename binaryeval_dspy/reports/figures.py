@@ -43,10 +43,10 @@ class Panel:
     scale: tuple[float, float]
 
 
-def figure_png(figure: Figure, *, dpi: int = 110) -> bytes:
+def figure_png(figure: Figure, *, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (the figure is closed afterwards)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=dpi)
     plt.close(figure)
     return buffer.getvalue()
 
