@@ -7,6 +7,7 @@ from binaryeval_dspy.schemas.question_set import (
     QuestionSet,
     Requirement,
 )
+from binaryeval_dspy.schemas.rubric import DimensionRubric, Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession
 from binaryeval_dspy.schemas.score_card import ScoreCard, VerdictCounts
 from binaryeval_dspy.schemas.verdict import QuestionVerdict, VerdictValue
@@ -14,10 +15,12 @@ from binaryeval_dspy.schemas.verdict import QuestionVerdict, VerdictValue
 __all__ = [
     "QUESTION_SET_SCHEMA_VERSION",
     "BinaryQuestion",
+    "DimensionRubric",
     "ItemResult",
     "QuestionSet",
     "QuestionVerdict",
     "Requirement",
+    "Rubric",
     "RunManifest",
     "RunSession",
     "ScoreCard",
