@@ -156,3 +156,22 @@ def test_cli_errors_are_located(tmp_path, tasks_dir, scripted):
     assert missing.exit_code == 2 and "summeval/summeval.jsonl" in "".join(missing.output.split())
     bad = _run(["report", str(tmp_path)])
     assert bad.exit_code == 2 and "no benchmark.json" in " ".join(bad.output.split())
+
+
+def test_rouge_only_run_can_be_extended_with_an_lm_method(tmp_path, data_dir, tasks_dir, scripted, monkeypatch):
+    out = tmp_path / "run"
+    base = ["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out", str(out),
+            "--bootstrap", "20", "--no-figures", "--limit", "4"]
+
+    def no_lm(*args, **kwargs):
+        raise AssertionError("ROUGE-L alone must not build an LM")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(command_module, "build_lm", no_lm)
+        assert _run([*base, "--methods", "rouge"]).exit_code == 0
+    assert json.loads((out / "benchmark.json").read_text())["lm"] == "none"
+    assert _run([*base, "--methods", "unieval"]).exit_code == 0
+    config = json.loads((out / "benchmark.json").read_text())
+    assert config["lm"] == "scripted-judge" and config["methods"] == ["unieval", "rouge"]
+    assert _run([*base, "--methods", "rouge"]).exit_code == 0  # LM-free rerun keeps the run's LM
+    assert json.loads((out / "benchmark.json").read_text())["lm"] == "scripted-judge"

@@ -21,6 +21,7 @@ from binaryeval_dspy.meta_eval.benchmark_run import (
     LM_METHODS,
     METHOD_TITLES,
     METHODS,
+    NO_LM,
     BenchmarkRun,
     prepare_run,
     run_benchmark,
@@ -98,14 +99,11 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     if "bineval" in chosen and missing_dims:
         console.print(f"[yellow]The question set has no questions for {', '.join(missing_dims)}: BinEval will "
                       "report n/a there.[/yellow]")
-    lm_name = handle.name if handle is not None else "none"
+    lm_name = handle.name if handle is not None else NO_LM
     if out_dir is None:
         selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
         out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
     run = BenchmarkRun(out_dir)
-    existing = run.read_config()
-    if handle is None and existing is not None:
-        lm_name = existing.lm
     prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
                 question_set_source=str(question_path), rubric=rubric, rubric_source=str(task.rubric),
                 methods=chosen, limit=limit, sample=sample, seed=seed,

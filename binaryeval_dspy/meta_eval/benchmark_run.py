@@ -45,6 +45,7 @@ METHODS = ("bineval", "geval", "unieval", "rouge")
 LM_METHODS = frozenset({"bineval", "geval", "unieval"})
 METHOD_TITLES = {"bineval": "BinEval", "geval": "G-Eval-style", "unieval": "UniEval-style", "rouge": "ROUGE-L"}
 ROUGE_LM_NAME = "none (ROUGE-L via rouge-score)"
+NO_LM = "none"  # benchmark.json's LM while only LM-free methods have run
 BENCHMARK_RUN_SCHEMA_VERSION = 1
 
 ProgressHook = Callable[[str, Any, str], None]
@@ -206,6 +207,8 @@ def prepare_run(
             "lm": "the tables would mix two LMs",
             "item_ids": "another item selection (limit, sample or seed) would mix two samples",
         }
+        if NO_LM in (existing.lm, wanted.lm):  # ROUGE-L alone, before or now: no LM to compare
+            checks.pop("lm")
         if "bineval" in methods:
             checks["question_set_hash"] = "BinEval's verdicts would mix two question sets"
         if {"geval", "unieval"} & set(methods):
@@ -219,6 +222,8 @@ def prepare_run(
                     f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}. "
                     "Fix: choose another --out, or rerun with the original settings."
                 )
+        if wanted.lm == NO_LM:
+            wanted.lm = existing.lm
         wanted.created_at = existing.created_at
         wanted.methods = [m for m in METHODS if m in set(existing.methods) | set(methods)]
         wanted.question_set_hash, wanted.question_set_source = (
