@@ -103,7 +103,7 @@ def test_whole_benchmark_with_scripted_lm(tmp_path, data_dir, tasks_dir, scripte
 
     report = (out / "report.md").read_text()
     assert "Summary-level Spearman ρ / Kendall τ on SummEval (12 items, 3 documents) - LM: scripted-judge" in report
-    assert "| BinEval | 1.000 / 1.000 |" in report and "| UniEval-style | 0.000 / 0.000 |" in report
+    assert "| BinEval | 1.000 / 1.000 |" in report and "| UniEval-style | 0.000 / 0.000 † |" in report
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "scripted-judge" in html
     assert (out / "figures" / "violins.png").stat().st_size > 1000

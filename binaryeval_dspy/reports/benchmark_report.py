@@ -97,8 +97,9 @@ class BenchmarkReport:
             lines += [f"## {heading}", ""]
             for block in blocks:
                 if isinstance(block, ReportTable):
+                    aligns = ["---:" if _numeric_column(block.rows, i) else "---" for i in range(len(block.header))]
                     lines += [f"**{block.caption}**", "", "| " + " | ".join(block.header) + " |",
-                              "|" + "|".join(["---"] + ["---:"] * (len(block.header) - 1)) + "|"]
+                              "|" + "|".join(aligns) + "|"]
                     lines += ["| " + " | ".join(row) + " |" for row in block.rows]
                     lines.append("")
                     if block.note:
@@ -141,6 +142,13 @@ class BenchmarkReport:
                     parts.append(f"<p>{esc(str(block))}</p>")
         parts.append("</body></html>")
         return "\n".join(parts) + "\n"
+
+
+def _numeric_column(rows: list[list[str]], index: int) -> bool:
+    """True when every cell of a column starts like a number (or is n/a): right-align it."""
+    cells = [row[index] for row in rows if index < len(row)]
+    return bool(cells) and index > 0 and all(
+        c[:1].isdigit() or c[:1] in "-+." or c.startswith("n/a") or c == "" for c in cells)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -189,6 +197,21 @@ class _Calculator:
         return result.value, info
 
 
+CONSTANT_MARK = " †"
+CONSTANT_NOTE = ("† = the method gave the same score to every item (of every document, at summary level): it "
+                 "ranks nothing, so its correlation counts as 0.")
+
+
+def _constant_mark(info: dict) -> str:
+    """" †" when a cell's value comes only from constant method scores."""
+    if info.get("note") == "constant predictions":
+        return CONSTANT_MARK
+    used = info.get("groups_used")
+    if used and info.get("groups_constant_prediction") == used:
+        return CONSTANT_MARK
+    return ""
+
+
 def _method_label(method: str) -> str:
     return METHOD_TITLES.get(method, method)
 
@@ -207,7 +230,7 @@ def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metric
             rhos.append(rho)
             taus.append(tau)
             metrics.setdefault(method, {})[d] = {"spearman": rho, "kendall": tau, **info}
-            row.append(f"{_fmt(rho)} / {_fmt(tau)}")
+            row.append(f"{_fmt(rho)} / {_fmt(tau)}" + _constant_mark(info))
         mean_rho, partial_rho = _mean(rhos)
         mean_tau, _ = _mean(taus)
         metrics[method]["average"] = {"spearman": mean_rho, "kendall": mean_tau}
@@ -220,7 +243,7 @@ def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metric
                 f"{'documents' if level == 'summary' else 'contexts'}) - LM: {lm} (layout of the paper's {spec.paper_table})",
         header=header, rows=rows,
         note="Average = mean of the dimension columns (* = some dimension undefined, averaged over the rest). "
-             "n/a = undefined (e.g. constant human scores, too few items). ROUGE-L uses no LM.",
+             "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " ROUGE-L uses no LM.",
     )
 
 
@@ -242,7 +265,7 @@ def _main_table_splits(calc: _Calculator, scores: RunScores, lm: str, metrics: d
                 per_corr[corr].append(value)
                 entry[corr] = value
                 entry.update(info)
-                row.append(_fmt(value))
+                row.append(_fmt(value) + _constant_mark(info))
             metrics.setdefault(method, {})[split or spec.name] = entry
         if len(spec.splits) > 1:
             avg = {c: _mean(v)[0] for c, v in per_corr.items()}
@@ -254,7 +277,7 @@ def _main_table_splits(calc: _Calculator, scores: RunScores, lm: str, metrics: d
         caption=f"Pearson r / Spearman ρ / Kendall τ with human consistency on {spec.title} ({counts} items) "
                 f"- LM: {lm} (layout of the paper's {spec.paper_table})",
         header=header, rows=rows,
-        note="Correlations are pooled over the items of each split; Average = mean of the splits.",
+        note="Correlations are pooled over the items of each split; Average = mean of the splits. " + CONSTANT_NOTE,
     )
 
 
