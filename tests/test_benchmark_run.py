@@ -175,3 +175,33 @@ def test_rouge_only_run_can_be_extended_with_an_lm_method(tmp_path, data_dir, ta
     assert config["lm"] == "scripted-judge" and config["methods"] == ["unieval", "rouge"]
     assert _run([*base, "--methods", "rouge"]).exit_code == 0  # LM-free rerun keeps the run's LM
     assert json.loads((out / "benchmark.json").read_text())["lm"] == "scripted-judge"
+
+
+def test_benchmark_questions_writes_a_generated_set_per_lm(tmp_path, monkeypatch):
+    def generator_script(system: str, user: str):
+        if "[[ ## requirement ## ]]" in user:
+            requirement = field_value(user, "requirement")
+            return {"questions": [{"question": f"Does the summary satisfy: {requirement}?", "dimension": "relevance",
+                                   "violation_example": "It does not."}]}
+        return {"requirements": ["Cover the main event.", "Stay faithful to the article."]}
+
+    lm, _ = scripted_lm(generator_script)
+    handle = LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name="openai/gpt-x (scripted)", embedded=False)
+    monkeypatch.setattr(command_module, "build_lm", lambda *a, **k: handle)
+    folder = tmp_path / "tasks" / "summeval"
+    folder.mkdir(parents=True)
+    (folder / "task_prompt.txt").write_text("Summarize the article faithfully.")
+    result = _run(["benchmark-questions", "summeval", "--tasks-dir", str(tmp_path / "tasks")])
+    assert result.exit_code == 0, result.output
+    written = folder / "questions.generated-openai-gpt-x-scripted.json"
+    data = json.loads(written.read_text())
+    assert data["generated_by"] == "openai/gpt-x (scripted)" and len(data["questions"]) == 2
+    assert {q["origin"] for q in data["questions"]} == {"generated"}
+
+    from binaryeval_dspy.errors import InputError
+    from binaryeval_dspy.meta_eval import TaskFiles
+
+    task = TaskFiles.for_benchmark("summeval", tmp_path / "tasks")
+    assert task.question_set_path("generated", handle) == written
+    with pytest.raises(InputError, match="questions.generated-openai-gpt-x-scripted.json"):
+        task.question_set_path("manual")
