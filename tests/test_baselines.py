@@ -45,7 +45,7 @@ class LogprobEngine:
         self.script = script
         self.asked: list[object] = []
 
-    def complete(self, request):  # noqa: ANN001
+    def complete(self, request):
         user = "\n".join(m.text or "" for m in request.messages)
         self.asked.append(request.config.logprobs)
         text, tokens = self.script(user)
@@ -62,7 +62,7 @@ def _lm(engine) -> dspy.LM:
 
 
 def test_value_distribution_and_expected_score():
-    text, tokens = _logprob_json('{"score": ', {"4": 0.5, "3": 0.3, "5": 0.1, "x": 0.1}, "4", "}")
+    _, tokens = _logprob_json('{"score": ', {"4": 0.5, "3": 0.3, "5": 0.1, "x": 0.1}, "4", "}")
     logprobs = {"content": [{"token": t.token, "logprob": t.logprob,
                              "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top]}
                             for t in tokens]}
@@ -115,7 +115,7 @@ def test_geval_without_logprobs_uses_the_integer_and_marks_unparsed():
 
 def test_geval_auto_mode_falls_back_when_logprobs_are_refused():
     class Refusing(LogprobEngine):
-        def complete(self, request):  # noqa: ANN001
+        def complete(self, request):
             if request.config.logprobs is not None:
                 raise RuntimeError("this provider does not support logprobs")
             return super().complete(request)

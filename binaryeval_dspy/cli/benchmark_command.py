@@ -11,10 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import build_lm, console, friendly_errors, lm_options, out_console, quiet_libraries, slug
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    console,
+    friendly_errors,
+    lm_options,
+    out_console,
+    quiet_libraries,
+    slug,
+)
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.meta_eval.benchmark_run import (
@@ -43,7 +58,7 @@ def _methods(value: str) -> list[str]:
     return [m for m in METHODS if m in chosen]
 
 
-def _print_main_table(report) -> None:  # noqa: ANN001 - BenchmarkReport
+def _print_main_table(report) -> None:
     for heading, blocks in report.sections[:1]:
         for block in blocks[:1]:
             table = Table(title=block.caption, title_justify="left")
@@ -116,7 +131,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
         def on_start(method: str, total: int) -> None:
             tasks[method] = progress.add_task(METHOD_TITLES[method], total=total, note="")
 
-        def on_progress(method: str, result, status: str) -> None:  # noqa: ANN001
+        def on_progress(method: str, result, status: str) -> None:
             note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]
             progress.update(tasks[method], advance=1, note=note)
 

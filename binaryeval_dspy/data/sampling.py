@@ -122,7 +122,7 @@ def _proportional(items: Sequence[T], limit: int, rng: random.Random, stratum: C
         by_stratum[stratum(item)].append(index)
     total = len(items)
     quotas = {s: limit * len(m) / total for s, m in by_stratum.items()}
-    counts = {s: int(math.floor(q)) for s, q in quotas.items()}
+    counts = {s: math.floor(q) for s, q in quotas.items()}
     remainder = limit - sum(counts.values())
     for s in sorted(quotas, key=lambda s: (counts[s] - quotas[s], str(s)))[:remainder]:
         counts[s] += 1  # largest remainders first

@@ -77,7 +77,7 @@ def value_distribution(logprobs: Any, field: str, keys: Sequence[str]) -> dict[s
         if logprob is None or token in seen or not (loose or token.startswith(prefix)):
             continue
         seen.add(token)
-        rest = token[len(prefix):] if token.startswith(prefix) else token
+        rest = token.removeprefix(prefix)
         candidate = rest.strip().strip('"').strip().lower()
         if not candidate:
             continue

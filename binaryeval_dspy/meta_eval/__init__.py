@@ -10,7 +10,12 @@ from binaryeval_dspy.meta_eval.benchmark_run import (
     run_benchmark,
 )
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, BenchmarkSpec, get_benchmark
-from binaryeval_dspy.meta_eval.method_run import MethodItemResult, MethodRunDirectory, run_method, score_item
+from binaryeval_dspy.meta_eval.method_run import (
+    MethodItemResult,
+    MethodRunDirectory,
+    run_method,
+    score_item,
+)
 from binaryeval_dspy.meta_eval.run_scores import MethodCost, RunScores, load_run_scores
 from binaryeval_dspy.meta_eval.task_files import TaskFiles, default_tasks_dir, lm_tag
 

@@ -19,7 +19,11 @@ import dspy
 
 from binaryeval_dspy.data.qags import QAGS_SCALE, load_qags
 from binaryeval_dspy.data.summeval import SUMMEVAL_DIMENSIONS, SUMMEVAL_SCALE, load_summeval
-from binaryeval_dspy.data.topical_chat import TOPICAL_CHAT_DIMENSIONS, TOPICAL_CHAT_SCALES, load_topical_chat
+from binaryeval_dspy.data.topical_chat import (
+    TOPICAL_CHAT_DIMENSIONS,
+    TOPICAL_CHAT_SCALES,
+    load_topical_chat,
+)
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.metrics.bootstrap import Level
 

@@ -126,7 +126,7 @@ def run_method(
                 continue
             try:
                 result = score_item(method, function, item, lm)
-            except Exception as exc:  # LM transport errors come in many types; none is a score
+            except Exception as exc:  # noqa: BLE001 - LM transport errors come in many types; none is a score
                 outcome.failed.append((str(item.item_id), f"{type(exc).__name__}: {exc}"))
                 logger.warning("%s: item %s failed: %s", method, item.item_id, exc)
                 consecutive += 1

@@ -68,6 +68,15 @@ class ReportFigure:
     filename: str
 
 
+_STYLE = (
+    "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+    "color:#222}table{border-collapse:collapse;margin:.5em 0 1.2em}th,td{border:1px solid #ccc;"
+    "padding:3px 8px;font-size:13px}td{text-align:right}td:first-child,th:first-child{text-align:left}"
+    "th{background:#f3f3f3}caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}"
+    "img{max-width:100%}.note{font-size:12px;color:#555}figure{margin:1em 0}</style>"
+)
+
+
 @dataclass
 class BenchmarkReport:
     """The whole report: a title, intro paragraphs and sections of text, tables and figures.
@@ -116,11 +125,7 @@ class BenchmarkReport:
         parts = [
             "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
             f"<title>{esc(self.title)}</title>",
-            "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-            "color:#222}table{border-collapse:collapse;margin:.5em 0 1.2em}th,td{border:1px solid #ccc;"
-            "padding:3px 8px;font-size:13px}td{text-align:right}td:first-child,th:first-child{text-align:left}"
-            "th{background:#f3f3f3}caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}"
-            "img{max-width:100%}.note{font-size:12px;color:#555}figure{margin:1em 0}</style>",
+            _STYLE,
             "</head><body>", f"<h1>{esc(self.title)}</h1>",
         ]
         parts += [f"<p>{esc(p)}</p>" for p in self.intro]
@@ -440,9 +445,9 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
     for method in scores.methods:
         for split in spec.splits:
             for d in spec.dimensions:
-                human, predicted, sub = calc.vectors(method, d, split)
+                _, predicted, sub = calc.vectors(method, d, split)
                 finite = predicted[np.isfinite(predicted)]
-                value, info = calc.value(method, d, split, spec.level, "spearman")
+                _, info = calc.value(method, d, split, spec.level, "spearman")
                 where = spec.split_title(split) if spec.layout == "splits" else d
                 rows.append([
                     _method_label(method), where, f"{info['items_scored']}/{len(sub)}",
@@ -570,13 +575,13 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
     selection = f"first {cfg.limit}" if cfg.limit and (cfg.sample in (None, "head")) else (
         f"{cfg.limit} per split, {cfg.sample} sample, seed {cfg.seed}" if cfg.limit else "all items")
     report.intro = [
-        f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection}). "
-        f"BinEval question set {cfg.question_set_hash} ({cfg.question_set_source}); baseline rubric "
-        f"{cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}.",
-        "Methods: BinEval = yes-rate over many binary questions per dimension (paper 3.2); G-Eval-style = one "
-        "holistic integer score per dimension from criteria and evaluation steps, probability-weighted when the "
-        "LM returns log-probabilities; UniEval-style = one yes/no question per dimension scored by P(yes); "
-        "ROUGE-L = F-measure against the reference (no LM).",
+        (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection}). "
+         f"BinEval question set {cfg.question_set_hash} ({cfg.question_set_source}); baseline rubric "
+         f"{cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."),
+        ("Methods: BinEval = yes-rate over many binary questions per dimension (paper 3.2); G-Eval-style = one "
+         "holistic integer score per dimension from criteria and evaluation steps, probability-weighted when the "
+         "LM returns log-probabilities; UniEval-style = one yes/no question per dimension scored by P(yes); "
+         "ROUGE-L = F-measure against the reference (no LM)."),
     ]
     missing = [m for m in cfg.methods if m not in scores.methods]
     partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.methods

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
 
-from binaryeval_dspy.analysis.question_analysis import QuestionAnalysis  # noqa: E402
+from binaryeval_dspy.analysis.question_analysis import QuestionAnalysis
 
 HUMAN_COLOR = "#444444"
 METHOD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")

@@ -8,7 +8,7 @@ model can only answer with a number on the scale.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Literal
 
 import dspy
@@ -29,7 +29,7 @@ class RateOnCriterion(dspy.Signature):
     score: int = dspy.OutputField(desc="one whole number in the given range")
 
 
-@lru_cache(maxsize=None)
+@cache
 def rating_signature(low: int, high: int) -> type[dspy.Signature]:
     """`RateOnCriterion` with the score restricted to the integers low..high.
 
