@@ -205,3 +205,14 @@ def test_benchmark_questions_writes_a_generated_set_per_lm(tmp_path, monkeypatch
     assert task.question_set_path("generated", handle) == written
     with pytest.raises(InputError, match="questions.generated-openai-gpt-x-scripted.json"):
         task.question_set_path("manual")
+
+
+def test_report_reading_never_cuts_a_line_being_written(tmp_path, data_dir, tasks_dir, scripted):
+    out = tmp_path / "run"
+    assert _run(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out",
+                 str(out), "--methods", "rouge", "--no-figures", "--bootstrap", "20", "--limit", "4"]).exit_code == 0
+    results = out / "rouge" / "results.jsonl"
+    half = results.read_text() + '{"schema_version": 1, "item_id": "doc-'
+    results.write_text(half)  # as if another process were in the middle of appending
+    assert load_run_scores(BenchmarkRun(out)).costs["rouge"].items == 4
+    assert results.read_text() == half

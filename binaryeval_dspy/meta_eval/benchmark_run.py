@@ -165,8 +165,9 @@ class BenchmarkRun:
         return [m for m in METHODS if (self.path / m / "results.jsonl").is_file()]
 
     def read_results(self, method: str) -> list[ItemResult] | list[MethodItemResult]:
-        """Stored results of one method (empty when it has not run)."""
-        return self.method_dir(method).read_results()  # type: ignore[return-value]
+        """Stored results of one method (empty when it has not run). Read-only: safe beside
+        a run that is still appending (a half-written last line is skipped, not cut)."""
+        return self.method_dir(method).read_results(repair=False)  # type: ignore[return-value]
 
 
 def prepare_run(

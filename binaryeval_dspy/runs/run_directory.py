@@ -118,8 +118,13 @@ class RunDirectory:
         return manifest
 
     # ------------------------------------------------------------- results
-    def read_results(self) -> list[ItemResult]:
+    def read_results(self, *, repair: bool = True) -> list[ItemResult]:
         """All stored item results, in file order; a truncated last line is trimmed.
+
+        Args:
+            repair: trim a truncated last line from the file (the default, for the
+                process that owns the run). Readers that may run beside a live run
+                (reports) pass False: the fragment is only skipped, never cut.
 
         Raises:
             InputError: a complete line in the middle of the file is not a valid
@@ -140,7 +145,8 @@ class RunDirectory:
                 results.append(self.result_model.model_validate_json(line))
             except ValidationError as exc:
                 if is_last:  # the write was cut short: drop the fragment, keep the rest
-                    self._truncate(keep_bytes)
+                    if repair:
+                        self._truncate(keep_bytes)
                     break
                 raise InputError(
                     f"not a valid item result ({exc.errors()[0]['msg']})", path=self.results_path, line=number,
