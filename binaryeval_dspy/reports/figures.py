@@ -174,7 +174,7 @@ def scatter_figure(panels: Sequence[Panel], *, title: str) -> Figure:
             keep = np.isfinite(x) & np.isfinite(y)
             x, y = x[keep], y[keep]
             ax.scatter(x, y, s=9, alpha=0.6, color=METHOD_COLORS[r % len(METHOD_COLORS)])
-            text = "r = n/a"
+            text = "r = n/a" + (" (constant)" if len(y) >= 2 and np.ptp(y) == 0 else "")
             if len(x) >= 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
                 slope, intercept = np.polyfit(x, y, 1)
                 xs = np.linspace(*panel.scale, 10)
