@@ -84,3 +84,27 @@ __all__ += [
     "register_check",
     "rejudge_items",
 ]
+
+# Meta-evaluation (issue 3): benchmark loaders, baselines, correlation metrics.
+from binaryeval_dspy.data import load_hub_items, load_qags, load_scored_items, load_summeval  # noqa: E402
+from binaryeval_dspy.data import load_topical_chat  # noqa: E402
+from binaryeval_dspy.metrics import kendall, pearson, spearman, summary_level_correlation  # noqa: E402
+from binaryeval_dspy.metrics import system_level_correlation, turn_level_correlation  # noqa: E402
+from binaryeval_dspy.programs import GEvalJudge, RougeL, UniEvalJudge  # noqa: E402
+
+__all__ += [
+    "GEvalJudge",
+    "RougeL",
+    "UniEvalJudge",
+    "kendall",
+    "load_hub_items",
+    "load_qags",
+    "load_scored_items",
+    "load_summeval",
+    "load_topical_chat",
+    "pearson",
+    "spearman",
+    "summary_level_correlation",
+    "system_level_correlation",
+    "turn_level_correlation",
+]

@@ -11,7 +11,7 @@ import dspy
 import pytest
 
 from binaryeval_dspy.data import load_ifbench
-from binaryeval_dspy.data.ifbench import DATA_DIR_ENV, default_data_dir
+from binaryeval_dspy.data.paths import DATA_DIR_ENV, default_data_dir
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.ifbench import INSTRUCTION_IDS, check_strict
 
@@ -58,10 +58,9 @@ def test_loads_the_real_file_from_a_data_dir(data_dir):
 
 
 def test_real_file_in_the_shared_data_when_present():
-    try:
-        path = default_data_dir() / "ifbench" / "IFBench_test.jsonl"
-    except InputError:
+    if default_data_dir() is None:
         pytest.skip("no shared benchmark data directory on this machine")
+    path = default_data_dir() / "ifbench" / "IFBench_test.jsonl"
     if not path.is_file():
         pytest.skip(f"{path} is missing")
     _check_real_file(load_ifbench())
@@ -86,7 +85,7 @@ def test_default_data_dir_prefers_the_environment(monkeypatch, tmp_path, data_di
     assert default_data_dir() == data_dir
     assert len(load_ifbench(limit=2)) == 2
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(InputError, match="IFBench file not found") as error:
+    with pytest.raises(InputError, match="benchmark file not found") as error:
         load_ifbench()
     assert "nowhere" in str(error.value) and DATA_DIR_ENV in str(error.value)
 
@@ -102,14 +101,15 @@ def test_default_data_dir_finds_shared_data_beside_the_working_directory(monkeyp
 def test_default_data_dir_error_says_where_it_looked(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("binaryeval_dspy.data.ifbench._FALLBACK_DATA_DIRS", (Path("../shared/data"),))
-    with pytest.raises(InputError, match="no benchmark data directory found") as error:
-        default_data_dir()
-    assert DATA_DIR_ENV in str(error.value)
+    monkeypatch.setattr("binaryeval_dspy.data.paths.SHARED_DATA_DIRS", ("../shared/data",))
+    assert default_data_dir() is None
+    with pytest.raises(InputError, match="no benchmark data folder") as error:
+        load_ifbench()
+    assert DATA_DIR_ENV in str(error.value) and "../shared/data" in str(error.value)
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InputError, match="IFBench file not found") as error:
+    with pytest.raises(InputError, match="benchmark file not found") as error:
         load_ifbench(tmp_path / "absent.jsonl")
     assert str(error.value).startswith(str(tmp_path / "absent.jsonl"))
 

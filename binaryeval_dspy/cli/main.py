@@ -10,6 +10,7 @@ import signal
 
 import click
 
+from binaryeval_dspy.cli.benchmark_command import benchmark_command, benchmark_questions_command, report_command
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
 from binaryeval_dspy.cli.questions_command import questions_command
 from binaryeval_dspy.cli.optimize_command import optimize_command
@@ -25,6 +26,9 @@ def cli() -> None:
 cli.add_command(questions_command)
 cli.add_command(evaluate_command)
 cli.add_command(rejudge_command)
+cli.add_command(benchmark_command)
+cli.add_command(report_command)
+cli.add_command(benchmark_questions_command)
 cli.add_command(optimize_command)
 
 

@@ -51,7 +51,7 @@ def _names(value: str) -> list[str]:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Comparison directory (default runs/optimize-<mode>-<lm>). Rerun to resume.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="BINEVAL_DATA_DIR",
-              help="Folder with summeval/ and ifbench/ (default $BINEVAL_DATA_DIR or /work/shared/data).")
+              help="Folder with summeval/ and ifbench/ (default: $BINEVAL_DATA_DIR, ../shared/data or /work/shared/data).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Keep at most N items in each of train, validation and test (small runs).")
 @click.option("--seed", default=42, show_default=True, help="Split seed (paper: 42).")

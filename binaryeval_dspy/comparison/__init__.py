@@ -25,7 +25,6 @@ from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.comparison.setups import ComparisonSetup, EvaluatorSetup, GeneratorSetup
 from binaryeval_dspy.comparison.splits import (
     Split,
-    data_dir,
     ifbench_split,
     load_ifbench_items,
     load_summeval_items,
@@ -47,7 +46,6 @@ __all__ = [
     "bootstrap_ci",
     "comparison_markdown",
     "comparison_table",
-    "data_dir",
     "float_metric",
     "ifbench_split",
     "load_ifbench_items",

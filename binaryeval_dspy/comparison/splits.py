@@ -7,33 +7,26 @@
   differ.
 * IFBench (paper Appendix B): dev = one case per constraint type, test = the rest.
 
-The loading glue is kept in `load_summeval_items` / `load_ifbench_items` so it can be
-switched to the shared loaders when they land.
+Files are found as every benchmark loader finds them (`binaryeval_dspy.data.paths`).
+SummEval is read with the generic JSONL loader rather than `load_summeval`, because a
+comparison needs only the dimensions its question set names (and no reference).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
 
+from binaryeval_dspy.data.ifbench import load_ifbench
 from binaryeval_dspy.data.items import load_jsonl
-from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.data.paths import resolve_data_file
+from binaryeval_dspy.data.summeval import SUMMEVAL_FILE
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_DATA_DIR = Path("/work/shared/data")
-
-
-def data_dir(explicit: str | Path | None = None) -> Path:
-    """The benchmark data folder: `explicit`, else ``$BINEVAL_DATA_DIR``, else ``/work/shared/data``."""
-    return Path(explicit or os.environ.get("BINEVAL_DATA_DIR") or DEFAULT_DATA_DIR)
-
 
 @dataclass
 class Split:
@@ -54,10 +47,7 @@ def load_summeval_items(directory: str | Path | None = None) -> list[dspy.Exampl
     Raises:
         InputError: the file is missing or malformed (names the file and line).
     """
-    path = data_dir(directory) / "summeval" / "summeval.jsonl"
-    if not path.is_file():
-        raise InputError("SummEval file not found", path=path,
-                         fix="pass --data-dir (or set BINEVAL_DATA_DIR) to the folder holding summeval/summeval.jsonl.")
+    path = resolve_data_file(SUMMEVAL_FILE, data_dir=directory)
     items = load_jsonl(path, input_field="source", output_field="system_output", id_field=None)
     return [ex.copy(item_id=f"{ex.doc_id}/{ex.system_id}").with_inputs("input", "output") for ex in items]
 
@@ -98,40 +88,10 @@ def summeval_split(
 def load_ifbench_items(directory: str | Path | None = None) -> list[dspy.Example]:
     """IFBench's test prompts as Examples (``key``, ``prompt``, ``instruction_id_list``, ``kwargs``).
 
-    Uses `binaryeval_dspy.data.ifbench.load_ifbench` when it is installed; until then a
-    minimal reader of ``ifbench/IFBench_test.jsonl`` with the same shape.
-
     Raises:
-        InputError: the file is missing or a line is not a JSON object.
+        InputError: the file is missing or malformed (names the file, line and field).
     """
-    path = data_dir(directory) / "ifbench" / "IFBench_test.jsonl"
-    try:
-        from binaryeval_dspy.data.ifbench import load_ifbench  # the shared loader, once merged
-    except ImportError:
-        load_ifbench = None
-    if load_ifbench is not None:
-        try:
-            examples = load_ifbench(path)
-        except TypeError:
-            examples = load_ifbench()
-        return [ex.copy(item_id=str(ex.key)).with_inputs("prompt") for ex in examples]
-    if not path.is_file():
-        raise InputError("IFBench file not found", path=path,
-                         fix="pass --data-dir (or set BINEVAL_DATA_DIR) to the folder holding ifbench/IFBench_test.jsonl.")
-    examples = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=path, line=number) from exc
-            kwargs = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in row.get("kwargs", [])]
-            examples.append(dspy.Example(item_id=str(row["key"]), key=str(row["key"]), prompt=row["prompt"],
-                                         instruction_id_list=list(row["instruction_id_list"]), kwargs=kwargs,
-                                         line=number).with_inputs("prompt"))
-    return examples
+    return [ex.copy(item_id=str(ex.key)).with_inputs("prompt") for ex in load_ifbench(data_dir=directory)]
 
 
 def ifbench_split(

@@ -1,4 +1,4 @@
-"""IFBench prompts (Pyatkin et al., 2025) as `dspy.Example`s, and the benchmark data directory.
+"""IFBench prompts (Pyatkin et al., 2025) as `dspy.Example`s.
 
 IFBench ("Generalizing Verifiable Instruction Following", allenai/IFBench; data
 ODC-BY-1.0) has 300 test prompts, each carrying one or two of 58 constraint types
@@ -10,45 +10,17 @@ object per instruction, listing every argument name with ``null`` for unused one
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.ifbench import bind_prompt_checkers
 
-#: Environment variable naming the benchmark data directory (read at call time).
-DATA_DIR_ENV = "BINEVAL_DATA_DIR"
 #: Where `load_ifbench` looks inside the data directory.
 IFBENCH_TEST_FILE = Path("ifbench") / "IFBench_test.jsonl"
-_FALLBACK_DATA_DIRS = (Path("..") / "shared" / "data", Path("/work/shared/data"))
-
-
-def default_data_dir() -> Path:
-    """The benchmark data directory used when no ``data_dir`` is given.
-
-    Returns:
-        ``$BINEVAL_DATA_DIR`` if that variable is set (even if the directory is
-        missing, so the error names it); otherwise the first existing of
-        ``../shared/data`` (relative to the current working directory) and
-        ``/work/shared/data``.
-
-    Raises:
-        InputError: the variable is unset and neither directory exists.
-    """
-    configured = os.environ.get(DATA_DIR_ENV)
-    if configured:
-        return Path(configured)
-    for candidate in _FALLBACK_DATA_DIRS:
-        if candidate.is_dir():
-            return candidate.resolve()
-    looked = ", ".join(str(candidate) for candidate in _FALLBACK_DATA_DIRS)
-    raise InputError(
-        f"no benchmark data directory found (looked in {looked}, relative to {Path.cwd()})",
-        fix=f"set {DATA_DIR_ENV} to the folder holding ifbench/, or pass data_dir= (--data-dir).",
-    )
 
 
 def _required(row: dict[str, Any], name: str, *, path: Path, line: int) -> Any:
@@ -91,7 +63,7 @@ def load_ifbench(
         path: an IFBench JSONL file; by default ``<data_dir>/ifbench/IFBench_test.jsonl``
             (the current 300-prompt release). The July 2025 release
             (``IFBench_test.2025-07-02.jsonl``, 294 prompts) loads the same way.
-        data_dir: the benchmark data directory; default `default_data_dir()`.
+        data_dir: the benchmark data directory; default `binaryeval_dspy.data.paths.default_data_dir()`.
             Ignored when `path` is given.
         limit: keep only the first `limit` prompts (None keeps all).
 
@@ -108,14 +80,7 @@ def load_ifbench(
     """
     if limit is not None and limit < 0:
         raise InputError(f"limit must be >= 0, got {limit}", fix="pass a positive --limit or none.")
-    if path is None:
-        path = Path(data_dir if data_dir is not None else default_data_dir()) / IFBENCH_TEST_FILE
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(
-            "IFBench file not found", path=path,
-            fix=f"pass the file's path, or a data_dir holding {IFBENCH_TEST_FILE} (or set {DATA_DIR_ENV}).",
-        )
+    path = resolve_data_file(IFBENCH_TEST_FILE, path=path, data_dir=data_dir)
     examples: list[dspy.Example] = []
     first_line: dict[str, int] = {}
     with path.open(encoding="utf-8") as handle:

@@ -7,6 +7,12 @@ becomes a llama.cpp grammar, so even a 135M model returns parseable fields.
 One `llama_cpp.Llama` is not thread-safe, so calls are serialized by a lock; llama.cpp
 reuses the longest common prompt prefix with the previous call, which is why BinEval
 puts the long shared fields first and answers one item's questions back to back.
+
+Token log-probabilities (``logprobs=True, top_logprobs=n`` in the DSPy call) are read
+with a logits processor that records the model's distribution at each generated
+position, so no second model with ``logits_all`` (and its n_ctx x vocabulary buffer)
+is needed; like OpenAI's, they are the model's probabilities before the JSON grammar
+masks tokens out. The G-Eval- and UniEval-style baselines use them.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
 
 from binaryeval_dspy.errors import LMConfigError
 
@@ -32,8 +38,11 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
         path: the .gguf file.
         n_ctx: context window in tokens (SmolLM2 supports 8192).
         seed: sampling seed (decoding is greedy at temperature 0 anyway).
-        n_threads: CPU threads for llama.cpp; None uses every core (llama-cpp-python's
-            own default is half of them, which measured 1.8x slower on 2 cores).
+        n_threads: CPU threads for llama.cpp; None reads ``$BINEVAL_LLAMA_THREADS`` (at
+            call time) and otherwise uses every core (llama-cpp-python's own default is
+            half of them, which measured 1.8x slower on 2 cores). On a machine shared by
+            several model processes, 1 thread per process avoids llama.cpp's spinning
+            thread barriers stalling when the cores are oversubscribed.
 
     Raises:
         LMConfigError: llama-cpp-python is missing or the file cannot be loaded.
@@ -51,7 +60,7 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             if not Path(path).is_file():
                 raise LMConfigError(f"GGUF model file not found: {path}")
             try:
-                threads = n_threads or os.cpu_count() or 1
+                threads = n_threads or _threads_from_env() or os.cpu_count() or 1
                 _MODELS[key] = llama_cpp.Llama(
                     model_path=key[0], n_ctx=n_ctx, seed=seed, verbose=False,
                     n_threads=threads, n_threads_batch=threads,
@@ -59,6 +68,12 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variants
                 raise LMConfigError(f"could not load GGUF model {path}: {exc}") from exc
         return _MODELS[key]
+
+
+def _threads_from_env() -> int | None:
+    """``$BINEVAL_LLAMA_THREADS`` as a positive int, else None (read at call time)."""
+    raw = os.environ.get("BINEVAL_LLAMA_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _text_of(content: Any) -> str:
@@ -87,6 +102,73 @@ def cap_strings(schema: Any, max_chars: int) -> Any:
     return schema
 
 
+class LogprobRecorder:
+    """A llama.cpp logits processor that records log-probabilities of generated tokens.
+
+    llama.cpp calls it once per generated position with the ids so far and the raw
+    logits (before the grammar sampler). The token chosen at a position is the last id
+    seen at the next call; the final position is resolved from the completion text in
+    `token_logprobs`. Only one position's full distribution is held at a time.
+
+    Args:
+        top_n: alternatives kept per position (0 keeps only the chosen token).
+    """
+
+    def __init__(self, top_n: int) -> None:
+        self.top_n = max(0, int(top_n))
+        self.positions: list[tuple[int, float, list[tuple[int, float]]]] = []
+        self._pending: Any = None
+
+    def _top(self, logprobs: Any) -> list[tuple[int, float]]:
+        import numpy as np
+
+        if not self.top_n:
+            return []
+        n = min(self.top_n, len(logprobs))
+        best = np.argpartition(-logprobs, n - 1)[:n]
+        best = best[np.argsort(-logprobs[best])]
+        return [(int(i), float(logprobs[i])) for i in best]
+
+    def __call__(self, input_ids: Any, logits: Any) -> Any:
+        import numpy as np
+
+        if self._pending is not None and len(input_ids):
+            chosen = int(input_ids[-1])
+            self.positions.append((chosen, float(self._pending[chosen]), self._top(self._pending)))
+        values = np.asarray(logits, dtype=np.float64)
+        peak = values.max()
+        self._pending = values - (peak + np.log(np.exp(values - peak).sum()))
+        return logits
+
+    def token_logprobs(self, llama: Any, completion_text: str) -> tuple[TokenLogprob, ...]:
+        """The recorded positions as lm15 `TokenLogprob`s (text, logprob, top alternatives)."""
+
+        def text_of(token_id: int) -> str:
+            return llama.detokenize([token_id]).decode("utf-8", errors="ignore")
+
+        out: list[TokenLogprob] = []
+        seen_text = ""
+        for chosen, logprob, top in self.positions:
+            text = text_of(chosen)
+            seen_text += text
+            out.append(self._entry(text, logprob, chosen, top, text_of))
+        remainder = completion_text[len(seen_text):] if completion_text.startswith(seen_text) else ""
+        if self._pending is not None and remainder:
+            ids = llama.tokenize(remainder.encode("utf-8"), add_bos=False, special=False)
+            chosen = int(ids[0]) if ids else None
+            logprob = float(self._pending[chosen]) if chosen is not None else 0.0
+            out.append(self._entry(remainder, logprob, chosen, self._top(self._pending), text_of))
+        return tuple(out)
+
+    @staticmethod
+    def _entry(text: str, logprob: float, chosen: int | None, top: list[tuple[int, float]],
+               text_of: Any) -> TokenLogprob:
+        alternatives = [TopLogprob(token=text_of(i), logprob=lp, token_id=i) for i, lp in top]
+        if chosen is not None and all(i != chosen for i, _ in top):
+            alternatives.append(TopLogprob(token=text, logprob=logprob, token_id=chosen))
+        return TokenLogprob(token=text, logprob=logprob, token_id=chosen, top=tuple(alternatives))
+
+
 def _schema_of(response_format: Any) -> dict[str, Any] | None:
     """The JSON schema inside an OpenAI-style response_format, if any."""
     if not isinstance(response_format, dict):
@@ -107,14 +189,15 @@ class LlamaCppEngine:
             (see `cap_strings`); None leaves strings unbounded.
 
     Capabilities declared to DSPy: JSON-schema structured output (`response_format`),
-    temperature, max_tokens, stop. Thread-safe by serialization.
+    temperature, max_tokens, stop, and token log-probabilities (``logprobs`` /
+    ``top_logprobs``, see `LogprobRecorder`). Thread-safe by serialization.
     """
 
     supports_response_schema = True
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(
-        {"response_format", "temperature", "max_tokens", "stop"}
+        {"response_format", "temperature", "max_tokens", "stop", "logprobs", "top_logprobs"}
     )
 
     def __init__(
@@ -159,13 +242,17 @@ class LlamaCppEngine:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         elif isinstance(config.response_format, dict) and config.response_format.get("type") == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+        recorder = LogprobRecorder(config.logprobs) if getattr(config, "logprobs", None) is not None else None
+        if recorder is not None:
+            kwargs["logits_processor"] = [recorder]
         llama = self.llama
         with self._lock:
             started = time.perf_counter()
             out = llama.create_chat_completion(messages=messages, **kwargs)
             self.seconds_in_model += time.perf_counter() - started
-        choice = out["choices"][0]
-        text = choice["message"].get("content") or ""
+            choice = out["choices"][0]
+            text = choice["message"].get("content") or ""
+            logprobs = recorder.token_logprobs(llama, text) if recorder is not None else None
         usage = out.get("usage") or {}
         finish = choice.get("finish_reason") or "stop"
         return Response(
@@ -177,6 +264,7 @@ class LlamaCppEngine:
                 input_tokens=usage.get("prompt_tokens"),
                 output_tokens=usage.get("completion_tokens"),
             ),
+            logprobs=logprobs,
         )
 
     def stream(self, request: Any):  # pragma: no cover - DSPy streams only when asked

@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
@@ -45,9 +45,14 @@ class RunDirectory:
     Args:
         path: the run directory (created if missing).
 
+    Subclasses may store another pydantic result type by setting `result_model`
+    (it needs an ``item_id``); the meta-evaluation baselines do.
+
     Raises:
         InputError: the path exists and is not a directory.
     """
+
+    result_model: type[BaseModel] = ItemResult
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -225,11 +230,16 @@ class RunDirectory:
         return QuestionSet.load(self.frozen_question_set_path)
 
     # ------------------------------------------------------------- results
-    def read_results(self) -> list[ItemResult]:
+    def read_results(self, *, repair: bool = True) -> list[ItemResult]:
         """All stored item results, in file order, one per item id (the last one wins).
 
         A last line that is not complete JSON (a write cut short by a crash) is
         trimmed, with a warning; a missing final newline is added.
+
+        Args:
+            repair: trim a truncated last line and add a missing final newline (the
+                default, for the process that owns the run). Readers that may run
+                beside a live run (reports) pass False: the fragment is only skipped.
 
         Raises:
             InputError: a complete line is not a valid result (names the file and
@@ -248,13 +258,14 @@ class RunDirectory:
             if not line.strip():
                 continue
             try:
-                result = ItemResult.model_validate_json(line)
+                result = self.result_model.model_validate_json(line)
             except ValidationError as exc:
                 if is_last and not _is_json(line):  # the write was cut short: drop the fragment
-                    logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
-                                   "interrupted write; that item will be judged again",
-                                   self.results_path, number, len(line))
-                    self._truncate(line_start)
+                    if repair:
+                        logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
+                                       "interrupted write; that item will be judged again",
+                                       self.results_path, number, len(line))
+                        self._truncate(line_start)
                     break
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first.get("loc", ())) or None
@@ -267,7 +278,7 @@ class RunDirectory:
                                self.results_path, number, result.item_id)
                 del results[result.item_id]
             results[result.item_id] = result
-            if is_last:  # a complete line without its newline: add it before anything is appended
+            if is_last and repair:  # a complete line without its newline: add it before anything is appended
                 with self.results_path.open("ab") as handle:
                     handle.write(b"\n")
         return list(results.values())

@@ -21,6 +21,7 @@ from binaryeval_dspy.schemas.question_set import (
     QuestionSet,
     Requirement,
 )
+from binaryeval_dspy.schemas.rubric import DimensionRubric, Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession
 from binaryeval_dspy.schemas.score_card import ScoreCard, VerdictCounts
 from binaryeval_dspy.schemas.verdict import QuestionVerdict, VerdictSource, VerdictValue
@@ -39,6 +40,7 @@ __all__ = [
     "VERDICT_OUTPUT_SCHEMA_VERSION",
     "BinaryQuestion",
     "CheckSpec",
+    "DimensionRubric",
     "EvidenceEntry",
     "FatalRuleRecord",
     "ItemResult",
@@ -50,6 +52,7 @@ __all__ = [
     "QuestionVerdict",
     "RefutationAnswer",
     "Requirement",
+    "Rubric",
     "RunManifest",
     "RunSession",
     "ScoreCard",

@@ -3,6 +3,8 @@
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
+from binaryeval_dspy.signatures.dimension_question import AnswerDimensionQuestion
+from binaryeval_dspy.signatures.holistic_rating import RateOnCriterion, rating_signature
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel
@@ -12,6 +14,7 @@ from binaryeval_dspy.signatures.response_generation import RespondToPrompt
 from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
 
 __all__ = [
+    "AnswerDimensionQuestion",
     "AnswerRefutationQuestion",
     "DecomposeRequirement",
     "DraftQuestion",
@@ -21,10 +24,12 @@ __all__ = [
     "JudgeBinaryQuestion",
     "LabelOption",
     "PickVerdictLabel",
+    "RateOnCriterion",
     "SummarizeRequirements",
     "DedupLesson",
     "ExtractLessons",
     "QuestionEvidence",
     "RespondToPrompt",
     "RewriteSubstring",
+    "rating_signature",
 ]

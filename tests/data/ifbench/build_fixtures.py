@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from binaryeval_dspy.data.ifbench import default_data_dir
+from binaryeval_dspy.data.paths import default_data_dir
 
 
 def _rows(path: Path) -> list[dict]:

@@ -1,0 +1,209 @@
+"""`bineval benchmark NAME`, `bineval report RUN_DIR` and `bineval benchmark-questions`.
+
+`benchmark` runs BinEval and the baselines on one benchmark with one LM into a
+resumable run directory and writes the report; `report` rebuilds the report from a
+run directory without calling any LM; `benchmark-questions` regenerates the question
+sets of the benchmarks' task prompts with an LM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from binaryeval_dspy.cli.common import (
+    build_lm,
+    console,
+    friendly_errors,
+    lm_options,
+    out_console,
+    quiet_libraries,
+    slug,
+)
+from binaryeval_dspy.data.sampling import SAMPLE_METHODS
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.meta_eval.benchmark_run import (
+    LM_METHODS,
+    METHOD_TITLES,
+    METHODS,
+    NO_LM,
+    BenchmarkRun,
+    prepare_run,
+    run_benchmark,
+)
+from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
+from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
+from binaryeval_dspy.programs.question_generator import QuestionGenerator
+from binaryeval_dspy.reports.benchmark_report import write_benchmark_report
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.rubric import Rubric
+
+
+def _methods(value: str) -> list[str]:
+    chosen = [m.strip().lower() for m in value.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown or not chosen:
+        raise InputError(f"unknown method(s) {unknown or value!r}; choose from {','.join(METHODS)}",
+                         field="methods")
+    return [m for m in METHODS if m in chosen]
+
+
+def _print_main_table(report) -> None:
+    for heading, blocks in report.sections[:1]:
+        for block in blocks[:1]:
+            table = Table(title=block.caption, title_justify="left")
+            for h in block.header:
+                table.add_column(h, justify="left" if h == "Method" else "right")
+            for row in block.rows:
+                table.add_row(*row)
+            out_console.print(table)
+
+
+@click.command("benchmark")
+@click.argument("name", type=click.Choice(sorted(BENCHMARKS), case_sensitive=False))
+@click.option("--methods", default=",".join(METHODS), show_default=True,
+              help="Comma-separated methods: bineval, geval (G-Eval-style), unieval (UniEval-style), rouge.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Items per split (default: all).")
+@click.option("--sample", type=click.Choice(SAMPLE_METHODS), default=None,
+              help="How --limit picks items: head (default), random, or stratified (whole documents, "
+                   "systems balanced; score bins for QAGS).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Sampling and bootstrap seed.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Benchmark data folder (default: $BINEVAL_DATA_DIR, ../shared/data or /work/shared/data).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory (default: runs/<benchmark>-<lm>-<selection>). Rerun to resume or add methods.")
+@click.option("--questions", "questions_choice", default=MANUAL, show_default=True,
+              help="BinEval question set: 'manual', 'generated' (made by this --lm with benchmark-questions) "
+                   "or a path.")
+@click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
+              help="Folder with one task folder per benchmark (default: examples/tasks).")
+@click.option("--logprobs", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Ask the LM for token log-probabilities for the G-Eval/UniEval-style scores.")
+@click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
+              help="Bootstrap resamples for intervals and paired tests.")
+@click.option("--no-figures", is_flag=True, help="Write the report without figures (faster).")
+@lm_options
+@friendly_errors
+def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
+                      data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
+                      logprobs: str, n_resamples: int, no_figures: bool, lm_spec: str, lm_model: str | None,
+                      api_key_env: str | None, max_tokens: int) -> None:
+    """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
+    quiet_libraries()
+    spec = get_benchmark(name)
+    chosen = _methods(methods)
+    items = spec.load(data_dir=data_dir, limit=limit, sample=sample, seed=seed)
+    if not items:
+        raise InputError("the benchmark selection is empty", field="limit")
+    task = TaskFiles.for_benchmark(spec.task_dir, tasks_dir)
+    rubric = Rubric.load(task.rubric)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None
+    question_path = task.question_set_path(questions_choice, handle)
+    question_set = QuestionSet.load(question_path)
+    missing_dims = [d for d in spec.dimensions if d not in question_set.dimensions]
+    if "bineval" in chosen and missing_dims:
+        console.print(f"[yellow]The question set has no questions for {', '.join(missing_dims)}: BinEval will "
+                      "report n/a there.[/yellow]")
+    lm_name = handle.name if handle is not None else NO_LM
+    if out_dir is None:
+        selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
+        out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
+    run = BenchmarkRun(out_dir)
+    prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
+                question_set_source=str(question_path), rubric=rubric, rubric_source=str(task.rubric),
+                methods=chosen, limit=limit, sample=sample, seed=seed,
+                data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
+    console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
+    with Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
+        tasks: dict[str, int] = {}
+
+        def on_start(method: str, total: int) -> None:
+            tasks[method] = progress.add_task(METHOD_TITLES[method], total=total, note="")
+
+        def on_progress(method: str, result, status: str) -> None:
+            note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]
+            progress.update(tasks[method], advance=1, note=note)
+
+        outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
+                                 rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
+                                 on_method_start=on_start, on_progress=on_progress)
+    failed = {m: o.failed for m, o in outcomes.items() if o.failed}
+    interrupted = any(o.interrupted for o in outcomes.values())
+    md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
+                                                        figures=not no_figures)
+    _print_main_table(report)
+    for method, outcome in outcomes.items():
+        console.print(f"{METHOD_TITLES[method]}: {outcome.new_items} items now, {outcome.skipped_items} done "
+                      f"before, {outcome.seconds:.1f} s")
+    console.print(f"Report: {md_path} and {html_path}")
+    if failed:
+        for method, items_failed in failed.items():
+            for item_id, message in items_failed[:3]:
+                console.print(f"[red]{method} failed[/red] {item_id}: {message}", highlight=False)
+        console.print("[yellow]Some items failed and were not stored; rerun the same command to retry them.[/yellow]")
+        raise SystemExit(1)
+    if interrupted:
+        console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
+        raise SystemExit(130)
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
+              help="Bootstrap resamples for intervals and paired tests.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--no-figures", is_flag=True, help="Skip the figures (faster).")
+@friendly_errors
+def report_command(run_dir: Path, n_resamples: int, seed: int, no_figures: bool) -> None:
+    """Rebuild report.md / report.html of a benchmark run from its files (no LM call)."""
+    if not (run_dir / "benchmark.json").is_file():
+        raise InputError("not a benchmark run directory (no benchmark.json)", path=run_dir,
+                         fix="pass the --out directory of a `bineval benchmark` run.")
+    md_path, html_path, report = write_benchmark_report(run_dir, n_resamples=n_resamples, seed=seed,
+                                                        figures=not no_figures)
+    _print_main_table(report)
+    console.print(f"Report: {md_path} and {html_path}")
+
+
+@click.command("benchmark-questions")
+@click.argument("names", nargs=-1, type=click.Choice(sorted({s.task_dir for s in BENCHMARKS.values()}),
+                                                      case_sensitive=False))
+@click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
+              help="Folder with one task folder per benchmark (default: examples/tasks).")
+@click.option("--max-requirements", default=8, show_default=True, type=click.IntRange(min=1))
+@lm_options
+@friendly_errors
+def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, max_requirements: int,
+                                lm_spec: str, lm_model: str | None, api_key_env: str | None,
+                                max_tokens: int) -> None:
+    """Generate the question set of each benchmark's task prompt with --lm (all benchmarks by default).
+
+    Writes examples/tasks/<benchmark>/questions.generated-<lm>.json beside the task prompt.
+    """
+    quiet_libraries()
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    folders = list(names) or sorted({s.task_dir for s in BENCHMARKS.values()})
+    for folder in folders:
+        spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
+        task = TaskFiles.for_benchmark(folder, tasks_dir)
+        if not task.task_prompt.is_file():
+            raise InputError("task prompt file not found", path=task.task_prompt)
+        prompt = task.task_prompt.read_text(encoding="utf-8").strip()
+        generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements)
+        with console.status(f"{folder}: generating questions with {handle.name}..."), handle.context():
+            pred = generator(task_prompt=prompt)
+        question_set = pred.question_set.model_copy(update={"generated_by": handle.name})
+        path = question_set.save(task.generated_questions(lm_tag(handle)))
+        counts = {d: len(qs) for d, qs in question_set.by_dimension().items()}
+        console.print(f"{folder}: {len(question_set.questions)} questions {counts} -> {path}")

@@ -1,0 +1,86 @@
+"""Reading benchmark JSONL rows with located errors (shared by the benchmark loaders)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from binaryeval_dspy.errors import InputError
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line, JSON object) for every non-blank line of a JSONL file.
+
+    Raises:
+        InputError: a line is not valid JSON or not an object (names file and line).
+    """
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
+                                 fix="each line must be one complete JSON object.") from exc
+            if not isinstance(row, dict):
+                raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
+            yield number, row
+
+
+def lookup(row: Mapping[str, Any], field: str) -> Any:
+    """The value at `field` in `row`; a dotted name (``scores.coherence``) walks nested
+    objects. Raises KeyError when any step is missing."""
+    if field in row:
+        return row[field]
+    value: Any = row
+    for part in field.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise KeyError(field)
+        value = value[part]
+    return value
+
+
+def require_text(row: Mapping[str, Any], field: str, *, path: Path | str, line: int | None) -> str:
+    """A non-empty string field of `row`.
+
+    Raises:
+        InputError: the field is missing, not a string, or blank.
+    """
+    try:
+        value = lookup(row, field)
+    except KeyError:
+        present = ", ".join(sorted(row)) or "none"
+        raise InputError(f"the field is missing (fields present: {present})", path=path, line=line,
+                         field=field, fix="use the benchmark's cleaned JSONL file, or map the field.") from None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"expected a non-empty string, got {value!r:.60}", path=path, line=line, field=field)
+    return value
+
+
+def require_score(row: Mapping[str, Any], field: str, *, path: Path | str, line: int | None,
+                  low: float | None = None, high: float | None = None) -> float:
+    """A finite numeric human score of `row`, optionally checked against [low, high].
+
+    Raises:
+        InputError: the field is missing, not a number, NaN, or out of range.
+    """
+    try:
+        value = lookup(row, field)
+    except KeyError:
+        raise InputError("the human score is missing", path=path, line=line, field=field,
+                         fix="every item needs all the human scores the benchmark uses.") from None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise InputError(f"expected a number, got {value!r:.40}", path=path, line=line, field=field) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"expected a finite number, got {value!r:.40}", path=path, line=line, field=field)
+    if (low is not None and value < low - 1e-9) or (high is not None and value > high + 1e-9):
+        raise InputError(f"score {value} is outside the scale [{low:g}, {high:g}]", path=path, line=line,
+                         field=field)
+    return float(value)

@@ -1,0 +1,77 @@
+"""SummEval (Fabbri et al., 2021): 100 CNN/DM articles x 16 systems, expert ratings 1-5.
+
+Reads ``summeval/summeval.jsonl`` of the benchmark data folder (see its README): the
+article is ``source`` and the summary ``system_output``, the texts that UniEval and
+G-Eval score; human scores are the mean of three expert ratings per dimension.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dspy
+
+from binaryeval_dspy.data.benchmark_rows import read_rows, require_score, require_text
+from binaryeval_dspy.data.paths import resolve_data_file
+from binaryeval_dspy.data.sampling import SampleMethod, select_items
+from binaryeval_dspy.errors import InputError
+
+SUMMEVAL_FILE = "summeval/summeval.jsonl"
+SUMMEVAL_DIMENSIONS = ("coherence", "consistency", "fluency", "relevance")
+SUMMEVAL_SCALE = (1.0, 5.0)
+
+
+def load_summeval(
+    path: str | Path | None = None,
+    *,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    sample: SampleMethod | None = None,
+    seed: int = 0,
+) -> list[dspy.Example]:
+    """Load SummEval items with their expert scores.
+
+    Args:
+        path: the ``summeval.jsonl`` file; default: ``<data dir>/summeval/summeval.jsonl``.
+        data_dir: the benchmark data folder (default: `default_data_dir()`).
+        limit: keep at most this many items (None: all 1,600).
+        sample: how to pick `limit` items: ``head``, ``random`` or ``stratified``
+            (whole documents, systems balanced; see `binaryeval_dspy.data.sampling`).
+        seed: sampling seed.
+
+    Returns:
+        `dspy.Example`s with ``item_id`` (``<doc_id>/<system_id>``), ``doc_id``,
+        ``system_id``, ``input`` (the article), ``output`` (the summary as in
+        UniEval / G-Eval), ``reference`` (the CNN/DM highlights), ``human`` (dict:
+        coherence, consistency, fluency, relevance in [1, 5] and their mean
+        ``overall``) and ``line``; inputs are ``input`` and ``output``. Items of one
+        document are consecutive.
+
+    Raises:
+        InputError: the file is missing, a line is malformed, a field is missing or
+            a score is outside [1, 5] (names file, line and field); duplicate items.
+    """
+    file = resolve_data_file(SUMMEVAL_FILE, path=path, data_dir=data_dir)
+    low, high = SUMMEVAL_SCALE
+    items: list[dspy.Example] = []
+    seen: dict[str, int] = {}
+    for line, row in read_rows(file):
+        doc_id = require_text(row, "doc_id", path=file, line=line)
+        system_id = require_text(row, "system_id", path=file, line=line)
+        item_id = f"{doc_id}/{system_id}"
+        if item_id in seen:
+            raise InputError(f"item {item_id} already appeared on line {seen[item_id]}", path=file, line=line,
+                             field="system_id")
+        seen[item_id] = line
+        human = {d: require_score(row, f"scores.{d}", path=file, line=line, low=low, high=high)
+                 for d in SUMMEVAL_DIMENSIONS}
+        human["overall"] = sum(human.values()) / len(SUMMEVAL_DIMENSIONS)
+        items.append(dspy.Example(
+            item_id=item_id, doc_id=doc_id, system_id=system_id,
+            input=require_text(row, "source", path=file, line=line),
+            output=require_text(row, "system_output", path=file, line=line),
+            reference=require_text(row, "reference", path=file, line=line),
+            human=human, line=line,
+        ).with_inputs("input", "output"))
+    return select_items(items, limit, sample=sample, seed=seed,
+                        group=lambda ex: ex.doc_id, stratum=lambda ex: ex.system_id)

@@ -1,0 +1,43 @@
+"""Meta-evaluation: BinEval and baselines on human-rated benchmarks, with the same LM."""
+
+from binaryeval_dspy.meta_eval.benchmark_run import (
+    LM_METHODS,
+    METHOD_TITLES,
+    METHODS,
+    BenchmarkRun,
+    BenchmarkRunConfig,
+    prepare_run,
+    run_benchmark,
+)
+from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, BenchmarkSpec, get_benchmark
+from binaryeval_dspy.meta_eval.method_run import (
+    MethodItemResult,
+    MethodRunDirectory,
+    run_method,
+    score_item,
+)
+from binaryeval_dspy.meta_eval.run_scores import MethodCost, RunScores, load_run_scores
+from binaryeval_dspy.meta_eval.task_files import TaskFiles, default_tasks_dir, lm_tag
+
+__all__ = [
+    "BENCHMARKS",
+    "LM_METHODS",
+    "METHODS",
+    "METHOD_TITLES",
+    "BenchmarkRun",
+    "BenchmarkRunConfig",
+    "BenchmarkSpec",
+    "MethodCost",
+    "MethodItemResult",
+    "MethodRunDirectory",
+    "RunScores",
+    "TaskFiles",
+    "default_tasks_dir",
+    "get_benchmark",
+    "lm_tag",
+    "load_run_scores",
+    "prepare_run",
+    "run_benchmark",
+    "run_method",
+    "score_item",
+]

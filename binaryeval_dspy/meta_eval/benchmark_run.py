@@ -1,0 +1,337 @@
+"""A benchmark run: BinEval and the baselines on the same items and LM, resumable.
+
+Layout of a run directory::
+
+    benchmark.json        what was run: benchmark, LM, selection, question set, rubric
+    items.jsonl           the selected items' ids, documents, systems and human scores
+    question_set.json     copy of the BinEval question set used
+    rubric.json           copy of the baselines' rubric
+    bineval/              manifest.json + results.jsonl (BinEval item results)
+    geval/ unieval/ rouge/  manifest.json + results.jsonl (`MethodItemResult` lines)
+    report.md, report.html, figures/   written by `write_benchmark_report`
+
+Each method's results live in their own directory, so a later call with more methods
+(or after an interruption) only runs what is missing, and the report is rebuilt from
+these files without any LM call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import dspy
+from pydantic import BaseModel, ConfigDict, Field
+
+from binaryeval_dspy.errors import InputError, RunStateError
+from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec
+from binaryeval_dspy.meta_eval.method_run import MethodItemResult, MethodRunDirectory, run_method
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.geval import GEvalJudge, LogprobMode
+from binaryeval_dspy.programs.rouge import RougeL
+from binaryeval_dspy.programs.unieval import UniEvalJudge
+from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.rubric import Rubric
+from binaryeval_dspy.schemas.run_manifest import RunManifest, utc_now
+
+METHODS = ("bineval", "geval", "unieval", "rouge")
+LM_METHODS = frozenset({"bineval", "geval", "unieval"})
+METHOD_TITLES = {"bineval": "BinEval", "geval": "G-Eval-style", "unieval": "UniEval-style", "rouge": "ROUGE-L"}
+ROUGE_LM_NAME = "none (ROUGE-L via rouge-score)"
+NO_LM = "none"  # benchmark.json's LM while only LM-free methods have run
+BENCHMARK_RUN_SCHEMA_VERSION = 1
+
+ProgressHook = Callable[[str, Any, str], None]
+
+
+class BenchmarkRunConfig(BaseModel):
+    """``benchmark.json``: what a benchmark run evaluates, and with what.
+
+    Attributes:
+        benchmark: benchmark name (``summeval``).
+        lm: display name of the LM every LM-based method used.
+        limit / sample / seed: the item selection (``limit`` per split).
+        data_dir: the data folder read (None: the default one).
+        data_files: split -> file inside the data folder.
+        item_ids: the selected items, in judging order.
+        question_set_hash / question_set_source: BinEval's question set.
+        rubric_hash / rubric_source: the baselines' rubric.
+        logprobs: log-probability mode of the baselines (auto / on / off).
+        methods: every method requested so far.
+        created_at / updated_at: UTC ISO times.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = BENCHMARK_RUN_SCHEMA_VERSION
+    benchmark: str
+    lm: str
+    limit: int | None = None
+    sample: str | None = None
+    seed: int = 0
+    data_dir: str | None = None
+    data_files: dict[str, str] = Field(default_factory=dict)
+    item_ids: list[str]
+    question_set_hash: str
+    question_set_source: str
+    rubric_hash: str
+    rubric_source: str
+    logprobs: str = "auto"
+    methods: list[str] = Field(default_factory=list)
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+
+
+class BenchmarkRun:
+    """The files of one benchmark run directory (see the module docstring).
+
+    Args:
+        path: the run directory.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.config_path = self.path / "benchmark.json"
+        self.items_path = self.path / "items.jsonl"
+        self.question_set_path = self.path / "question_set.json"
+        self.rubric_path = self.path / "rubric.json"
+
+    def method_dir(self, method: str) -> RunDirectory:
+        """The run directory of one method (`RunDirectory` for BinEval, else `MethodRunDirectory`)."""
+        folder = self.path / method
+        return RunDirectory(folder) if method == "bineval" else MethodRunDirectory(folder)
+
+    def read_config(self) -> BenchmarkRunConfig | None:
+        """``benchmark.json``, or None for a new run.
+
+        Raises:
+            InputError: the file exists but does not validate.
+        """
+        if not self.config_path.is_file():
+            return None
+        try:
+            return BenchmarkRunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"not a valid benchmark run file: {exc}", path=self.config_path,
+                             fix="point --out at a new directory.") from exc
+
+    def write_config(self, config: BenchmarkRunConfig) -> None:
+        """Write ``benchmark.json`` atomically."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.config_path.with_suffix(".json.tmp")
+        tmp.write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.config_path)
+
+    def read_items(self) -> list[dict[str, Any]]:
+        """The selected items (id, doc, system, split, human scores, output hash), in order.
+
+        Raises:
+            InputError: the file is missing or a line is not JSON.
+        """
+        if not self.items_path.is_file():
+            raise InputError("no items.jsonl in this run directory", path=self.items_path,
+                             fix="point at a directory written by `bineval benchmark`.")
+        rows = []
+        for number, line in enumerate(self.items_path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"not valid JSON ({exc.msg})", path=self.items_path, line=number) from exc
+        return rows
+
+    def write_items(self, items: Sequence[dspy.Example]) -> None:
+        """Write ``items.jsonl`` (no texts: ids, grouping keys, human scores, output hash)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.items_path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            for ex in items:
+                handle.write(json.dumps({
+                    "item_id": str(ex.item_id), "doc_id": str(ex.get("doc_id", ex.item_id)),
+                    "system_id": str(ex.get("system_id", "0")), "split": str(ex.get("split", "")),
+                    "human": dict(ex.human), "output_hash": text_hash(ex.output),
+                }, ensure_ascii=False) + "\n")
+        os.replace(tmp, self.items_path)
+
+    def methods_present(self) -> list[str]:
+        """Methods with stored results, in `METHODS` order."""
+        return [m for m in METHODS if (self.path / m / "results.jsonl").is_file()]
+
+    def read_results(self, method: str) -> list[ItemResult] | list[MethodItemResult]:
+        """Stored results of one method (empty when it has not run). Read-only: safe beside
+        a run that is still appending (a half-written last line is skipped, not cut)."""
+        return self.method_dir(method).read_results(repair=False)  # type: ignore[return-value]
+
+
+def prepare_run(
+    run: BenchmarkRun,
+    spec: BenchmarkSpec,
+    items: Sequence[dspy.Example],
+    *,
+    lm_name: str,
+    question_set: QuestionSet,
+    question_set_source: str,
+    rubric: Rubric,
+    rubric_source: str,
+    methods: Sequence[str],
+    limit: int | None,
+    sample: str | None,
+    seed: int,
+    data_dir: str | None,
+    logprobs: str,
+) -> BenchmarkRunConfig:
+    """Create a run directory, or check that an existing one can be resumed as asked.
+
+    Writes ``benchmark.json``, ``items.jsonl`` and copies of the question set and rubric.
+
+    Raises:
+        RunStateError: the directory holds another benchmark, LM, item selection,
+            question set or rubric; the message says which and how to proceed.
+    """
+    wanted = BenchmarkRunConfig(
+        benchmark=spec.name, lm=lm_name, limit=limit, sample=sample, seed=seed, data_dir=data_dir,
+        data_files=dict(spec.data_files), item_ids=[str(i.item_id) for i in items],
+        question_set_hash=question_set.content_hash, question_set_source=question_set_source,
+        rubric_hash=rubric.content_hash, rubric_source=rubric_source, logprobs=logprobs, methods=list(methods),
+    )
+    existing = run.read_config()
+    if existing is not None:
+        checks = {
+            "benchmark": "it is another benchmark",
+            "lm": "the tables would mix two LMs",
+            "item_ids": "another item selection (limit, sample or seed) would mix two samples",
+        }
+        if NO_LM in (existing.lm, wanted.lm):  # ROUGE-L alone, before or now: no LM to compare
+            checks.pop("lm")
+        if "bineval" in methods:
+            checks["question_set_hash"] = "BinEval's verdicts would mix two question sets"
+        if {"geval", "unieval"} & set(methods):
+            checks["rubric_hash"] = "the baselines would mix two rubrics"
+        for key, why in checks.items():
+            old, new = getattr(existing, key), getattr(wanted, key)
+            if old != new:
+                shown = (f"{len(old)} items" if key == "item_ids" else repr(old),
+                         f"{len(new)} items" if key == "item_ids" else repr(new))
+                raise RunStateError(
+                    f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}. "
+                    "Fix: choose another --out, or rerun with the original settings."
+                )
+        if wanted.lm == NO_LM:
+            wanted.lm = existing.lm
+        wanted.created_at = existing.created_at
+        wanted.methods = [m for m in METHODS if m in set(existing.methods) | set(methods)]
+        wanted.question_set_hash, wanted.question_set_source = (
+            (existing.question_set_hash, existing.question_set_source) if "bineval" not in methods
+            else (wanted.question_set_hash, wanted.question_set_source))
+        if not {"geval", "unieval"} & set(methods):
+            wanted.rubric_hash, wanted.rubric_source = existing.rubric_hash, existing.rubric_source
+    run.write_config(wanted)
+    run.write_items(items)
+    if "bineval" in methods or not run.question_set_path.is_file():
+        question_set.save(run.question_set_path)
+    if {"geval", "unieval"} & set(methods) or not run.rubric_path.is_file():
+        rubric.save(run.rubric_path)
+    return wanted
+
+
+def _bineval_items(items: Sequence[dspy.Example]) -> list[dspy.Example]:
+    return [dspy.Example(item_id=str(ex.item_id), input=ex.input, output=ex.output,
+                         doc_id=str(ex.get("doc_id", ex.item_id)), system_id=str(ex.get("system_id", "0")),
+                         split=str(ex.get("split", ""))).with_inputs("input", "output") for ex in items]
+
+
+def run_benchmark(
+    run: BenchmarkRun,
+    spec: BenchmarkSpec,
+    items: Sequence[dspy.Example],
+    *,
+    methods: Sequence[str],
+    handle: LMHandle | None,
+    question_set: QuestionSet,
+    rubric: Rubric,
+    logprobs: LogprobMode = "auto",
+    on_method_start: Callable[[str, int], None] | None = None,
+    on_progress: ProgressHook | None = None,
+) -> dict[str, EvaluationOutcome]:
+    """Run each requested method over the items into its own directory of `run`.
+
+    Args:
+        run: a directory prepared by `prepare_run`.
+        spec: the benchmark.
+        items: the selected items (document-grouped order, so prompt prefixes are reused).
+        methods: subset of ``bineval``, ``geval``, ``unieval``, ``rouge``, run in that order.
+        handle: the LM (required when an LM method is requested).
+        question_set: BinEval's questions (dimensions named as the benchmark's).
+        rubric: the baselines' rubric.
+        logprobs: log-probability mode of the baselines.
+        on_method_start: called with (method, number of items) before each method.
+        on_progress: called with (method, result or None, status) after each item.
+
+    Returns:
+        method -> `EvaluationOutcome` (results include earlier sessions).
+
+    Raises:
+        InputError: unknown method, or an LM method without an LM.
+        RunStateError: a method directory holds results of another LM or configuration.
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise InputError(f"unknown method(s) {unknown}; expected some of {', '.join(METHODS)}", field="methods")
+    if LM_METHODS & set(methods) and handle is None:
+        raise InputError("an LM is needed for bineval, geval and unieval", field="lm")
+    data_source = ", ".join(spec.data_files.values()) or spec.name
+    dims = [d for d in spec.dimensions if d in rubric.dimensions]
+    outcomes: dict[str, EvaluationOutcome] = {}
+    for method in [m for m in METHODS if m in methods]:
+        if on_method_start:
+            on_method_start(method, len(items))
+
+        def progress(result: Any, status: str, _method: str = method) -> None:
+            if on_progress:
+                on_progress(_method, result, status)
+
+        config = {"input_field": "input", "output_field": "output", "id_field": "item_id", "scale": [0.0, 1.0],
+                  "benchmark": spec.name}
+        if method == "bineval":
+            manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
+                                   question_set_hash=question_set.content_hash,
+                                   question_set_path=str(run.question_set_path), items_path=data_source,
+                                   config=config)
+            outcomes[method] = evaluate_items(BinEval(question_set), _bineval_items(items), run.method_dir(method),
+                                              manifest, lm=handle, on_progress=progress)
+            continue
+        if method == "rouge":
+            scorer = RougeL()
+
+            def function(ex: dspy.Example, _scorer: RougeL = scorer) -> dspy.Prediction:
+                pred = _scorer(output=ex.output, reference=ex.get("reference", "") or "")
+                return dspy.Prediction(scores={d: pred.score for d in spec.dimensions},
+                                       details={"rougeL": {"f": pred.score, "precision": pred.precision,
+                                                           "recall": pred.recall, "error": pred.error}})
+
+            manifest = RunManifest(command="benchmark rouge", lm=ROUGE_LM_NAME,
+                                   question_set_hash=f"rougeL-stemmer-{scorer.use_stemmer}",
+                                   question_set_path="(none)", items_path=data_source, config=config)
+            outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
+                                          manifest, lm=None, on_progress=progress)
+            continue
+        judge: dspy.Module = (GEvalJudge if method == "geval" else UniEvalJudge)(
+            rubric, dimensions=dims, logprobs=logprobs)
+
+        def function(ex: dspy.Example, _judge: dspy.Module = judge) -> dspy.Prediction:
+            return _judge(input=ex.input, output=ex.output)
+
+        manifest = RunManifest(command=f"benchmark {method}", lm=handle.name,  # type: ignore[union-attr]
+                               question_set_hash=f"rubric-{rubric.content_hash}-logprobs-{logprobs}",
+                               question_set_path=str(run.rubric_path), items_path=data_source,
+                               config={**config, "logprobs": logprobs})
+        outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
+                                      manifest, lm=handle, on_progress=progress)
+    return outcomes

@@ -1,0 +1,291 @@
+"""Bootstrap confidence intervals and the paired bootstrap test for correlations.
+
+Resampling units follow the correlation protocol: documents for summary-level
+correlation (a cluster bootstrap: each resample draws documents with replacement and
+averages their per-document coefficients), items for pooled / turn-level correlation,
+and documents (or items, without documents) for system-level correlation. Intervals are
+percentile intervals (Efron & Tibshirani, 1993). The paired test resamples the same
+units for both evaluators and reads the two-sided p-value off the distribution of the
+difference (Koehn, 2004; Deutsch et al., 2021 for metric correlations). Resamples on
+which a coefficient is undefined are left out and counted, never a crash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.metrics.correlation import (
+    Method,
+    pooled_correlation,
+    summary_level_correlation,
+    system_level_correlation,
+)
+
+Level = Literal["summary", "pooled", "turn", "system"]
+LEVELS: tuple[Level, ...] = ("summary", "pooled", "turn", "system")
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A point estimate with its bootstrap percentile interval.
+
+    Attributes:
+        estimate: the statistic on the full data (NaN if undefined).
+        low / high: interval bounds (NaN when fewer than 10 resamples are defined).
+        confidence: e.g. 0.95.
+        n_resamples: resamples drawn.
+        undefined_resamples: resamples whose statistic was NaN (left out).
+    """
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    n_resamples: int
+    undefined_resamples: int
+
+
+@dataclass(frozen=True)
+class PairedBootstrapResult:
+    """Paired bootstrap comparison of evaluator A with evaluator B.
+
+    Attributes:
+        estimate_a / estimate_b: each evaluator's correlation on the full data.
+        delta: estimate_a - estimate_b.
+        low / high: percentile interval of the difference.
+        p_value: two-sided p-value for "no difference" (NaN when undefined).
+        n_resamples / undefined_resamples: as in `BootstrapInterval`.
+    """
+
+    estimate_a: float
+    estimate_b: float
+    delta: float
+    low: float
+    high: float
+    p_value: float
+    n_resamples: int
+    undefined_resamples: int
+
+
+Statistic = Callable[[np.ndarray], float]
+
+
+def _replicates(statistics: Sequence[Statistic], n_units: int, n_resamples: int, seed: int) -> np.ndarray:
+    if n_units < 1:
+        return np.full((0, len(statistics)), np.nan)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, len(statistics)))
+    for r in range(n_resamples):
+        idx = rng.integers(0, n_units, size=n_units)
+        out[r] = [s(idx) for s in statistics]
+    return out
+
+
+def _interval(values: np.ndarray, confidence: float) -> tuple[float, float, int]:
+    finite = values[np.isfinite(values)]
+    undefined = int(len(values) - len(finite))
+    if len(finite) < 10:
+        return math.nan, math.nan, undefined
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha)), undefined
+
+
+def bootstrap_ci(statistic: Statistic, n_units: int, *, n_resamples: int = 1000, confidence: float = 0.95,
+                 seed: int = 0) -> BootstrapInterval:
+    """Percentile bootstrap interval of any statistic of resampled units.
+
+    Args:
+        statistic: index array (units drawn with replacement, length `n_units`) -> float.
+        n_units: number of resampling units (items or documents).
+        n_resamples: resamples to draw (>= 1).
+        confidence: interval coverage in (0, 1).
+        seed: random seed (same seed, same interval).
+
+    Returns:
+        A `BootstrapInterval`; the estimate is `statistic` on all units in order.
+
+    Raises:
+        BinEvalError: `n_resamples` < 1 or `confidence` outside (0, 1).
+    """
+    _check(n_resamples, confidence)
+    estimate = float(statistic(np.arange(n_units))) if n_units else math.nan
+    reps = _replicates([statistic], n_units, n_resamples, seed)[:, 0]
+    low, high, undefined = _interval(reps, confidence)
+    return BootstrapInterval(estimate, low, high, confidence, n_resamples, undefined)
+
+
+def _check(n_resamples: int, confidence: float) -> None:
+    if n_resamples < 1:
+        raise BinEvalError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0 < confidence < 1:
+        raise BinEvalError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def _statistic_factory(
+    human: Sequence[float | None], level: Level, method: Method, groups: Sequence[object] | None,
+    systems: Sequence[object] | None,
+) -> tuple[Callable[[Sequence[float | None]], Statistic], int]:
+    """For one level: (predicted -> statistic over unit indices, number of units)."""
+    h = np.array([np.nan if v is None else v for v in human], dtype=float)
+    if level == "summary":
+        if groups is None:
+            raise BinEvalError("summary-level correlation needs the document (group) of each item")
+        keys = list(dict.fromkeys(str(g) for g in groups))
+
+        def make(predicted: Sequence[float | None]) -> Statistic:
+            per = summary_level_correlation(h, predicted, groups, method).per_group
+            values = np.array([per[k] for k in keys])
+
+            def stat(idx: np.ndarray) -> float:
+                chosen = values[idx]
+                chosen = chosen[np.isfinite(chosen)]
+                return float(chosen.mean()) if len(chosen) else math.nan
+
+            return stat
+
+        return make, len(keys)
+    if level in ("pooled", "turn"):
+        def make(predicted: Sequence[float | None]) -> Statistic:
+            p = np.array([np.nan if v is None else v for v in predicted], dtype=float)
+            return lambda idx: pooled_correlation(h[idx], p[idx], method).value
+
+        return make, len(h)
+    if level == "system":
+        if systems is None:
+            raise BinEvalError("system-level correlation needs the system of each item")
+        unit_of = [str(g) for g in groups] if groups is not None else [str(i) for i in range(len(h))]
+        keys = list(dict.fromkeys(unit_of))
+        members = {k: [] for k in keys}
+        for index, key in enumerate(unit_of):
+            members[key].append(index)
+        unit_items = [np.array(members[k]) for k in keys]
+        system_arr = np.array([str(s) for s in systems], dtype=object)
+
+        def make(predicted: Sequence[float | None]) -> Statistic:
+            p = np.array([np.nan if v is None else v for v in predicted], dtype=float)
+
+            def stat(idx: np.ndarray) -> float:
+                items = np.concatenate([unit_items[i] for i in idx])
+                return system_level_correlation(h[items], p[items], list(system_arr[items]), method).value
+
+            return stat
+
+        return make, len(keys)
+    raise BinEvalError(f"unknown correlation level {level!r}; expected one of {LEVELS}")
+
+
+def _factory(
+    human: Sequence[float | None] | Sequence[Sequence[float | None]], level: Level, method: Method,
+    groups: Sequence[object] | None, systems: Sequence[object] | None,
+) -> tuple[Callable[[Sequence], Statistic], int]:
+    """Like `_statistic_factory`, but a 2-D `human` (one row per dimension) gives the mean
+    of the per-dimension statistics over the same resampled units (the "Average" column)."""
+    if len(human) and human[0] is not None and not np.isscalar(human[0]):
+        parts = [_statistic_factory(row, level, method, groups, systems) for row in human]
+        n_units = parts[0][1]
+
+        def make(predicted_rows: Sequence) -> Statistic:
+            if len(predicted_rows) != len(parts):
+                raise BinEvalError("human and predicted must have the same number of dimension rows")
+            stats = [mk(row) for (mk, _), row in zip(parts, predicted_rows)]
+
+            def stat(idx: np.ndarray) -> float:
+                values = np.array([s(idx) for s in stats])
+                values = values[np.isfinite(values)]
+                return float(values.mean()) if len(values) else math.nan
+
+            return stat
+
+        return make, n_units
+    return _statistic_factory(human, level, method, groups, systems)  # type: ignore[arg-type]
+
+
+def correlation_ci(
+    human: Sequence[float | None],
+    predicted: Sequence[float | None],
+    *,
+    level: Level = "pooled",
+    method: Method = "spearman",
+    groups: Sequence[object] | None = None,
+    systems: Sequence[object] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """Bootstrap interval of a correlation at one protocol level.
+
+    Args:
+        human / predicted: scores per item (NaN / None dropped pairwise); or one row
+            per dimension (2-D), giving the interval of the mean over dimensions.
+        level: ``summary`` (resample documents), ``pooled`` or ``turn`` (resample
+            items), ``system`` (resample documents, or items without `groups`).
+        method: ``spearman``, ``kendall`` or ``pearson``.
+        groups: document key per item (required for ``summary``).
+        systems: system key per item (required for ``system``).
+        n_resamples / confidence / seed: as in `bootstrap_ci`.
+
+    Returns:
+        A `BootstrapInterval` whose estimate equals the protocol's correlation.
+
+    Raises:
+        BinEvalError: unknown level, missing groups / systems, bad arguments.
+    """
+    make, n_units = _factory(human, level, method, groups, systems)
+    return bootstrap_ci(make(predicted), n_units, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def paired_bootstrap_test(
+    human: Sequence[float | None],
+    predicted_a: Sequence[float | None],
+    predicted_b: Sequence[float | None],
+    *,
+    level: Level = "pooled",
+    method: Method = "spearman",
+    groups: Sequence[object] | None = None,
+    systems: Sequence[object] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> PairedBootstrapResult:
+    """Is evaluator A's correlation with humans different from evaluator B's?
+
+    Both evaluators are scored on the same resampled units in every resample; the
+    difference's percentile interval and two-sided p-value (twice the smaller tail
+    share at 0, capped at 1) are reported.
+
+    Args:
+        human: human scores per item.
+        predicted_a / predicted_b: the two evaluators' scores per item (e.g. BinEval
+            and a baseline), same items and order.
+        Others: as in `correlation_ci`.
+
+    Returns:
+        A `PairedBootstrapResult`.
+
+    Raises:
+        BinEvalError: as in `correlation_ci`, or vectors of different lengths.
+    """
+    _check(n_resamples, confidence)
+    if not (len(human) == len(predicted_a) == len(predicted_b)):
+        raise BinEvalError("human and both prediction vectors must have the same length")
+    make, n_units = _factory(human, level, method, groups, systems)
+    stat_a, stat_b = make(predicted_a), make(predicted_b)
+    everything = np.arange(n_units)
+    est_a = float(stat_a(everything)) if n_units else math.nan
+    est_b = float(stat_b(everything)) if n_units else math.nan
+    reps = _replicates([stat_a, stat_b], n_units, n_resamples, seed)
+    diff = reps[:, 0] - reps[:, 1]
+    low, high, undefined = _interval(diff, confidence)
+    finite = diff[np.isfinite(diff)]
+    if len(finite) < 10:
+        p_value = math.nan
+    else:
+        p_value = float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
+    return PairedBootstrapResult(est_a, est_b, est_a - est_b, low, high, p_value, n_resamples, undefined)
+

@@ -1,0 +1,256 @@
+"""Correlation of evaluator scores with human scores: Spearman's rho, Kendall's tau, Pearson's r.
+
+Pure functions over score vectors, computed with scipy. The protocols follow UniEval
+(Zhong et al., 2022) and G-Eval (Liu et al., 2023), which the paper reuses (section 4.1):
+
+* **summary-level**: for each document, correlate the scores of its summaries across
+  systems, then average over documents (SummEval);
+* **pooled**: one correlation over all items (QAGS; also called dataset-level);
+* **turn-level**: pooled over all dialogue responses (Topical-Chat);
+* **system-level**: average each system's scores, then correlate the system means.
+
+Undefined cases never crash and are reported: pairs with a NaN on either side are
+dropped (and counted); a correlation needs at least two pairs; a constant vector has
+no defined correlation. In the grouped protocols a group whose **human** scores are
+constant carries no information for any method and is skipped; a group where the
+**evaluator** is constant but the humans are not counts as 0 (the evaluator ranked
+nothing), which is how a degenerate evaluator reaches 0.000 in published tables.
+Kendall's tau is tau-b (ties corrected), as in scipy and the reference implementations.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+from binaryeval_dspy.errors import BinEvalError
+
+Method = Literal["spearman", "kendall", "pearson"]
+CORRELATION_METHODS: tuple[Method, ...] = ("spearman", "kendall", "pearson")
+MIN_PAIRS = 2
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    """One correlation with what went into it.
+
+    Attributes:
+        value: the coefficient in [-1, 1]; NaN when undefined (see `note`).
+        n: pairs used (both values finite).
+        dropped: pairs left out because a value was NaN / None.
+        note: None, or why the value is NaN / forced: ``"too few pairs"``,
+            ``"constant human scores"``, ``"constant predictions"``.
+    """
+
+    value: float
+    n: int
+    dropped: int = 0
+    note: str | None = None
+
+    @property
+    def defined(self) -> bool:
+        """True when `value` is a number."""
+        return not math.isnan(self.value)
+
+
+@dataclass(frozen=True)
+class GroupedCorrelationResult:
+    """A correlation averaged over groups (documents, contexts).
+
+    Attributes:
+        value: mean of the per-group coefficients that count (NaN if none count).
+        groups_used: groups that entered the mean.
+        groups_skipped: groups left out: human scores constant, or fewer than two pairs.
+        groups_constant_prediction: groups where the evaluator gave one score to every
+            item while humans did not; each entered the mean as 0.
+        per_group: group key -> coefficient (NaN for skipped groups).
+        dropped: item pairs left out for NaN, summed over groups.
+    """
+
+    value: float
+    groups_used: int
+    groups_skipped: int
+    groups_constant_prediction: int
+    per_group: dict[str, float] = field(default_factory=dict)
+    dropped: int = 0
+
+
+def _as_array(values: Sequence[float | None] | np.ndarray, name: str) -> np.ndarray:
+    try:
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise BinEvalError(f"{name} must hold numbers (None / NaN allowed), got {values!r:.80}") from exc
+
+
+def _paired(x: Sequence[float | None], y: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray, int]:
+    a, b = _as_array(x, "x"), _as_array(y, "y")
+    if a.shape != b.shape:
+        raise BinEvalError(f"score vectors differ in length: {len(a)} vs {len(b)}")
+    keep = np.isfinite(a) & np.isfinite(b)
+    return a[keep], b[keep], int((~keep).sum())
+
+
+def _coefficient(a: np.ndarray, b: np.ndarray, method: Method) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "spearman":
+            value = stats.spearmanr(a, b).statistic
+        elif method == "kendall":
+            value = stats.kendalltau(a, b).statistic
+        elif method == "pearson":
+            value = stats.pearsonr(a, b).statistic
+        else:
+            raise BinEvalError(f"unknown correlation method {method!r}; expected one of {CORRELATION_METHODS}")
+    return float(value)
+
+
+def correlate(
+    human: Sequence[float | None],
+    predicted: Sequence[float | None],
+    method: Method = "spearman",
+    *,
+    constant_prediction: Literal["nan", "zero"] = "nan",
+) -> CorrelationResult:
+    """Correlation of `predicted` with `human`, with the reason when it is undefined.
+
+    Args:
+        human: human scores (None / NaN allowed: the pair is dropped).
+        predicted: evaluator scores, same length.
+        method: ``spearman``, ``kendall`` (tau-b) or ``pearson``.
+        constant_prediction: what a constant `predicted` (with varying `human`) gives:
+            ``nan`` (undefined, the mathematical answer) or ``zero`` (no ranking
+            information, the convention of the grouped protocols).
+
+    Returns:
+        A `CorrelationResult` (value in [-1, 1] or NaN).
+
+    Raises:
+        BinEvalError: the vectors differ in length, hold non-numbers, or `method` is unknown.
+    """
+    if method not in CORRELATION_METHODS:
+        raise BinEvalError(f"unknown correlation method {method!r}; expected one of {CORRELATION_METHODS}")
+    a, b, dropped = _paired(human, predicted)
+    if len(a) < MIN_PAIRS:
+        return CorrelationResult(math.nan, len(a), dropped, "too few pairs")
+    if np.ptp(a) == 0:
+        return CorrelationResult(math.nan, len(a), dropped, "constant human scores")
+    if np.ptp(b) == 0:
+        value = 0.0 if constant_prediction == "zero" else math.nan
+        return CorrelationResult(value, len(a), dropped, "constant predictions")
+    return CorrelationResult(_coefficient(a, b, method), len(a), dropped)
+
+
+def spearman(x: Sequence[float | None], y: Sequence[float | None]) -> float:
+    """Spearman's rho of two score vectors; NaN when undefined (constant, < 2 pairs).
+
+    Pairs with a None / NaN are dropped. Example: ``spearman([1, 2, 3], [1, 3, 2]) == 0.5``.
+    """
+    return correlate(x, y, "spearman").value
+
+
+def kendall(x: Sequence[float | None], y: Sequence[float | None]) -> float:
+    """Kendall's tau-b of two score vectors; NaN when undefined. Pairs with NaN are dropped."""
+    return correlate(x, y, "kendall").value
+
+
+def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> float:
+    """Pearson's r of two score vectors; NaN when undefined. Pairs with NaN are dropped."""
+    return correlate(x, y, "pearson").value
+
+
+def pooled_correlation(human: Sequence[float | None], predicted: Sequence[float | None],
+                       method: Method = "spearman") -> CorrelationResult:
+    """One correlation over all items (QAGS protocol). A constant `predicted` gives 0.
+
+    Returns:
+        A `CorrelationResult`; NaN only when the human scores are constant or fewer
+        than two pairs remain.
+    """
+    return correlate(human, predicted, method, constant_prediction="zero")
+
+
+def turn_level_correlation(human: Sequence[float | None], predicted: Sequence[float | None],
+                           method: Method = "spearman") -> CorrelationResult:
+    """Turn-level correlation for dialogue: pooled over every rated response, as UniEval
+    and G-Eval compute it on Topical-Chat. Same contract as `pooled_correlation`."""
+    return pooled_correlation(human, predicted, method)
+
+
+def summary_level_correlation(
+    human: Sequence[float | None],
+    predicted: Sequence[float | None],
+    groups: Sequence[object],
+    method: Method = "spearman",
+) -> GroupedCorrelationResult:
+    """Per-document correlation across systems, averaged over documents (SummEval protocol).
+
+    Args:
+        human: human scores, one per item.
+        predicted: evaluator scores, one per item.
+        groups: the document (group) key of each item.
+        method: ``spearman``, ``kendall`` or ``pearson``.
+
+    Returns:
+        A `GroupedCorrelationResult`: value = mean over groups with varying human
+        scores and >= 2 pairs; a group with a constant evaluator counts as 0.
+
+    Raises:
+        BinEvalError: the three sequences differ in length.
+    """
+    if not (len(human) == len(predicted) == len(groups)):
+        raise BinEvalError(f"human, predicted and groups differ in length: "
+                           f"{len(human)}, {len(predicted)}, {len(groups)}")
+    members: dict[str, list[int]] = {}
+    for index, key in enumerate(groups):
+        members.setdefault(str(key), []).append(index)
+    h, p = _as_array(human, "human"), _as_array(predicted, "predicted")
+    per_group: dict[str, float] = {}
+    used = skipped = constant = dropped = 0
+    values: list[float] = []
+    for key, idx in members.items():
+        result = correlate(h[idx], p[idx], method, constant_prediction="zero")
+        dropped += result.dropped
+        per_group[key] = result.value
+        if not result.defined:
+            skipped += 1
+            continue
+        used += 1
+        constant += result.note == "constant predictions"
+        values.append(result.value)
+    value = float(np.mean(values)) if values else math.nan
+    return GroupedCorrelationResult(value, used, skipped, constant, per_group, dropped)
+
+
+def system_level_correlation(
+    human: Sequence[float | None],
+    predicted: Sequence[float | None],
+    systems: Sequence[object],
+    method: Method = "spearman",
+) -> CorrelationResult:
+    """Correlation of per-system mean scores (each mean over that system's items).
+
+    Items with a NaN on either side are left out of both means. Needs at least two
+    systems with varying human means. A constant evaluator gives 0.
+
+    Raises:
+        BinEvalError: the three sequences differ in length.
+    """
+    if not (len(human) == len(predicted) == len(systems)):
+        raise BinEvalError(f"human, predicted and systems differ in length: "
+                           f"{len(human)}, {len(predicted)}, {len(systems)}")
+    h, p = _as_array(human, "human"), _as_array(predicted, "predicted")
+    keep = np.isfinite(h) & np.isfinite(p)
+    by_system: dict[str, list[int]] = {}
+    for index, key in enumerate(systems):
+        if keep[index]:
+            by_system.setdefault(str(key), []).append(index)
+    hm = [float(h[idx].mean()) for idx in by_system.values()]
+    pm = [float(p[idx].mean()) for idx in by_system.values()]
+    result = correlate(hm, pm, method, constant_prediction="zero")
+    return CorrelationResult(result.value, result.n, int((~keep).sum()), result.note)

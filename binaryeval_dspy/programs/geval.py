@@ -1,0 +1,119 @@
+"""The G-Eval-style holistic judge: one score per dimension from criteria and steps.
+
+A baseline for meta-evaluation, run on the same LM as BinEval (paper section 4,
+Tables 1, 7, 8: "G-Eval (gpt-oss)"). Following G-Eval (Liu et al., 2023), the score is
+the probability-weighted mean over the scale's values when the LM returns token
+log-probabilities, and the chosen integer otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.logprobs import expected_value, value_distribution
+from binaryeval_dspy.schemas.rubric import Rubric
+from binaryeval_dspy.signatures.holistic_rating import rating_signature
+
+logger = logging.getLogger(__name__)
+
+LogprobMode = Literal["auto", "on", "off"]
+
+
+def logprob_config(top_logprobs: int) -> dict[str, Any]:
+    """The DSPy call config asking for token log-probabilities with `top_logprobs` alternatives."""
+    return {"logprobs": True, "top_logprobs": top_logprobs}
+
+
+def logprobs_unsupported(exc: Exception) -> bool:
+    """True when an LM error says the provider cannot return log-probabilities."""
+    return "logprob" in str(exc).lower()
+
+
+class GEvalJudge(dspy.Module):
+    """Holistic judge: criterion + evaluation steps -> one integer score per dimension.
+
+    Args:
+        rubric: per-dimension criterion, evaluation steps and rating scale.
+        dimensions: dimensions to score (default: every rubric dimension).
+        logprobs: ``auto`` asks for log-probabilities and stops asking for the rest of
+            the run once the LM refuses them; ``on`` always asks; ``off`` never does.
+        top_logprobs: alternatives per token requested (the score's values must be
+            among them to be weighted; 20 is the usual provider cap).
+
+    ``forward(input, output)`` returns ``dspy.Prediction(scores, details)``:
+    ``scores[d]`` in [0, 1] (the rating mapped from [low, high]; None when the answer
+    could not be read) and ``details[d]`` with ``raw`` (the chosen integer),
+    ``distribution`` (value -> probability, or None), ``source`` (``"expected"`` or
+    ``"integer"``) and ``error``.
+    """
+
+    def __init__(self, rubric: Rubric, *, dimensions: Sequence[str] | None = None,
+                 logprobs: LogprobMode = "auto", top_logprobs: int = 20) -> None:
+        super().__init__()
+        if logprobs not in ("auto", "on", "off"):
+            raise BinEvalError(f"logprobs must be 'auto', 'on' or 'off', got {logprobs!r}")
+        self.rubric = rubric
+        self.dimensions = list(dimensions or rubric.dimensions)
+        for d in self.dimensions:
+            rubric.dimension(d)
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
+        self._logprobs_refused = False
+        scales = {tuple(rubric.dimension(d).rating_scale) for d in self.dimensions}
+        self.raters = {f"{lo}_{hi}": dspy.Predict(rating_signature(lo, hi)) for lo, hi in sorted(scales)}
+
+    def _call(self, predictor: dspy.Predict, **fields: Any) -> dspy.Prediction:
+        if self.logprobs == "off" or self._logprobs_refused:
+            return predictor(**fields)
+        try:
+            return predictor(**fields, config=logprob_config(self.top_logprobs))
+        except AdapterParseError:
+            raise
+        except Exception as exc:
+            if self.logprobs == "auto" and logprobs_unsupported(exc):
+                logger.warning("the LM refused log-probabilities (%s); scoring with the chosen integer", exc)
+                self._logprobs_refused = True
+                return predictor(**fields)
+            raise
+
+    def rate(self, input: str, output: str, dimension: str) -> dict[str, Any]:
+        """Score one dimension; returns the ``details`` entry (with ``score`` in [0, 1] or None)."""
+        spec = self.rubric.dimension(dimension)
+        low, high = spec.rating_scale
+        predictor = self.raters[f"{low}_{high}"]
+        try:
+            pred = self._call(predictor, input=input, output=output, criterion=spec.criterion,
+                              evaluation_steps=spec.steps_text(), score_range=f"{low} to {high}")
+        except AdapterParseError as exc:
+            return {"score": None, "raw": None, "distribution": None, "source": None,
+                    "error": f"unparsed: {str(exc.lm_response or '')[:200]}"}
+        try:
+            raw = int(pred.score)
+        except (TypeError, ValueError):
+            raw = None
+        if raw is None or not low <= raw <= high:
+            return {"score": None, "raw": raw, "distribution": None, "source": None,
+                    "error": f"score {pred.score!r} is not an integer in [{low}, {high}]"}
+        keys = [str(v) for v in range(low, high + 1)]
+        distribution = value_distribution(getattr(pred, "logprobs", None), "score", keys)
+        value, source = (expected_value(distribution), "expected") if distribution else (float(raw), "integer")
+        return {"score": (value - low) / (high - low), "raw": raw, "distribution": distribution,
+                "source": source, "error": None}
+
+    def forward(self, input: str, output: str) -> dspy.Prediction:
+        """Score `output` on every dimension (one LM call each).
+
+        Raises:
+            InputError: `input` or `output` is empty.
+        """
+        for name, value in (("input", input), ("output", output)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
+        details = {d: self.rate(input, output, d) for d in self.dimensions}
+        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)

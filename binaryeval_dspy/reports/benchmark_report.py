@@ -1,0 +1,662 @@
+"""The meta-evaluation report of a benchmark run: the paper's tables and figures for any LM.
+
+`build_benchmark_report` reads a run directory (no LM call, no data folder) and
+computes, per method and dimension, the correlation with the human scores at the
+benchmark's protocol level (Table 1: summary-level rho / tau on SummEval; Table 7:
+turn-level rho / tau on Topical-Chat; Table 8: pooled r / rho / tau on QAGS), plus
+Pearson's r, pooled and system-level correlations, bootstrap 95% intervals, paired
+bootstrap tests of BinEval against each baseline, the question analysis of section
+5.6, the cost of each method and the figures. `write_benchmark_report` writes
+``report.md`` (figures as PNG files), a self-contained ``report.html`` (figures
+embedded as base64 PNG) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from binaryeval_dspy.analysis.question_analysis import analyze_questions
+from binaryeval_dspy.meta_eval.benchmark_run import METHOD_TITLES, BenchmarkRun
+from binaryeval_dspy.meta_eval.run_scores import RunScores, load_run_scores
+from binaryeval_dspy.metrics.bootstrap import correlation_ci, paired_bootstrap_test
+from binaryeval_dspy.metrics.correlation import (
+    Method,
+    pooled_correlation,
+    summary_level_correlation,
+    system_level_correlation,
+)
+from binaryeval_dspy.reports.figures import (
+    Panel,
+    figure_png,
+    phi_heatmap_figure,
+    scatter_figure,
+    system_figure,
+    violin_figure,
+)
+
+LEVEL_TITLES = {"summary": "Summary-level", "turn": "Turn-level", "pooled": "Pooled (dataset-level)",
+                "system": "System-level"}
+SYMBOLS = {"spearman": "ρ", "kendall": "τ", "pearson": "r"}
+
+
+@dataclass
+class ReportTable:
+    """A table of the report: caption, header row, body rows (strings) and a note."""
+
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class ReportFigure:
+    """A figure of the report as PNG bytes with its caption and file name."""
+
+    caption: str
+    png: bytes
+    filename: str
+
+
+_STYLE = (
+    "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+    "color:#222}table{border-collapse:collapse;margin:.5em 0 1.2em}th,td{border:1px solid #ccc;"
+    "padding:3px 8px;font-size:13px}td{text-align:right}td:first-child,th:first-child{text-align:left}"
+    "th{background:#f3f3f3}caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}"
+    "img{max-width:100%}.note{font-size:12px;color:#555}figure{margin:1em 0}</style>"
+)
+
+
+@dataclass
+class BenchmarkReport:
+    """The whole report: a title, intro paragraphs and sections of text, tables and figures.
+
+    Attributes:
+        title: names the benchmark, the number of items and the LM.
+        intro: paragraphs under the title.
+        sections: (heading, blocks) where a block is a str, `ReportTable` or `ReportFigure`.
+        metrics: the numbers behind the tables (written as ``metrics.json``).
+    """
+
+    title: str
+    intro: list[str] = field(default_factory=list)
+    sections: list[tuple[str, list[Any]]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def figures(self) -> list[ReportFigure]:
+        """Every figure, in order."""
+        return [b for _, blocks in self.sections for b in blocks if isinstance(b, ReportFigure)]
+
+    def to_markdown(self, figures_dir: str = "figures") -> str:
+        """The report as Markdown; figures are linked as ``<figures_dir>/<file>``."""
+        lines = [f"# {self.title}", ""]
+        for paragraph in self.intro:
+            lines += [paragraph, ""]
+        for heading, blocks in self.sections:
+            lines += [f"## {heading}", ""]
+            for block in blocks:
+                if isinstance(block, ReportTable):
+                    aligns = ["---:" if _numeric_column(block.rows, i) else "---" for i in range(len(block.header))]
+                    lines += [f"**{block.caption}**", "", "| " + " | ".join(block.header) + " |",
+                              "|" + "|".join(aligns) + "|"]
+                    lines += ["| " + " | ".join(row) + " |" for row in block.rows]
+                    lines.append("")
+                    if block.note:
+                        lines += [block.note, ""]
+                elif isinstance(block, ReportFigure):
+                    lines += [f"![{block.caption}]({figures_dir}/{block.filename})", "", f"*{block.caption}*", ""]
+                else:
+                    lines += [str(block), ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (inline CSS, base64 PNG figures)."""
+        esc = html.escape
+        parts = [
+            "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+            f"<title>{esc(self.title)}</title>",
+            _STYLE,
+            "</head><body>", f"<h1>{esc(self.title)}</h1>",
+        ]
+        parts += [f"<p>{esc(p)}</p>" for p in self.intro]
+        for heading, blocks in self.sections:
+            parts.append(f"<h2>{esc(heading)}</h2>")
+            for block in blocks:
+                if isinstance(block, ReportTable):
+                    parts.append(f"<table><caption>{esc(block.caption)}</caption><tr>"
+                                 + "".join(f"<th>{esc(h)}</th>" for h in block.header) + "</tr>")
+                    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in block.rows]
+                    parts.append("</table>")
+                    if block.note:
+                        parts.append(f"<p class='note'>{esc(block.note)}</p>")
+                elif isinstance(block, ReportFigure):
+                    data = base64.b64encode(block.png).decode("ascii")
+                    parts.append(f"<figure><img alt='{esc(block.caption)}' src='data:image/png;base64,{data}'>"
+                                 f"<figcaption class='note'>{esc(block.caption)}</figcaption></figure>")
+                else:
+                    parts.append(f"<p>{esc(str(block))}</p>")
+        parts.append("</body></html>")
+        return "\n".join(parts) + "\n"
+
+
+def _numeric_column(rows: list[list[str]], index: int) -> bool:
+    """True when every cell of a column starts like a number (or is n/a): right-align it."""
+    cells = [row[index] for row in rows if index < len(row)]
+    return bool(cells) and index > 0 and all(
+        c[:1].isdigit() or c[:1] in "-+." or c.startswith("n/a") or c == "" for c in cells)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def _mean(values: Sequence[float]) -> tuple[float, bool]:
+    """Mean over defined values, and whether some were undefined."""
+    arr = np.array(values, dtype=float)
+    finite = arr[np.isfinite(arr)]
+    return (float(finite.mean()) if len(finite) else math.nan), bool(len(finite) < len(arr))
+
+
+class _Calculator:
+    """Correlations of one run at one level, with memoization of the common cases."""
+
+    def __init__(self, scores: RunScores) -> None:
+        self.s = scores
+
+    def subset(self, split: str) -> pd.DataFrame:
+        items = self.s.items
+        return items[items["split"] == split] if split in set(items["split"]) else items
+
+    def vectors(self, method: str, dimension: str, split: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+        sub = self.subset(split)
+        human = sub[dimension].to_numpy(dtype=float)
+        predicted = self.s.scores[method].loc[sub.index, dimension].to_numpy(dtype=float)
+        return human, predicted, sub
+
+    def value(self, method: str, dimension: str, split: str, level: str, corr: Method) -> tuple[float, dict]:
+        human, predicted, sub = self.vectors(method, dimension, split)
+        n_scored = int(np.isfinite(predicted).sum())
+        info: dict[str, Any] = {"items_scored": n_scored, "items": len(sub)}
+        if level == "summary":
+            result = summary_level_correlation(human, predicted, list(sub["doc_id"]), corr)
+            info.update(groups_used=result.groups_used, groups_skipped=result.groups_skipped,
+                        groups_constant_prediction=result.groups_constant_prediction)
+            return result.value, info
+        if level == "system":
+            result = system_level_correlation(human, predicted, list(sub["system_id"]), corr)
+        else:
+            result = pooled_correlation(human, predicted, corr)
+        info.update(note=result.note, pairs=result.n)
+        return result.value, info
+
+
+CONSTANT_MARK = " †"
+CONSTANT_NOTE = ("† = the method gave the same score to every item (of every document, at summary level): it "
+                 "ranks nothing, so its correlation counts as 0.")
+
+
+def _constant_mark(info: dict) -> str:
+    """" †" when a cell's value comes only from constant method scores."""
+    if info.get("note") == "constant predictions":
+        return CONSTANT_MARK
+    used = info.get("groups_used")
+    if used and info.get("groups_constant_prediction") == used:
+        return CONSTANT_MARK
+    return ""
+
+
+def _method_label(method: str) -> str:
+    return METHOD_TITLES.get(method, method)
+
+
+def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable:
+    spec = scores.spec
+    level = spec.level
+    header = ["Method", *[d.capitalize() for d in spec.dimensions], "Average"]
+    rows = []
+    for method in scores.methods:
+        row = [_method_label(method)]
+        rhos, taus = [], []
+        for d in spec.dimensions:
+            rho, info = calc.value(method, d, "", level, "spearman")
+            tau, _ = calc.value(method, d, "", level, "kendall")
+            rhos.append(rho)
+            taus.append(tau)
+            metrics.setdefault(method, {})[d] = {"spearman": rho, "kendall": tau, **info}
+            row.append(f"{_fmt(rho)} / {_fmt(tau)}" + _constant_mark(info))
+        mean_rho, partial_rho = _mean(rhos)
+        mean_tau, _ = _mean(taus)
+        metrics[method]["average"] = {"spearman": mean_rho, "kendall": mean_tau}
+        row.append(f"{_fmt(mean_rho)} / {_fmt(mean_tau)}" + (" *" if partial_rho else ""))
+        rows.append(row)
+    n_items = len(scores.items)
+    n_docs = scores.items["doc_id"].nunique()
+    return ReportTable(
+        caption=f"{LEVEL_TITLES[level]} Spearman ρ / Kendall τ on {spec.title} ({n_items} items, {n_docs} "
+                f"{'documents' if level == 'summary' else 'contexts'}) - LM: {lm} (layout of the paper's {spec.paper_table})",
+        header=header, rows=rows,
+        note="Average = mean of the dimension columns (* = some dimension undefined, averaged over the rest). "
+             "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " ROUGE-L uses no LM.",
+    )
+
+
+def _main_table_splits(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable:
+    spec = scores.spec
+    dim = spec.dimensions[0]
+    header = ["Method"]
+    titles = [spec.split_title(s) for s in spec.splits] + (["Average"] if len(spec.splits) > 1 else [])
+    for title in titles:
+        header += [f"{title} r", f"{title} ρ", f"{title} τ"]
+    rows = []
+    for method in scores.methods:
+        row = [_method_label(method)]
+        per_corr: dict[str, list[float]] = {"pearson": [], "spearman": [], "kendall": []}
+        for split in spec.splits:
+            entry: dict[str, Any] = {}
+            for corr in ("pearson", "spearman", "kendall"):
+                value, info = calc.value(method, dim, split, "pooled", corr)  # type: ignore[arg-type]
+                per_corr[corr].append(value)
+                entry[corr] = value
+                entry.update(info)
+                row.append(_fmt(value) + _constant_mark(info))
+            metrics.setdefault(method, {})[split or spec.name] = entry
+        if len(spec.splits) > 1:
+            avg = {c: _mean(v)[0] for c, v in per_corr.items()}
+            metrics[method]["average"] = avg
+            row += [_fmt(avg["pearson"]), _fmt(avg["spearman"]), _fmt(avg["kendall"])]
+        rows.append(row)
+    counts = ", ".join(f"{spec.split_title(s)} {len(calc.subset(s))}" for s in spec.splits)
+    return ReportTable(
+        caption=f"Pearson r / Spearman ρ / Kendall τ with human consistency on {spec.title} ({counts} items) "
+                f"- LM: {lm} (layout of the paper's {spec.paper_table})",
+        header=header, rows=rows,
+        note="Correlations are pooled over the items of each split; Average = mean of the splits. " + CONSTANT_NOTE,
+    )
+
+
+def _other_levels_table(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable | None:
+    spec = scores.spec
+    if spec.layout != "dimensions":
+        return None
+    levels = [lv for lv in ("summary", "pooled", "system") if lv != spec.level]
+    if spec.level == "turn":
+        levels = ["summary", "system"]  # per-context averaging, and per system
+    n_systems = scores.items["system_id"].nunique()
+    if n_systems < 3:
+        levels = [lv for lv in levels if lv != "system"]
+    header = ["Method", "Dimension", f"{LEVEL_TITLES[spec.level]} Pearson r"]
+    header += [f"{LEVEL_TITLES[lv] if lv != 'summary' or spec.level != 'turn' else 'Per-context'} ρ" for lv in levels]
+    rows = []
+    for method in scores.methods:
+        for d in spec.dimensions:
+            r, _ = calc.value(method, d, "", spec.level, "pearson")
+            metrics[method][d]["pearson"] = r
+            row = [_method_label(method), d, _fmt(r)]
+            for lv in levels:
+                value, _ = calc.value(method, d, "", lv, "spearman")
+                metrics[method][d][f"{lv}_spearman"] = value
+                row.append(_fmt(value))
+            rows.append(row)
+    return ReportTable(caption=f"Pearson r and Spearman ρ at other levels - LM: {lm}", header=header, rows=rows,
+                       note=f"System-level correlations use {n_systems} systems (means over the sampled items).")
+
+
+def _panels_dims(scores: RunScores, split: str = "") -> list[Panel]:
+    spec = scores.spec
+    sub = scores.items if not split else scores.items[scores.items["split"] == split]
+    panels = []
+    for d in spec.dimensions:
+        methods = {_method_label(m): scores.on_human_scale(m, d).loc[sub.index].to_numpy(dtype=float)
+                   for m in scores.methods}
+        title = d if not split else spec.split_title(split)
+        panels.append(Panel(title=title, human=sub[d].to_numpy(dtype=float), methods=methods,
+                            scale=spec.scales[d]))
+    return panels
+
+
+def _panels(scores: RunScores) -> list[Panel]:
+    spec = scores.spec
+    if spec.layout == "splits":
+        return [p for split in spec.splits for p in _panels_dims(scores, split)]
+    return _panels_dims(scores)
+
+
+def _system_means(scores: RunScores) -> tuple[list[str], list[float], dict[str, list[float]], str]:
+    spec = scores.spec
+    items = scores.items
+    scales = {spec.scales[d] for d in spec.dimensions}
+    same_scale = len(scales) == 1
+    low, high = next(iter(scales)) if same_scale else (0.0, 1.0)
+
+    def item_average(frame: pd.DataFrame, normalized: bool) -> pd.Series:
+        parts = []
+        for d in spec.dimensions:
+            lo, hi = spec.scales[d]
+            column = frame[d].astype(float)
+            parts.append((column - lo) / (hi - lo) if not normalized else column)
+        mean01 = pd.concat(parts, axis=1).mean(axis=1, skipna=True)
+        return mean01 * (high - low) + low
+
+    human_avg = item_average(items, normalized=False)
+    systems = sorted(items["system_id"].unique(), key=str)
+    human = [float(human_avg[items["system_id"] == s].mean()) for s in systems]
+    methods = {}
+    for m in scores.methods:
+        avg = item_average(scores.scores[m], normalized=True)
+        methods[_method_label(m)] = [float(avg[items["system_id"] == s].mean()) for s in systems]
+    ylabel = f"mean score over dimensions [{low:g}, {high:g}]" if same_scale else "mean normalized score [0, 1]"
+    return [str(s) for s in systems], human, methods, ylabel
+
+
+def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: int, seed: int,
+                  metrics: dict) -> list[ReportTable]:
+    spec = scores.spec
+    level = spec.level
+    splits = [s for s in spec.splits]
+    columns = [(s, d) for s in splits for d in spec.dimensions]
+
+    def label(split: str, dim: str) -> str:
+        if spec.layout == "splits":
+            return spec.split_title(split)
+        return dim.capitalize()
+
+    def inputs(method: str, split: str, dim: str, mask: np.ndarray | None = None):
+        human, predicted, sub = calc.vectors(method, dim, split)
+        if mask is not None:
+            predicted = np.where(mask, predicted, np.nan)
+        return human, predicted, list(sub["doc_id"]), list(sub["system_id"])
+
+    ci_rows = []
+    for method in scores.methods:
+        row = [_method_label(method)]
+        h_rows, p_rows = [], []
+        for split, dim in columns:
+            human, predicted, groups, systems = inputs(method, split, dim)
+            ci = correlation_ci(human, predicted, level=level, method="spearman", groups=groups, systems=systems,
+                                n_resamples=n_resamples, seed=seed)
+            metrics[method].setdefault("ci95_spearman", {})[label(split, dim)] = [ci.low, ci.high]
+            row.append(f"{_fmt(ci.estimate)} [{_fmt(ci.low)}, {_fmt(ci.high)}]")
+            h_rows.append(human)
+            p_rows.append(predicted)
+        if len(columns) > 1 and spec.layout == "dimensions":
+            ci = correlation_ci(h_rows, p_rows, level=level, method="spearman", groups=groups, systems=systems,
+                                n_resamples=n_resamples, seed=seed)
+            metrics[method]["ci95_spearman"]["Average"] = [ci.low, ci.high]
+            row.append(f"{_fmt(ci.estimate)} [{_fmt(ci.low)}, {_fmt(ci.high)}]")
+        ci_rows.append(row)
+    header = ["Method", *[label(s, d) for s, d in columns]]
+    if len(columns) > 1 and spec.layout == "dimensions":
+        header.append("Average")
+    unit = "documents" if level == "summary" else "items"
+    tables = [ReportTable(
+        caption=f"Spearman ρ with bootstrap 95% intervals ({n_resamples} resamples of {unit}, seed {seed}) - LM: {lm}",
+        header=header, rows=ci_rows)]
+    if "bineval" not in scores.methods or len(scores.methods) < 2:
+        return tables
+    test_rows = []
+    for other in [m for m in scores.methods if m != "bineval"]:
+        row = [f"BinEval vs {_method_label(other)}"]
+        h_rows, a_rows, b_rows = [], [], []
+        for split, dim in columns:
+            _, a, _, _ = inputs("bineval", split, dim)
+            _, b, _, _ = inputs(other, split, dim)
+            both = np.isfinite(a) & np.isfinite(b)
+            human, a, groups, systems = inputs("bineval", split, dim, both)
+            _, b, _, _ = inputs(other, split, dim, both)
+            test = paired_bootstrap_test(human, a, b, level=level, method="spearman", groups=groups,
+                                         systems=systems, n_resamples=n_resamples, seed=seed)
+            metrics["bineval"].setdefault("paired_vs", {}).setdefault(other, {})[label(split, dim)] = {
+                "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
+            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] p={_fmt(test.p_value, 3)}")
+            h_rows.append(human)
+            a_rows.append(a)
+            b_rows.append(b)
+        if len(columns) > 1 and spec.layout == "dimensions":
+            test = paired_bootstrap_test(h_rows, a_rows, b_rows, level=level, method="spearman", groups=groups,
+                                         systems=systems, n_resamples=n_resamples, seed=seed)
+            metrics["bineval"]["paired_vs"][other]["Average"] = {
+                "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
+            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] p={_fmt(test.p_value, 3)}")
+        test_rows.append(row)
+    tables.append(ReportTable(
+        caption=f"Paired bootstrap test of BinEval against each baseline: Δρ = ρ(BinEval) - ρ(baseline), "
+                f"95% interval and two-sided p ({n_resamples} resamples) - LM: {lm}",
+        header=header, rows=test_rows,
+        note="Both methods are compared on the items where both have a score; the same resampled units are "
+             "used for both in every resample."))
+    return tables
+
+
+def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> ReportTable:
+    spec = scores.spec
+    rows = []
+    for method in scores.methods:
+        for split in spec.splits:
+            for d in spec.dimensions:
+                _, predicted, sub = calc.vectors(method, d, split)
+                finite = predicted[np.isfinite(predicted)]
+                _, info = calc.value(method, d, split, spec.level, "spearman")
+                where = spec.split_title(split) if spec.layout == "splits" else d
+                rows.append([
+                    _method_label(method), where, f"{info['items_scored']}/{len(sub)}",
+                    str(scores.unparsed.get(method, {}).get(d, 0)),
+                    str(len(np.unique(finite))) if len(finite) else "0",
+                    _fmt(float(np.std(finite)) if len(finite) else math.nan, 3),
+                    str(info.get("groups_skipped", "-")), str(info.get("groups_constant_prediction", "-")),
+                    info.get("note") or "",
+                ])
+    return ReportTable(
+        caption="Coverage and degenerate cases",
+        header=["Method", "Dimension / split", "items scored", "unparsed", "distinct scores", "std [0,1]",
+                "groups skipped (constant human)", "groups with constant method score (counted as 0)", "note"],
+        rows=rows,
+        note="Unparsed answers are left out of every correlation, never counted as a low score.")
+
+
+def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
+    rows = []
+    for method in scores.methods:
+        c = scores.costs[method]
+        metrics.setdefault("cost", {})[method] = {
+            "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens, "seconds": c.seconds,
+            "tokens_per_item": c.tokens_per_item, "seconds_per_item": c.seconds_per_item}
+        rows.append([_method_label(method), str(c.items), str(c.lm_calls), _fmt(c.calls_per_item, 1),
+                     str(c.prompt_tokens), str(c.completion_tokens), _fmt(c.tokens_per_item, 0),
+                     _fmt(c.seconds_per_item, 2), _fmt(c.seconds / 60, 1)])
+    return ReportTable(
+        caption=f"Cost per method - LM: {lm}",
+        header=["Method", "items", "LM calls", "calls / item", "prompt tokens", "completion tokens",
+                "tokens / item", "wall s / item", "wall min total"],
+        rows=rows,
+        note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0); wall "
+             "time summed over items, measured on the machine that ran them.")
+
+
+def _means_table(scores: RunScores, lm: str) -> ReportTable:
+    spec = scores.spec
+    rows = []
+    cols = [(s, d) for s in spec.splits for d in spec.dimensions]
+
+    def where(s: str, d: str) -> str:
+        return spec.split_title(s) if spec.layout == "splits" else d
+
+    items = scores.items
+    human_row = ["Human"]
+    for s, d in cols:
+        sub = items[items["split"] == s] if s else items
+        human_row.append(_fmt(float(sub[d].mean()), 2))
+    rows.append(human_row)
+    for m in scores.methods:
+        row = [_method_label(m)]
+        for s, d in cols:
+            sub = items[items["split"] == s] if s else items
+            row.append(_fmt(float(scores.on_human_scale(m, d).loc[sub.index].mean()), 2))
+        rows.append(row)
+    return ReportTable(caption=f"Mean score on the human scale - LM: {lm}",
+                       header=["", *[where(s, d) for s, d in cols]], rows=rows,
+                       note="Method scores in [0, 1] mapped affinely onto each dimension's human scale "
+                            "(S' = S (b - a) + a); ROUGE-L is shown the same way for comparison only.")
+
+
+def _question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool = True) -> list[Any]:
+    if scores.question_set is None or not scores.bineval_results:
+        return ["No BinEval results in this run."]
+    analysis = analyze_questions(scores.bineval_results, scores.question_set)
+    rate_rows = [[r.question_id, r.dimension, r.text, _fmt(r.yes_rate, 2), str(r.yes), str(r.no), str(r.unparsed)]
+                 for r in analysis.yes_rates.itertuples()]
+    dim_rows = []
+    for dim, phi in analysis.dimensions.items():
+        dim_rows.append([dim, str(len(phi.question_ids)), _fmt(phi.mean_off_diagonal, 2), _fmt(phi.share_weak, 2),
+                         f"{phi.undefined_pairs}/{phi.pairs}", _fmt(analysis.yes_rate_spread.get(dim), 2)])
+    dim_rows.append(["all", str(len(scores.question_set.questions)), _fmt(analysis.mean_off_diagonal, 2),
+                     _fmt(analysis.share_weak, 2), "", ""])
+    metrics["question_analysis"] = {
+        "mean_off_diagonal_phi": analysis.mean_off_diagonal, "share_abs_phi_below_0_3": analysis.share_weak,
+        "dimensions": {d: {"mean_off_diagonal_phi": p.mean_off_diagonal, "share_weak": p.share_weak,
+                           "undefined_pairs": p.undefined_pairs, "pairs": p.pairs}
+                       for d, p in analysis.dimensions.items()},
+        "yes_rates": {r.question_id: r.yes_rate for r in analysis.yes_rates.itertuples()},
+    }
+    blocks: list[Any] = [
+        ReportTable(caption=f"Yes-rate per binary question ({len(scores.bineval_results)} items) - LM: {lm}",
+                    header=["id", "dimension", "question", "yes-rate", "yes", "no", "unparsed"], rows=rate_rows),
+        ReportTable(caption=f"Question redundancy per dimension (phi coefficient) - LM: {lm}",
+                    header=["dimension", "questions", "mean off-diagonal phi", "share |phi| < 0.3",
+                            "undefined pairs", "yes-rate spread"], rows=dim_rows,
+                    note="A pair is undefined when one question got the same answer on every item; undefined "
+                         "pairs are left out of the means (the paper reports 0.38 mean phi on SummEval).")]
+    if figures and any(p.question_ids for p in analysis.dimensions.values()):
+        blocks.append(ReportFigure(
+            caption=f"Phi coefficients between the binary questions of each dimension (paper Figure 3) - LM: {lm}",
+            png=figure_png(phi_heatmap_figure(analysis, title=f"Question phi matrices - {lm}")),
+            filename="phi_heatmaps.png"))
+    return blocks
+
+
+def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
+                           figures: bool = True) -> BenchmarkReport:
+    """Compute the report of a benchmark run from its files (no LM call).
+
+    Args:
+        run: the run directory (or a `BenchmarkRun`).
+        n_resamples: bootstrap resamples for intervals and paired tests.
+        seed: bootstrap seed.
+        figures: draw the figures (off for quick tests).
+
+    Returns:
+        A `BenchmarkReport`.
+
+    Raises:
+        InputError: not a benchmark run directory, or damaged files.
+    """
+    run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
+    scores = load_run_scores(run)
+    spec = scores.spec
+    lm = scores.config.lm
+    calc = _Calculator(scores)
+    metrics: dict[str, Any] = {"benchmark": spec.name, "lm": lm, "items": len(scores.items),
+                               "level": spec.level}
+    report = BenchmarkReport(title=f"{spec.title}: evaluator agreement with human judgments - "
+                                   f"{len(scores.items)} items - LM: {lm}")
+    cfg = scores.config
+    selection = f"first {cfg.limit}" if cfg.limit and (cfg.sample in (None, "head")) else (
+        f"{cfg.limit} per split, {cfg.sample} sample, seed {cfg.seed}" if cfg.limit else "all items")
+    report.intro = [
+        (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection}). "
+         f"BinEval question set {cfg.question_set_hash} ({cfg.question_set_source}); baseline rubric "
+         f"{cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."),
+        ("Methods: BinEval = yes-rate over many binary questions per dimension (paper 3.2); G-Eval-style = one "
+         "holistic integer score per dimension from criteria and evaluation steps, probability-weighted when the "
+         "LM returns log-probabilities; UniEval-style = one yes/no question per dimension scored by P(yes); "
+         "ROUGE-L = F-measure against the reference (no LM)."),
+    ]
+    missing = [m for m in cfg.methods if m not in scores.methods]
+    partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.methods
+               if scores.costs[m].items < len(scores.items)]
+    if missing or partial:
+        report.intro.append("Incomplete run: " + "; ".join(
+            ([f"no results yet for {', '.join(missing)}"] if missing else [])
+            + ([f"items scored: {', '.join(partial)}"] if partial else []))
+            + ". Rerun the same `bineval benchmark` command to finish, then `bineval report`.")
+    main = (_main_table_dimensions if spec.layout == "dimensions" else _main_table_splits)(calc, scores, lm, metrics)
+    blocks: list[Any] = [main]
+    other = _other_levels_table(calc, scores, lm, metrics)
+    if other is not None:
+        blocks.append(other)
+    report.sections.append(("Correlation with human judgments", blocks))
+    if scores.methods:
+        report.sections.append(("Confidence intervals and paired tests",
+                                _ci_and_tests(calc, scores, lm, n_resamples, seed, metrics)))
+        report.sections.append(("Cost", [_cost_table(scores, lm, metrics)]))
+        report.sections.append(("Score distributions", [_means_table(scores, lm)]))
+        report.sections.append(("Coverage", [_diagnostics_table(calc, scores, metrics)]))
+    report.sections.append(("Why decomposition works: question analysis (paper 5.6)",
+                            _question_blocks(scores, lm, metrics, figures=figures)))
+    if figures and scores.methods:
+        panels = _panels(scores)
+        fig_blocks: list[Any] = [ReportFigure(
+            caption=f"Score distributions of humans and each method on the human scale (paper Figures 1, 7, 9) - LM: {lm}",
+            png=figure_png(violin_figure(panels, title=f"{spec.title} score distributions - {lm}")),
+            filename="violins.png")]
+        if scores.items["system_id"].nunique() >= 3:
+            systems, human, methods, ylabel = _system_means(scores)
+            fig_blocks.append(ReportFigure(
+                caption=f"Per-system mean scores, systems ordered by human mean (paper Figures 2, 8) - LM: {lm}",
+                png=figure_png(system_figure(systems, human, methods, ylabel=ylabel,
+                                             title=f"{spec.title} per-system means - {lm}")),
+                filename="systems.png"))
+        fig_blocks.append(ReportFigure(
+            caption=f"Per-item scores against human scores with Pearson's r (paper Figure 10) - LM: {lm}",
+            png=figure_png(scatter_figure(panels, title=f"{spec.title} method vs human - {lm}")),
+            filename="scatter.png"))
+        report.sections.append(("Figures", fig_blocks))
+    report.metrics = metrics
+    return report
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return _json_safe(value.item())
+    return value
+
+
+def write_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
+                           figures: bool = True) -> tuple[Path, Path, BenchmarkReport]:
+    """Build the report and write ``report.md``, ``report.html``, ``metrics.json`` and
+    ``figures/*.png`` into the run directory.
+
+    Returns:
+        (report.md path, report.html path, the `BenchmarkReport`).
+    """
+    run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
+    report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures)
+    figures_dir = run.path / "figures"
+    for figure in report.figures():
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        (figures_dir / figure.filename).write_bytes(figure.png)
+    md_path = run.path / "report.md"
+    html_path = run.path / "report.html"
+    md_path.write_text(report.to_markdown(), encoding="utf-8")
+    html_path.write_text(report.to_html(), encoding="utf-8")
+    (run.path / "metrics.json").write_text(json.dumps(_json_safe(report.metrics), indent=2, ensure_ascii=False)
+                                           + "\n", encoding="utf-8")
+    return md_path, html_path, report
