@@ -7,6 +7,7 @@ scores, a report naming the LM); it says nothing about judging quality.
 import json
 from pathlib import Path
 
+import dspy
 import pytest
 from click.testing import CliRunner
 
@@ -39,7 +40,16 @@ def tiny_tasks(tmp_path: Path) -> Path:
     return tmp_path / "tasks"
 
 
-def test_benchmark_on_two_topical_chat_items(tmp_path, tiny_tasks):
+@pytest.fixture
+def no_dspy_cache():
+    """Answers from DSPy's cache (left by earlier runs on this machine) would not count as calls."""
+    saved = dspy.cache
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    yield
+    dspy.cache = saved
+
+
+def test_benchmark_on_two_topical_chat_items(tmp_path, tiny_tasks, no_dspy_cache):
     out = tmp_path / "run"
     result = CliRunner().invoke(cli, [
         "benchmark", "topical_chat", "--lm", "local", "--limit", "2", "--tasks-dir", str(tiny_tasks),
