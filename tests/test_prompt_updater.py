@@ -7,7 +7,7 @@ import pytest
 
 from binaryeval_dspy.programs.lesson_memory import LessonMemory
 from binaryeval_dspy.programs.note_taker import ItemFindings, NoteTaker
-from binaryeval_dspy.programs.prompt_updater import PromptUpdater, prompt_diff
+from binaryeval_dspy.programs.prompt_updater import PromptUpdater, anchor_sentences, prompt_diff
 from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
 from tests.fakes import field_value, scripted_lm
 from tests.update_scripts import evidence_of, never_duplicate, route
@@ -36,15 +36,42 @@ def test_substring_not_found_is_retried_with_the_reason_then_skipped():
     attempts = []
 
     def rewrite(system, user):
-        attempts.append(field_value(user, "previous_attempt"))
+        attempts.append((system, field_value(user, "previous_attempt")))
         return {"substring": "Answer YES or NO.", "replacement": "whatever"}
 
     pred, _ = run(route(rewrite=rewrite), lambda: PromptUpdater(max_attempts=2)(prompt=PROMPT, lessons=["L1"]))
     assert pred.prompt == PROMPT and pred.diff == ""
     (record,) = pred.rewrites
-    assert not record.applied and record.attempts == 2
-    assert record.reason == "the substring does not occur in the prompt"
-    assert attempts[0] == "" and "does not occur" in attempts[1] and "Answer YES or NO." in attempts[1]
+    assert not record.applied and record.attempts == 2 and record.constrained
+    # the retry restricts the substring to the prompt's sentences, so an invented one cannot be read
+    assert record.reason == "the updater's answer could not be parsed"
+    (first_system, first_previous), (retry_system, retry_previous) = attempts
+    assert first_previous == "" and "does not occur" in retry_previous and "Answer YES or NO." in retry_previous
+    assert "Answer yes or no." not in first_system
+    assert all(sentence in retry_system for sentence in ("Judge the output.", "Answer yes or no.", "Explain briefly."))
+
+
+def test_retry_chooses_among_the_prompts_own_sentences_and_applies():
+    answers = iter([{"substring": "answer with yes/no", "replacement": "x"},   # not in the prompt
+                    {"substring": "Explain briefly.", "replacement": "Explain briefly; omissions are not errors."}])
+    pred, _ = run(route(rewrite=lambda s, u: next(answers)), lambda: PromptUpdater()(prompt=PROMPT, lessons=["L"]))
+    assert pred.prompt == "Judge the output. Answer yes or no. Explain briefly; omissions are not errors."
+    (record,) = pred.rewrites
+    assert record.applied and record.attempts == 2 and record.constrained
+
+
+def test_anchor_sentences_are_unique_sentences_on_one_line():
+    prompt = "Read the input.\nThen the\n  output. Read the input.\n\nAnswer yes or no!  Why? Be brief"
+    assert anchor_sentences(prompt) == ["Then the output.", "Answer yes or no!", "Why?", "Be brief"]
+    assert anchor_sentences("") == []
+
+
+def test_a_one_line_anchor_is_matched_back_to_a_prompt_with_line_breaks():
+    prompt = "Judge the output.\nAnswer yes\n    or no. Explain briefly."
+    answers = iter([{"substring": "nope", "replacement": "x"},
+                    {"substring": "Answer yes or no.", "replacement": "Answer yes or no only."}])
+    pred, _ = run(route(rewrite=lambda s, u: next(answers)), lambda: PromptUpdater()(prompt=prompt, lessons=["L"]))
+    assert pred.prompt == "Judge the output.\nAnswer yes or no only. Explain briefly."
 
 
 def test_substring_differing_only_in_whitespace_is_matched_to_the_prompt_text():

@@ -102,6 +102,38 @@ def cap_strings(schema: Any, max_chars: int) -> Any:
     return schema
 
 
+def _grammar_safe(value: Any) -> bool:
+    return not isinstance(value, str) or not any(c in value for c in '"\\') and all(ord(c) >= 0x20 for c in value)
+
+
+def drop_unencodable_literals(schema: Any) -> Any:
+    """A copy of a JSON schema without the enum / const strings llama.cpp cannot encode.
+
+    llama-cpp-python's JSON-schema-to-grammar conversion writes a literal holding a
+    double quote or a backslash as an invalid grammar, and a control character (e.g. a
+    line break) as a raw character that makes the JSON invalid; llama.cpp then fails to
+    parse the grammar and the process crashes (a segmentation fault, seen with
+    llama-cpp-python 0.3.x). Such values are removed from their ``enum``; an enum left
+    empty, or such a ``const``, is dropped, so that field is decoded as free text. The
+    narrowing only limits what the model may write: DSPy still validates the answer
+    against the full set, and a value outside it is an unparsed answer, never a guess.
+    """
+    if isinstance(schema, dict):
+        out = {k: drop_unencodable_literals(v) for k, v in schema.items()}
+        if isinstance(out.get("enum"), list):
+            kept = [v for v in out["enum"] if _grammar_safe(v)]
+            if kept:
+                out["enum"] = kept
+            else:
+                del out["enum"]
+        if "const" in out and not _grammar_safe(out["const"]):
+            del out["const"]
+        return out
+    if isinstance(schema, list):
+        return [drop_unencodable_literals(v) for v in schema]
+    return schema
+
+
 class LogprobRecorder:
     """A llama.cpp logits processor that records log-probabilities of generated tokens.
 
@@ -237,6 +269,7 @@ class LlamaCppEngine:
             kwargs["stop"] = list(config.stop)
         schema = _schema_of(config.response_format)
         if schema is not None:
+            schema = drop_unencodable_literals(schema)
             if self.max_string_chars:
                 schema = cap_strings(schema, self.max_string_chars)
             kwargs["response_format"] = {"type": "json_object", "schema": schema}

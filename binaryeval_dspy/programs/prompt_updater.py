@@ -2,7 +2,10 @@
 
 Each unique lesson becomes one local edit ``prompt.replace(s, s')`` where the updater LM
 names s, an exact substring of the current prompt, and writes s'. An edit whose s does
-not occur exactly once is retried with the reason, then skipped and logged. A length
+not occur exactly once is retried with the reason, then skipped and logged. A retry
+constrains s to the prompt's own sentences that occur once (a ``Literal`` field, which
+JSON-schema decoding enforces), so even a small model that cannot copy text exactly
+names a real anchor; the replacement stays free text. A length
 cap keeps the prompt under the size past which the paper saw accuracy collapse (its
 "carrying capacity": an IFBench prompt grown from 22 to 6,248 characters in four
 iterations, Appendix A.2.4, Table 6).
@@ -13,6 +16,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -24,6 +28,28 @@ from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PROMPT_CHARS = 4000
+#: A constrained retry offers at most this many sentences (longer prompts retry unconstrained).
+MAX_ANCHORS = 60
+
+
+def anchor_sentences(prompt: str) -> list[str]:
+    """The sentences of `prompt` that occur exactly once in it, in order, on one line each.
+
+    Sentences end at ``.``, ``!`` or ``?`` followed by whitespace, or at a blank line.
+    Runs of whitespace (line breaks included) become one space; `PromptUpdater` matches
+    such a sentence back to the prompt text whatever whitespace the prompt has there.
+
+    Returns:
+        Unique, non-empty sentences (an empty list for an empty prompt).
+    """
+    flat = " ".join(prompt.split())
+    anchors: list[str] = []
+    for block in re.split(r"\n\s*\n", prompt):
+        for part in re.split(r"(?<=[.!?])\s+", block):
+            sentence = " ".join(part.split())
+            if sentence and flat.count(sentence) == 1 and sentence not in anchors:
+                anchors.append(sentence)
+    return anchors
 
 
 def _sentences(text: str) -> list[str]:
@@ -63,6 +89,7 @@ class PromptUpdater(dspy.Module):
         max_lessons: lesson memory size; at most this many unique lessons are applied
             per call (paper: 10).
         max_attempts: LM attempts per lesson and prompt (first try + retries), >= 1.
+            Retries choose the substring among `anchor_sentences` of the prompt.
         max_prompt_chars: an edit that would make the prompt longer than this is
             refused (retried, then skipped); None disables the cap. If the starting
             prompt is already longer, edits may not make it any longer.
@@ -119,6 +146,15 @@ class PromptUpdater(dspy.Module):
                 return reason, substring
         return None, substring
 
+    def _anchored(self, anchors: list[str]) -> dspy.Predict:
+        """The rewriter with its substring field restricted to `anchors` (same instructions)."""
+        signature = self.rewriter.signature.with_updated_fields(
+            "substring", type_=Literal[tuple(anchors)],  # type: ignore[valid-type]
+            desc="one sentence of the prompt, copied from the allowed values")
+        predictor = dspy.Predict(signature)
+        predictor.demos = list(self.rewriter.demos)
+        return predictor
+
     def rewrite(self, prompt: str, lesson: str, *, target: str = "prompt") -> tuple[str, RewriteRecord]:
         """Apply one lesson to `prompt` as one substring replacement.
 
@@ -132,10 +168,14 @@ class PromptUpdater(dspy.Module):
         """
         previous = ""
         record = RewriteRecord(target=target, lesson=lesson, prompt_chars=len(prompt))
+        anchors = anchor_sentences(prompt)
         for attempt in range(1, self.max_attempts + 1):
             record.attempts = attempt
+            constrained = attempt > 1 and 0 < len(anchors) <= MAX_ANCHORS
+            record.constrained = constrained
+            predictor = self._anchored(anchors) if constrained else self.rewriter
             try:
-                pred = self.rewriter(prompt=prompt, lesson=lesson, previous_attempt=previous)
+                pred = predictor(prompt=prompt, lesson=lesson, previous_attempt=previous)
             except AdapterParseError as exc:
                 record.reason = "the updater's answer could not be parsed"
                 previous = "Your previous answer could not be read: give both the substring and the replacement."

@@ -51,6 +51,8 @@ class RewriteRecord(BaseModel):
         replacement: its proposed replacement s'.
         applied: True if ``prompt.replace(s, s')`` was applied.
         attempts: LM attempts made (1 + retries).
+        constrained: True if the last attempt chose the substring among the prompt's
+            own sentences (a retry; see `binaryeval_dspy.programs.prompt_updater`).
         reason: why the rewrite was skipped (None when applied).
         prompt_chars: prompt length after this step (characters).
     """
@@ -63,6 +65,7 @@ class RewriteRecord(BaseModel):
     replacement: str = ""
     applied: bool = False
     attempts: int = Field(default=0, ge=0)
+    constrained: bool = False
     reason: str | None = None
     prompt_chars: int = Field(default=0, ge=0)
 
