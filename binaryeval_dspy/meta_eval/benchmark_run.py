@@ -31,8 +31,9 @@ from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec
 from binaryeval_dspy.meta_eval.method_run import MethodItemResult, MethodRunDirectory, run_method
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.geval import GEvalJudge, LogprobMode
+from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
+from binaryeval_dspy.programs.rubric_judge import LogprobMode
 from binaryeval_dspy.programs.unieval import UniEvalJudge
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory

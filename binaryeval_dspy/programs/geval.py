@@ -8,34 +8,22 @@ log-probabilities, and the chosen integer otherwise.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.logprobs import expected_value, value_distribution
+from binaryeval_dspy.programs.rubric_judge import (
+    LogprobMode,
+    RubricJudge,
+)
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.signatures.holistic_rating import rating_signature
 
-logger = logging.getLogger(__name__)
 
-LogprobMode = Literal["auto", "on", "off"]
-
-
-def logprob_config(top_logprobs: int) -> dict[str, Any]:
-    """The DSPy call config asking for token log-probabilities with `top_logprobs` alternatives."""
-    return {"logprobs": True, "top_logprobs": top_logprobs}
-
-
-def logprobs_unsupported(exc: Exception) -> bool:
-    """True when an LM error says the provider cannot return log-probabilities."""
-    return "logprob" in str(exc).lower()
-
-
-class GEvalJudge(dspy.Module):
+class GEvalJudge(RubricJudge):
     """Holistic judge: criterion + evaluation steps -> one integer score per dimension.
 
     Args:
@@ -55,32 +43,9 @@ class GEvalJudge(dspy.Module):
 
     def __init__(self, rubric: Rubric, *, dimensions: Sequence[str] | None = None,
                  logprobs: LogprobMode = "auto", top_logprobs: int = 20) -> None:
-        super().__init__()
-        if logprobs not in ("auto", "on", "off"):
-            raise BinEvalError(f"logprobs must be 'auto', 'on' or 'off', got {logprobs!r}")
-        self.rubric = rubric
-        self.dimensions = list(dimensions or rubric.dimensions)
-        for d in self.dimensions:
-            rubric.dimension(d)
-        self.logprobs = logprobs
-        self.top_logprobs = top_logprobs
-        self._logprobs_refused = False
+        super().__init__(rubric, dimensions=dimensions, logprobs=logprobs, top_logprobs=top_logprobs)
         scales = {tuple(rubric.dimension(d).rating_scale) for d in self.dimensions}
         self.raters = {f"{lo}_{hi}": dspy.Predict(rating_signature(lo, hi)) for lo, hi in sorted(scales)}
-
-    def _call(self, predictor: dspy.Predict, **fields: Any) -> dspy.Prediction:
-        if self.logprobs == "off" or self._logprobs_refused:
-            return predictor(**fields)
-        try:
-            return predictor(**fields, config=logprob_config(self.top_logprobs))
-        except AdapterParseError:
-            raise
-        except Exception as exc:
-            if self.logprobs == "auto" and logprobs_unsupported(exc):
-                logger.warning("the LM refused log-probabilities (%s); scoring with the chosen integer", exc)
-                self._logprobs_refused = True
-                return predictor(**fields)
-            raise
 
     def rate(self, input: str, output: str, dimension: str) -> dict[str, Any]:
         """Score one dimension; returns the ``details`` entry (with ``score`` in [0, 1] or None)."""
@@ -106,14 +71,6 @@ class GEvalJudge(dspy.Module):
         return {"score": (value - low) / (high - low), "raw": raw, "distribution": distribution,
                 "source": source, "error": None}
 
-    def forward(self, input: str, output: str) -> dspy.Prediction:
-        """Score `output` on every dimension (one LM call each).
-
-        Raises:
-            InputError: `input` or `output` is empty.
-        """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
-        details = {d: self.rate(input, output, d) for d in self.dimensions}
-        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
+        """`rate`: the holistic score of one dimension."""
+        return self.rate(input, output, dimension)

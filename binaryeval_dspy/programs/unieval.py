@@ -14,14 +14,13 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.logprobs import value_distribution
-from binaryeval_dspy.programs.geval import LogprobMode, logprob_config, logprobs_unsupported
+from binaryeval_dspy.programs.rubric_judge import LogprobMode, RubricJudge
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.signatures.dimension_question import AnswerDimensionQuestion
 
 
-class UniEvalJudge(dspy.Module):
+class UniEvalJudge(RubricJudge):
     """Single-question judge: the rubric's yes/no question per dimension -> P(yes).
 
     Args:
@@ -37,36 +36,14 @@ class UniEvalJudge(dspy.Module):
 
     def __init__(self, rubric: Rubric, *, dimensions: Sequence[str] | None = None,
                  logprobs: LogprobMode = "auto", top_logprobs: int = 20) -> None:
-        super().__init__()
-        if logprobs not in ("auto", "on", "off"):
-            raise BinEvalError(f"logprobs must be 'auto', 'on' or 'off', got {logprobs!r}")
-        self.rubric = rubric
-        self.dimensions = list(dimensions or rubric.dimensions)
-        for d in self.dimensions:
-            rubric.dimension(d)
-        self.logprobs = logprobs
-        self.top_logprobs = top_logprobs
-        self._logprobs_refused = False
+        super().__init__(rubric, dimensions=dimensions, logprobs=logprobs, top_logprobs=top_logprobs)
         self.ask = dspy.Predict(AnswerDimensionQuestion)
-
-    def _call(self, **fields: Any) -> dspy.Prediction:
-        if self.logprobs == "off" or self._logprobs_refused:
-            return self.ask(**fields)
-        try:
-            return self.ask(**fields, config=logprob_config(self.top_logprobs))
-        except AdapterParseError:
-            raise
-        except Exception as exc:
-            if self.logprobs == "auto" and logprobs_unsupported(exc):
-                self._logprobs_refused = True
-                return self.ask(**fields)
-            raise
 
     def answer(self, input: str, output: str, dimension: str) -> dict[str, Any]:
         """Ask one dimension's question; returns the ``details`` entry (with ``score``)."""
         question = self.rubric.dimension(dimension).question
         try:
-            pred = self._call(input=input, output=output, question=question)
+            pred = self._call(self.ask, input=input, output=output, question=question)
         except AdapterParseError as exc:
             return {"score": None, "answer": None, "p_yes": None, "source": None,
                     "error": f"unparsed: {str(exc.lm_response or '')[:200]}"}
@@ -81,14 +58,6 @@ class UniEvalJudge(dspy.Module):
         return {"score": 1.0 if answer == "yes" else 0.0, "answer": answer, "p_yes": None, "source": "answer",
                 "error": None}
 
-    def forward(self, input: str, output: str) -> dspy.Prediction:
-        """Answer every dimension's question about `output` (one LM call each).
-
-        Raises:
-            InputError: `input` or `output` is empty.
-        """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
-        details = {d: self.answer(input, output, d) for d in self.dimensions}
-        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
+        """`answer`: the single question of one dimension."""
+        return self.answer(input, output, dimension)
