@@ -52,6 +52,21 @@ def load_summeval_items(directory: str | Path | None = None) -> list[dspy.Exampl
     return [ex.copy(item_id=f"{ex.doc_id}/{ex.system_id}").with_inputs("input", "output") for ex in items]
 
 
+def _split_dev(items: list[dspy.Example], dev: list[dspy.Example], rng: random.Random, *,
+               val_fraction: float, limit: int | None) -> Split:
+    """Test = items not in `dev`; `dev` shuffled and cut into validation then train; `limit` per split."""
+    dev_ids = {ex.item_id for ex in dev}
+    test = [ex for ex in items if ex.item_id not in dev_ids]
+    dev = list(dev)
+    rng.shuffle(dev)
+    n_val = round(len(dev) * val_fraction)
+    val, train = dev[:n_val], dev[n_val:]
+    if limit is not None:
+        train, val = train[:limit], val[:limit]
+        test = rng.sample(test, min(limit, len(test)))
+    return Split(train=train, val=val, test=test)
+
+
 def summeval_split(
     items: list[dspy.Example], *, per_system: int = 10, seed: int = 42, val_fraction: float = 0.5,
     limit: int | None = None,
@@ -74,15 +89,7 @@ def summeval_split(
     for system in systems:
         group = [ex for ex in items if str(ex.system_id) == system]
         dev.extend(rng.sample(group, min(per_system, len(group))))
-    dev_ids = {ex.item_id for ex in dev}
-    test = [ex for ex in items if ex.item_id not in dev_ids]
-    rng.shuffle(dev)
-    n_val = round(len(dev) * val_fraction)
-    val, train = dev[:n_val], dev[n_val:]
-    if limit is not None:
-        train, val = train[:limit], val[:limit]
-        test = rng.sample(test, min(limit, len(test)))
-    return Split(train=train, val=val, test=test)
+    return _split_dev(items, dev, rng, val_fraction=val_fraction, limit=limit)
 
 
 def load_ifbench_items(directory: str | Path | None = None) -> list[dspy.Example]:
@@ -111,12 +118,4 @@ def ifbench_split(
     for ex in items:
         by_type.setdefault(str(ex.instruction_id_list[0]), []).append(ex)
     dev = [rng.choice(by_type[t]) for t in sorted(by_type)]
-    dev_ids = {ex.item_id for ex in dev}
-    test = [ex for ex in items if ex.item_id not in dev_ids]
-    rng.shuffle(dev)
-    n_val = round(len(dev) * val_fraction)
-    val, train = dev[:n_val], dev[n_val:]
-    if limit is not None:
-        train, val = train[:limit], val[:limit]
-        test = rng.sample(test, min(limit, len(test)))
-    return Split(train=train, val=val, test=test)
+    return _split_dev(items, dev, rng, val_fraction=val_fraction, limit=limit)
