@@ -14,33 +14,42 @@ Public API (everything else is an implementation detail):
 """
 
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
-from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError, QuestionSetError, RunStateError
+from binaryeval_dspy.errors import (
+    BinEvalError,
+    InputError,
+    LMConfigError,
+    QuestionSetError,
+    RunStateError,
+)
 from binaryeval_dspy.lm import LMHandle, make_lm
-from binaryeval_dspy.programs import BinEval, QuestionGenerator
+from binaryeval_dspy.optimizers import BinEvalOptimizer
+from binaryeval_dspy.programs import BinEval, BinEvalMetric, PromptUpdater, QuestionGenerator
 from binaryeval_dspy.runs import RunDirectory, evaluate_items
 from binaryeval_dspy.schemas import (
     BinaryQuestion,
     ItemResult,
+    OptimizationHistory,
     QuestionSet,
     QuestionVerdict,
     Requirement,
     ScoreCard,
 )
 from binaryeval_dspy.scoring import affine_scale, score_verdicts
-from binaryeval_dspy.optimizers import BinEvalOptimizer
-from binaryeval_dspy.programs import BinEvalMetric, PromptUpdater
-from binaryeval_dspy.schemas import OptimizationHistory
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BinEval",
     "BinEvalError",
+    "BinEvalMetric",
+    "BinEvalOptimizer",
     "BinaryQuestion",
     "InputError",
     "ItemResult",
     "LMConfigError",
     "LMHandle",
+    "OptimizationHistory",
+    "PromptUpdater",
     "QuestionGenerator",
     "QuestionSet",
     "QuestionSetError",
@@ -56,15 +65,11 @@ __all__ = [
     "load_jsonl",
     "make_lm",
     "score_verdicts",
-    "BinEvalOptimizer",
-    "BinEvalMetric",
-    "OptimizationHistory",
-    "PromptUpdater",
 ]
 
 # IFBench prompts and code checkers (strict / loose accuracy).
-from binaryeval_dspy.data import load_ifbench  # noqa: E402
-from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy  # noqa: E402
+from binaryeval_dspy.data import load_ifbench
+from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
 
 __all__ += ["IFBenchResult", "check_loose", "check_strict", "ifbench_accuracy", "load_ifbench"]
 
@@ -86,11 +91,22 @@ __all__ += [
 ]
 
 # Meta-evaluation (issue 3): benchmark loaders, baselines, correlation metrics.
-from binaryeval_dspy.data import load_hub_items, load_qags, load_scored_items, load_summeval  # noqa: E402
-from binaryeval_dspy.data import load_topical_chat  # noqa: E402
-from binaryeval_dspy.metrics import kendall, pearson, spearman, summary_level_correlation  # noqa: E402
-from binaryeval_dspy.metrics import system_level_correlation, turn_level_correlation  # noqa: E402
-from binaryeval_dspy.programs import GEvalJudge, RougeL, UniEvalJudge  # noqa: E402
+from binaryeval_dspy.data import (
+    load_hub_items,
+    load_qags,
+    load_scored_items,
+    load_summeval,
+    load_topical_chat,
+)
+from binaryeval_dspy.metrics import (
+    kendall,
+    pearson,
+    spearman,
+    summary_level_correlation,
+    system_level_correlation,
+    turn_level_correlation,
+)
+from binaryeval_dspy.programs import GEvalJudge, RougeL, UniEvalJudge
 
 __all__ += [
     "GEvalJudge",

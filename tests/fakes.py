@@ -31,7 +31,7 @@ class ScriptedEngine:
         self.calls: list[str] = []
         self._lock = threading.Lock()
 
-    def complete(self, request):  # noqa: ANN001 - DSPy engine protocol
+    def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(
             getattr(p, "text", "") for p in (request.system or ()))
         user = "\n".join(m.text or "" for m in request.messages)
@@ -42,7 +42,7 @@ class ScriptedEngine:
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]),
                         finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=5))
 
-    def stream(self, request):  # noqa: ANN001
+    def stream(self, request):
         from dspy.lm15 import response_to_events
 
         return response_to_events(self.complete(request))

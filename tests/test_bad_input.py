@@ -9,7 +9,13 @@ from click.testing import CliRunner
 from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import load_items
-from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError, QuestionSetError, RunStateError
+from binaryeval_dspy.errors import (
+    BinEvalError,
+    InputError,
+    LMConfigError,
+    QuestionSetError,
+    RunStateError,
+)
 from binaryeval_dspy.lm.factory import make_lm
 from binaryeval_dspy.programs.bineval import BinEval, _salvage
 from binaryeval_dspy.runs.evaluation import evaluate_items

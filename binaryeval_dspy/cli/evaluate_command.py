@@ -10,7 +10,14 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from binaryeval_dspy.cli.common import (
     build_lm,
@@ -27,12 +34,21 @@ from binaryeval_dspy.cli.common import (
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
-from binaryeval_dspy.reports.verdict_report import build_verdict_output, print_item_verdicts, write_verdict_output
-from binaryeval_dspy.reports.run_summary import items_table, summarize_results, summary_table, write_summary
+from binaryeval_dspy.reports.run_summary import (
+    items_table,
+    summarize_results,
+    summary_table,
+    write_summary,
+)
+from binaryeval_dspy.reports.verdict_report import (
+    build_verdict_output,
+    print_item_verdicts,
+    write_verdict_output,
+)
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.verdict_rules import PRESSURE_TEST_MODES
 
@@ -115,7 +131,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                   TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
         task = progress.add_task("items", total=len(items), note="")
 
-        def on_progress(result, status):  # noqa: ANN001 - small local callback
+        def on_progress(result, status):
             note = ""
             if result is not None:
                 note = escape(progress_note(result))

@@ -10,10 +10,14 @@ import signal
 
 import click
 
-from binaryeval_dspy.cli.benchmark_command import benchmark_command, benchmark_questions_command, report_command
+from binaryeval_dspy.cli.benchmark_command import (
+    benchmark_command,
+    benchmark_questions_command,
+    report_command,
+)
 from binaryeval_dspy.cli.evaluate_command import evaluate_command
-from binaryeval_dspy.cli.questions_command import questions_command
 from binaryeval_dspy.cli.optimize_command import optimize_command
+from binaryeval_dspy.cli.questions_command import questions_command
 from binaryeval_dspy.cli.rejudge_command import rejudge_command
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
-
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cli.common import (

@@ -5,31 +5,31 @@ from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, Draft
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.dimension_question import AnswerDimensionQuestion
 from binaryeval_dspy.signatures.holistic_rating import RateOnCriterion, rating_signature
-from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
-from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
-from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel
 from binaryeval_dspy.signatures.lesson_dedup import DedupLesson
 from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
+from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
+from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 from binaryeval_dspy.signatures.response_generation import RespondToPrompt
 from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
+from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, PickVerdictLabel
 
 __all__ = [
     "AnswerDimensionQuestion",
     "AnswerRefutationQuestion",
     "DecomposeRequirement",
+    "DedupLesson",
     "DraftQuestion",
     "DraftRefutationQuestions",
     "EvidenceLine",
+    "ExtractLessons",
     "InferDimensions",
     "JudgeBinaryQuestion",
     "LabelOption",
     "PickVerdictLabel",
-    "RateOnCriterion",
-    "SummarizeRequirements",
-    "DedupLesson",
-    "ExtractLessons",
     "QuestionEvidence",
+    "RateOnCriterion",
     "RespondToPrompt",
     "RewriteSubstring",
+    "SummarizeRequirements",
     "rating_signature",
 ]

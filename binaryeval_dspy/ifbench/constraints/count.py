@@ -10,16 +10,10 @@ from binaryeval_dspy.ifbench.text_units import count_words, trim_punctuation, wi
 COORDINATING_CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
 
 #: The names the ``count:person_names`` prompt lists; only these count, case-sensitively.
-PERSON_NAMES = (
-    "Emma Liam Sophia Jackson Olivia Noah Ava Lucas Isabella Mason Mia Ethan Charlotte Alexander "
-    "Amelia Benjamin Harper Leo Zoe Daniel Chloe Samuel Lily Matthew Grace Owen Abigail Gabriel "
-    "Ella Jacob Scarlett Nathan Victoria Elijah Layla Nicholas Audrey David Hannah Christopher "
-    "Penelope Thomas Nora Andrew Aria Joseph Claire Ryan Stella Jonathan"
-).split()
+PERSON_NAMES = ["Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason", "Mia", "Ethan", "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe", "Daniel", "Chloe", "Samuel", "Lily", "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella", "Jacob", "Scarlett", "Nathan", "Victoria", "Elijah", "Layla", "Nicholas", "Audrey", "David", "Hannah", "Christopher", "Penelope", "Thomas", "Nora", "Andrew", "Aria", "Joseph", "Claire", "Ryan", "Stella", "Jonathan"]
 
 PRONOUNS = frozenset(
-    "i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his "
-    "himself she her hers herself it its itself they them their theirs themselves".split()
+    ["i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they", "them", "their", "theirs", "themselves"]
 )
 
 _JAPANESE_CHARACTER = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")  # kana and CJK ideographs

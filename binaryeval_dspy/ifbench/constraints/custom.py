@@ -27,11 +27,7 @@ _STUDENT_HEADER = re.compile(
 )
 _CITY_HEADER = ["ID", "Country", "City", "Year", "Count"]
 #: Capitals of European countries north of 45 degrees, from north to south, as IFBench expects.
-EUROPEAN_CAPITALS_BY_LATITUDE = (
-    "Reykjavik Helsinki Oslo Tallinn Stockholm Riga Moscow Copenhagen Vilnius Minsk Dublin Berlin "
-    "Amsterdam Warsaw London Brussels Prague Luxembourg Paris Vienna Bratislava Budapest Vaduz "
-    "Chisinau Bern Ljubljana Zagreb"
-).split()
+EUROPEAN_CAPITALS_BY_LATITUDE = ["Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk", "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna", "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern", "Ljubljana", "Zagreb"]
 
 
 def _ascii_folded(text: str) -> str:
