@@ -23,6 +23,7 @@ from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
     build_lm,
+    check_writable_file,
     console,
     friendly_errors,
     lm_options,
@@ -31,7 +32,7 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
-from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.meta_eval.benchmark_run import (
     LM_METHODS,
     METHOD_TITLES,
@@ -192,18 +193,37 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
     Writes examples/tasks/<benchmark>/questions.generated-<lm>.json beside the task prompt.
     """
     quiet_libraries()
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
-    folders = list(names) or sorted({s.task_dir for s in BENCHMARKS.values()})
-    for folder in folders:
-        spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
+    folders = list(dict.fromkeys(names)) or sorted({s.task_dir for s in BENCHMARKS.values()})
+    prompts: dict[str, tuple[TaskFiles, str]] = {}
+    for folder in folders:  # every task prompt is checked before the LM is loaded or called
         task = TaskFiles.for_benchmark(folder, tasks_dir)
         if not task.task_prompt.is_file():
-            raise InputError("task prompt file not found", path=task.task_prompt)
-        prompt = task.task_prompt.read_text(encoding="utf-8").strip()
+            raise InputError("task prompt file not found", path=task.task_prompt,
+                             fix="write the task prompt there, or pass --tasks-dir.")
+        try:
+            prompt = task.task_prompt.read_text(encoding="utf-8-sig").strip()
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", path=task.task_prompt,
+                             fix="save it as UTF-8.") from exc
+        if not prompt:
+            raise InputError("the task prompt file is empty", path=task.task_prompt,
+                             fix="write the instructions the evaluated outputs were written for.")
+        prompts[folder] = (task, prompt)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    for folder, (task, prompt) in prompts.items():
+        spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
+        target = task.generated_questions(lm_tag(handle))
+        check_writable_file(target)
         generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements)
         with console.status(f"{folder}: generating questions with {handle.name}..."), handle.context():
-            pred = generator(task_prompt=prompt)
+            try:
+                pred = generator(task_prompt=prompt)
+            except BinEvalError:
+                raise
+            except Exception as exc:  # transport and provider errors come in many types
+                raise BinEvalError(f"{folder}: the LM call failed ({type(exc).__name__}: {exc}). Question sets "
+                                   "written before this one are kept; fix the LM and rerun.") from exc
         question_set = pred.question_set.model_copy(update={"generated_by": handle.name})
-        path = question_set.save(task.generated_questions(lm_tag(handle)))
+        path = question_set.save(target)
         counts = {d: len(qs) for d, qs in question_set.by_dimension().items()}
         console.print(f"{folder}: {len(question_set.questions)} questions {counts} -> {path}")

@@ -65,6 +65,12 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt as exc:
             console.print("[yellow]Interrupted.[/yellow]")
             raise SystemExit(130) from exc
+        except OSError as exc:  # a path that cannot be read or written (--out is a file, no permission, ...)
+            where = f"{exc.filename}: " if exc.filename else ""
+            console.print(f"[bold red]error:[/bold red] {escape(where + (exc.strerror or str(exc)))}. Fix: check "
+                          "that the path exists, is of the right kind (file or folder) and is writable; results "
+                          "already stored are kept.", highlight=False, soft_wrap=True)
+            raise SystemExit(2) from exc
 
     return wrapper
 

@@ -101,8 +101,15 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
         if out_dir is None or not (out_dir / "config.json").is_file():
             raise InputError("no comparison here (config.json missing)", path=out_dir, field="--out",
                              fix="pass the --out directory of an earlier `bineval optimize` run.")
-        config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
-        out_console.print(comparison_table(config, load_results(out_dir)))
+        try:
+            config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
+            table = comparison_table(config, load_results(out_dir))
+        except (ValueError, KeyError, TypeError) as exc:  # damaged config.json or <optimizer>/result.json
+            raise InputError(f"cannot rebuild the comparison from the saved files ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})", path=out_dir, field="--out",
+                             fix="restore config.json / <optimizer>/result.json, or move the damaged "
+                                 "result.json away and rerun the command to recompute that optimizer.") from exc
+        out_console.print(table)
         console.print(f"Rebuilt {write_comparison(out_dir)} from the saved results (no LM calls).")
         return
     optimizers = _names(compare)
@@ -110,7 +117,11 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
     if target_instructions is not None:
         if not target_instructions.is_file():
             raise InputError("file not found", path=target_instructions, field="--target-instructions")
-        instructions = target_instructions.read_text(encoding="utf-8").strip() or None
+        try:
+            instructions = target_instructions.read_text(encoding="utf-8-sig").strip() or None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", path=target_instructions,
+                             field="--target-instructions", fix="save it as UTF-8.") from exc
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     handle.lm.cache = cache
     prompt_handle = build_lm(prompt_lm, lm_model, api_key_env, max_tokens) if prompt_lm else None

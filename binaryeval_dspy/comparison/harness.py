@@ -43,8 +43,17 @@ OPTIMIZERS: tuple[str, ...] = ("bineval", "mipro", "copro", "gepa")
 def _check_or_write_config(out_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     path = out_dir / "config.json"
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        for key in ("setup", "lm", "prompt_lm", "source_lm", "budgets", "test_metric"):
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(old, dict) or not isinstance(old.get("optimizers"), list):
+                raise ValueError("expected an object with an 'optimizers' list")
+        except ValueError as exc:  # includes JSON and UTF-8 decoding errors
+            raise RunStateError(f"{path} is damaged ({exc}); the results under {out_dir} are kept. Fix: restore "
+                                "config.json, or use another --out directory.") from exc
+        # "starting_point" is compared only when recorded (comparisons made before it was added resume)
+        keys = ("setup", "lm", "prompt_lm", "source_lm", "budgets", "test_metric",
+                *(("starting_point",) if "starting_point" in old else ()))
+        for key in keys:
             if old.get(key) != config.get(key):
                 raise RunStateError(
                     f"{out_dir} holds a comparison with another {key} ({str(old.get(key))[:120]!r}); "
@@ -98,7 +107,8 @@ def run_comparison(
     budgets = budgets or Budgets()
     status = on_status or (lambda name, message: None)
     config = _check_or_write_config(out_dir, {
-        "setup": setup.describe(), "lm": lm_name, "prompt_lm": prompt_lm_name, "source_lm": source_lm_name,
+        "setup": setup.describe(), "starting_point": setup.starting_point(), "lm": lm_name,
+        "prompt_lm": prompt_lm_name, "source_lm": source_lm_name,
         "budgets": budgets_dict(budgets), "optimizers": ["unoptimized", *optimizers], "seed": budgets.seed,
         "limit": limit, "metric": metric_description, "test_metric": test_description, "notes": list(notes),
     })

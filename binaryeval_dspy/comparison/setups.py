@@ -7,6 +7,7 @@ procedure whose per-item records the report turns into metrics with confidence i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -95,6 +96,18 @@ class ComparisonSetup:
         """JSON-ready description for the run's config (kind, mode, split ids)."""
         return {"kind": self.kind, "mode": self.mode, "sizes": self.split.sizes(),
                 "ids": {name: [str(ex.item_id) for ex in getattr(self.split, name)] for name in ("train", "val", "test")}}
+
+    def starting_point(self) -> dict[str, Any]:
+        """What every optimizer starts from (question set, starting instructions), as hashes:
+        a resumed comparison must start from the same point or its rows would not compare."""
+        def digest(text: str | None) -> str | None:
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16] if text is not None else None
+
+        question_set = getattr(self, "question_set", None)
+        instructions = getattr(self, "judge_instructions", None) or getattr(self, "starting_instructions", None)
+        return {"question_set_hash": question_set.content_hash if question_set is not None else None,
+                "instructions_hash": digest(instructions),
+                "regenerate_questions": getattr(self, "regenerate_questions", None)}
 
 
 # ====================================================================== SummEval

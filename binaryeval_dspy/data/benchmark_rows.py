@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from binaryeval_dspy.data.items import _utf8_lines  # UTF-8 per line, BOM dropped, bad bytes located
 from binaryeval_dspy.errors import InputError
 
 
@@ -17,18 +18,32 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Raises:
         InputError: a line is not valid JSON or not an object (names file and line).
     """
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
-                                 fix="each line must be one complete JSON object.") from exc
-            if not isinstance(row, dict):
-                raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
-            yield number, row
+    for number, text in _utf8_lines(path):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})", path=path,
+                             line=number, fix="each line must be one complete JSON object.") from exc
+        except RecursionError as exc:
+            raise InputError("not valid JSON (nested too deeply)", path=path, line=number,
+                             fix="each line must be one complete JSON object.") from exc
+        if not isinstance(row, dict):
+            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
+                             fix="each line must be one JSON object ({...}).")
+        yield number, row
+
+
+def require_rows(items: list, path: Path) -> None:
+    """Raise when a benchmark file held no rows at all.
+
+    Raises:
+        InputError: `items` is empty (names the file).
+    """
+    if not items:
+        raise InputError("the file holds no items (it is empty or blank)", path=path,
+                         fix="restore the benchmark's cleaned JSONL file (see the data folder's README).")
 
 
 def lookup(row: Mapping[str, Any], field: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Literal
 
 import dspy
 
-from binaryeval_dspy.data.benchmark_rows import read_rows, require_score, require_text
+from binaryeval_dspy.data.benchmark_rows import read_rows, require_rows, require_score, require_text
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.data.sampling import SampleMethod, score_bin, select_items
 from binaryeval_dspy.errors import InputError
@@ -71,5 +71,6 @@ def load_qags(
             human={"consistency": require_score(row, "consistency", path=file, line=line, low=low, high=high)},
             line=line,
         ).with_inputs("input", "output"))
+    require_rows(items, file)
     return select_items(items, limit, sample=sample, seed=seed, group=lambda ex: ex.doc_id,
                         stratum=lambda ex: score_bin(ex.human["consistency"], low, high))

@@ -56,8 +56,8 @@ def select_items(
     if method not in SAMPLE_METHODS:
         raise InputError(f"unknown sampling method {sample!r}; expected one of {SAMPLE_METHODS}",
                          field="sample")
-    if limit is not None and limit < 1:
-        raise InputError(f"limit must be >= 1, got {limit}", field="limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"limit must be an integer >= 1 (or None for all), got {limit!r}", field="limit")
     if limit is None or limit >= len(items):
         return list(items)
     if method == "head":

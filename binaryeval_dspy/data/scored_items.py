@@ -24,6 +24,10 @@ HUB_FILE_FORMATS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".
 
 
 def _human_map(human_fields: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
+    if isinstance(human_fields, str):  # one field name, not a sequence of one-letter fields
+        human_fields = [human_fields]
+    if human_fields is None:
+        human_fields = []
     if isinstance(human_fields, Mapping):
         mapping = {str(k): str(v) for k, v in human_fields.items()}
     else:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dspy
 
-from binaryeval_dspy.data.benchmark_rows import read_rows, require_score, require_text
+from binaryeval_dspy.data.benchmark_rows import read_rows, require_rows, require_score, require_text
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
@@ -73,5 +73,6 @@ def load_summeval(
             reference=require_text(row, "reference", path=file, line=line),
             human=human, line=line,
         ).with_inputs("input", "output"))
+    require_rows(items, file)
     return select_items(items, limit, sample=sample, seed=seed,
                         group=lambda ex: ex.doc_id, stratum=lambda ex: ex.system_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dspy
 
-from binaryeval_dspy.data.benchmark_rows import read_rows, require_score, require_text
+from binaryeval_dspy.data.benchmark_rows import read_rows, require_rows, require_score, require_text
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
@@ -68,7 +68,7 @@ def load_topical_chat(
     seen: set[str] = set()
     for line, row in read_rows(file):
         raw_id = row.get("item_id", line - 1)
-        item_id = f"tc-{int(raw_id):03d}" if str(raw_id).isdigit() else f"tc-{raw_id}"
+        item_id = f"tc-{int(raw_id):03d}" if str(raw_id).isascii() and str(raw_id).isdigit() else f"tc-{raw_id}"
         if item_id in seen:
             raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id")
         seen.add(item_id)
@@ -83,6 +83,7 @@ def load_topical_chat(
             output=require_text(row, "response", path=file, line=line),
             context=context, fact=fact, reference="", human=human, line=line,
         ).with_inputs("input", "output"))
+    require_rows(items, file)
     _attach_references(items)
     return select_items(items, limit, sample=sample, seed=seed,
                         group=lambda ex: ex.doc_id, stratum=lambda ex: ex.system_id)

@@ -98,7 +98,12 @@ class BenchmarkRun:
     """
 
     def __init__(self, path: str | Path) -> None:
+        if str(path).strip() == "":
+            raise InputError("the run directory path is empty", fix="pass --out DIR.")
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError("exists and is not a directory", path=self.path,
+                             fix="choose another --out for the run directory.")
         self.config_path = self.path / "benchmark.json"
         self.items_path = self.path / "items.jsonl"
         self.question_set_path = self.path / "question_set.json"
@@ -139,13 +144,31 @@ class BenchmarkRun:
         if not self.items_path.is_file():
             raise InputError("no items.jsonl in this run directory", path=self.items_path,
                              fix="point at a directory written by `bineval benchmark`.")
-        rows = []
-        for number, line in enumerate(self.items_path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"not valid JSON ({exc.msg})", path=self.items_path, line=number) from exc
+        from binaryeval_dspy.data.benchmark_rows import read_rows
+
+        fix = "rerun the `bineval benchmark` command that made this directory: it rewrites items.jsonl."
+        rows: list[dict[str, Any]] = []
+        seen: dict[str, int] = {}
+        try:
+            for number, row in read_rows(self.items_path):
+                item_id, human = row.get("item_id"), row.get("human", {})
+                if not isinstance(item_id, str) or not item_id:
+                    raise InputError(f"expected a non-empty string, got {item_id!r:.40}", path=self.items_path,
+                                     line=number, field="item_id", fix=fix)
+                if item_id in seen:
+                    raise InputError(f"item {item_id} already appeared on line {seen[item_id]}",
+                                     path=self.items_path, line=number, field="item_id", fix=fix)
+                if not isinstance(human, dict):
+                    raise InputError(f"expected an object of human scores, got {human!r:.40}",
+                                     path=self.items_path, line=number, field="human", fix=fix)
+                seen[item_id] = number
+                rows.append(row)
+        except InputError as exc:
+            if exc.fix:
+                raise
+            raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field, fix=fix) from exc
+        if not rows:
+            raise InputError("items.jsonl holds no items", path=self.items_path, fix=fix)
         return rows
 
     def write_items(self, items: Sequence[dspy.Example]) -> None:
@@ -203,13 +226,22 @@ def prepare_run(
         rubric_hash=rubric.content_hash, rubric_source=rubric_source, logprobs=logprobs, methods=list(methods),
     )
     existing = run.read_config()
+    if existing is None and run.path.is_dir():
+        unrelated = sorted(p.name for p in run.path.iterdir())
+        if unrelated:
+            raise RunStateError(
+                f"{run.path} is not empty and is not a benchmark run (no benchmark.json; found {unrelated[:5]}); "
+                "its files could be overwritten. Fix: choose a new or empty --out directory."
+            )
     if existing is not None:
         checks = {
             "benchmark": "it is another benchmark",
             "lm": "the tables would mix two LMs",
             "item_ids": "another item selection (limit, sample or seed) would mix two samples",
         }
-        if NO_LM in (existing.lm, wanted.lm):  # ROUGE-L alone, before or now: no LM to compare
+        lm_results = any((run.path / m / "results.jsonl").is_file()
+                         and (run.path / m / "results.jsonl").stat().st_size > 0 for m in LM_METHODS)
+        if NO_LM in (existing.lm, wanted.lm) or not lm_results:  # no LM result stored: nothing to mix
             checks.pop("lm")
         if "bineval" in methods:
             checks["question_set_hash"] = "BinEval's verdicts would mix two question sets"
@@ -224,6 +256,23 @@ def prepare_run(
                     f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}. "
                     "Fix: choose another --out, or rerun with the original settings."
                 )
+        try:  # same ids but other texts or human scores (another data folder)?
+            old_items = {r["item_id"]: r for r in run.read_items()}
+        except InputError:  # missing or damaged: rewritten below; the results carry their own output hashes
+            old_items = {}
+        if old_items:
+            for ex in items:
+                old_row = old_items.get(str(ex.item_id))
+                if old_row is None:
+                    continue
+                if old_row.get("output_hash") != text_hash(ex.output) or old_row.get("human") != dict(ex.human):
+                    what = "output text" if old_row.get("output_hash") != text_hash(ex.output) else "human scores"
+                    raise RunStateError(
+                        f"{run.path} holds item {ex.item_id} with another {what} than the data read now "
+                        f"(data folder then: {existing.data_dir or 'default'}, now: {data_dir or 'default'}): "
+                        "stored scores would not match the items. Fix: choose another --out, or point "
+                        "--data-dir at the data the run was made with."
+                    )
         if wanted.lm == NO_LM:
             wanted.lm = existing.lm
         wanted.created_at = existing.created_at
@@ -300,6 +349,10 @@ def run_benchmark(
 
         config = {"input_field": "input", "output_field": "output", "id_field": "item_id", "scale": [0.0, 1.0],
                   "benchmark": spec.name}
+        if method in LM_METHODS and handle is not None:
+            previous = run.method_dir(method).read_manifest()
+            if previous is None or "max_tokens" in previous.config:  # runs made before it was recorded resume
+                config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,

@@ -99,7 +99,9 @@ class Rubric(BaseModel):
         if not path.is_file():
             raise InputError("rubric file not found", path=path, fix="check the path or pass --tasks-dir.")
         try:
-            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+            return cls.model_validate_json(path.read_text(encoding="utf-8-sig"))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", path=path, fix="save it as UTF-8.") from exc
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
