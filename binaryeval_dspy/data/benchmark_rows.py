@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.data.items import _utf8_lines  # UTF-8 per line, BOM dropped, bad bytes located
+from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 
 
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line, JSON object) for every non-blank line of a JSONL file.
+    """Yield (1-based line, JSON object) for every non-blank line (`read_jsonl_rows`).
 
     Raises:
-        InputError: a line is not valid JSON or not an object (names file and line).
+        InputError: a line is not UTF-8, not valid JSON or not an object (names file and line).
     """
-    for number, text in _utf8_lines(path):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})", path=path,
-                             line=number, fix="each line must be one complete JSON object.") from exc
-        except RecursionError as exc:
-            raise InputError("not valid JSON (nested too deeply)", path=path, line=number,
-                             fix="each line must be one complete JSON object.") from exc
-        if not isinstance(row, dict):
-            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
-                             fix="each line must be one JSON object ({...}).")
-        yield number, row
+    return read_jsonl_rows(path)
 
 
 def require_rows(items: list, path: Path) -> None:

@@ -9,12 +9,12 @@ object per instruction, listing every argument name with ``null`` for unused one
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.ifbench import bind_prompt_checkers
@@ -83,27 +83,15 @@ def load_ifbench(
     path = resolve_data_file(IFBENCH_TEST_FILE, path=path, data_dir=data_dir)
     examples: list[dspy.Example] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if limit is not None and len(examples) >= limit:
-                break
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
-                    fix="each line must be one complete JSON object.",
-                ) from exc
-            if not isinstance(row, dict):
-                raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
-            example = _to_example(row, path=path, line=number)
-            if example.key in first_line:
-                raise InputError(
-                    f"key {example.key!r} was already used on line {first_line[example.key]}",
-                    path=path, line=number, field="key", fix="make the keys unique.",
-                )
-            first_line[example.key] = number
-            examples.append(example)
+    for number, row in read_jsonl_rows(path):
+        if limit is not None and len(examples) >= limit:
+            break
+        example = _to_example(row, path=path, line=number)
+        if example.key in first_line:
+            raise InputError(
+                f"key {example.key!r} was already used on line {first_line[example.key]}",
+                path=path, line=number, field="key", fix="make the keys unique.",
+            )
+        first_line[example.key] = number
+        examples.append(example)
     return examples

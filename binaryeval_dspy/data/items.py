@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,7 @@ def load_jsonl(
     path = _existing(path)
     _check_limit(limit)
     examples: list[dspy.Example] = []
-    for number, text in _utf8_lines(path):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number,
-                fix="each line must be one complete JSON object.",
-            ) from exc
-        except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
-            raise InputError(f"JSON that cannot be read ({exc})", path=path, line=number) from exc
-        if not isinstance(row, dict):
-            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
+    for number, row in read_jsonl_rows(path):
         examples.append(_to_example(row, path=path, line=number, input_field=input_field,
                                     output_field=output_field, id_field=id_field))
         if limit is not None and len(examples) >= limit:
@@ -216,6 +204,32 @@ def load_items(path: str | Path, **options: Any) -> list[dspy.Example]:
         f"unsupported file type {suffix!r}; expected one of {SUPPORTED_SUFFIXES}", path=path,
         fix="convert the items to JSON Lines or CSV.",
     )
+
+
+def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, JSON object) for every non-blank line of a JSONL file.
+
+    Shared by every JSONL loader (items, benchmarks, IFBench). A UTF-8 BOM is dropped.
+
+    Raises:
+        InputError: a line is not UTF-8, not valid JSON (including huge integers and
+            absurd nesting) or not a JSON object; names the file and line.
+    """
+    for number, text in _utf8_lines(path):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})", path=path,
+                             line=number, fix="each line must be one complete JSON object.") from exc
+        except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
+            raise InputError(f"JSON that cannot be read ({type(exc).__name__}: {str(exc)[:120]})", path=path,
+                             line=number, fix="each line must be one complete JSON object.") from exc
+        if not isinstance(row, dict):
+            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
+                             fix="each line must be one JSON object ({...}).")
+        yield number, row
 
 
 def _utf8_lines(path: Path):
