@@ -110,6 +110,21 @@ def test_score_off_the_scale_and_bad_json_are_located(tmp_path):
         load_summeval(_write(tmp_path / "c.jsonl", [_summeval_row(), _summeval_row()]))
 
 
+def test_topical_chat_refuses_two_responses_of_one_system_to_one_context(tmp_path):
+    scores = {"naturalness": 2, "coherence": 3, "engagingness": 1, "groundedness": 1, "understandability": 1,
+              "overall": 4}
+    row = {"context_id": "c1", "context": "A: hi", "fact": "Cats purr.", "system_id": "Original Ground Truth",
+           "scores": scores}
+    rows = [dict(row, item_id=0, response="Hello."), dict(row, item_id=1, system_id="Nucleus Decoding (p = 0.7)",
+                                                         response="Hi there."),
+            dict(row, item_id=2, response="A second ground truth.")]
+    with pytest.raises(InputError, match="already has a response from system") as err:
+        load_topical_chat(_write(tmp_path / "tc.jsonl", rows))
+    assert err.value.line == 3 and err.value.field == "system_id" and "(line 1)" in str(err.value)
+    items = load_topical_chat(_write(tmp_path / "ok.jsonl", rows[:2]))
+    assert [i.reference for i in items] == ["", "Hello."]
+
+
 def test_data_dir_resolution(tmp_path, monkeypatch):
     folder = tmp_path / "data"
     (folder / "qags").mkdir(parents=True)
@@ -182,3 +197,18 @@ def test_hub_path_on_a_saved_dataset_and_a_parquet_file(tmp_path):
     again = load_hub_items(str(tmp_path / "rows.parquet"), human_fields=["score"], input_field="article",
                            output_field="summary", limit=2)
     assert [i.output for i in again] == ["a", "b"]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("empty.jsonl", "", "the file is empty"),
+    ("header.csv", "input,output,score\n", "the file has no rows"),
+    ("bad.jsonl", '{"input": "a", "output": "b", "score": 1}\n{bad json\n', "could not read the file as json"),
+    ("rows.txt", "input output\n", "unsupported dataset file type '.txt'"),
+])
+def test_hub_path_names_the_local_file_it_cannot_read(tmp_path, name, content, message):
+    pytest.importorskip("datasets")
+    file = tmp_path / name
+    file.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=message) as err:
+        load_hub_items(str(file), human_fields=["score"])
+    assert err.value.path == str(file) and "split" not in str(err.value)

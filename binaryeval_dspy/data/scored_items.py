@@ -105,12 +105,45 @@ def load_scored_items(
                         group=lambda ex: ex.doc_id, stratum=lambda ex: ex.system_id)
 
 
+def _root_cause(exc: BaseException) -> str:
+    """The innermost chained exception's text (``datasets`` wraps parse errors)."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _open_local_file(datasets: Any, local: Path) -> Any:
+    kind = HUB_FILE_FORMATS.get(local.suffix.lower())
+    if kind is None:
+        raise InputError(f"unsupported dataset file type {local.suffix!r}; expected one of "
+                         f"{sorted(HUB_FILE_FORMATS)}", path=local,
+                         fix="convert the file to .jsonl, .json, .csv or .parquet.")
+    if local.stat().st_size == 0:
+        raise InputError("the file is empty", path=local, fix="point to a file with one scored item per row.")
+    try:
+        data = datasets.load_dataset(kind, data_files=str(local), split="train")
+    except Exception as exc:  # datasets / pyarrow raise many types for unreadable files
+        if "corresponds to no data" in str(exc):  # a header-only CSV
+            raise InputError("the file has no rows", path=local,
+                             fix="point to a file with one scored item per row.") from exc
+        raise InputError(f"could not read the file as {kind}: {_root_cause(exc)}", path=local,
+                         fix=f"check that the file is valid {kind}"
+                             + ("; `load_scored_items` reads JSONL / CSV and names the bad line."
+                                if kind in ("json", "csv") else ".")) from exc
+    if len(data) == 0:
+        raise InputError("the file has no rows", path=local, fix="point to a file with one scored item per row.")
+    return data
+
+
 def _open_dataset(name: str, split: str, revision: str | None) -> Any:
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise InputError("loading a dataset needs the `datasets` package", fix="pip install datasets") from exc
     local = Path(name).expanduser()
+    if local.is_file():
+        return _open_local_file(datasets, local)
     try:
         if local.is_dir():
             data = datasets.load_from_disk(str(local))
@@ -120,18 +153,12 @@ def _open_dataset(name: str, split: str, revision: str | None) -> Any:
                                      path=local, field="split", fix="pass --split with one of those names.")
                 data = data[split]
             return data
-        if local.is_file():
-            kind = HUB_FILE_FORMATS.get(local.suffix.lower())
-            if kind is None:
-                raise InputError(f"unsupported dataset file type {local.suffix!r}; expected one of "
-                                 f"{sorted(HUB_FILE_FORMATS)}", path=local)
-            return datasets.load_dataset(kind, data_files=str(local), split="train")
         return datasets.load_dataset(name, split=split, revision=revision)
     except InputError:
         raise
     except Exception as exc:  # datasets raises many types (network, missing config, ...)
         raise InputError(
-            f"could not load the dataset {name!r} split {split!r}: {type(exc).__name__}: {exc}",
+            f"could not load the dataset {name!r} split {split!r}: {_root_cause(exc)}",
             fix="check the hub name and split, or pass a local folder saved with save_to_disk, "
                 "or a local .parquet / .jsonl / .csv file.",
         ) from exc

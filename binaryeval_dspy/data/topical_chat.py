@@ -61,11 +61,13 @@ def load_topical_chat(
         1-3; groundedness, understandability on 0-1; overall on 1-5) and ``line``.
 
     Raises:
-        InputError: missing file or field, malformed line, a score off its scale.
+        InputError: missing file or field, malformed line, a score off its scale, a
+            second response of one system to the same context.
     """
     file = resolve_data_file(TOPICAL_CHAT_FILE, path=path, data_dir=data_dir)
     items: list[dspy.Example] = []
     seen: set[str] = set()
+    responders: dict[tuple[str, str], int] = {}  # (context id, system id) -> first line
     for line, row in read_rows(file):
         raw_id = row.get("item_id", line - 1)
         item_id = f"tc-{int(raw_id):03d}" if str(raw_id).isascii() and str(raw_id).isdigit() else f"tc-{raw_id}"
@@ -76,9 +78,15 @@ def load_topical_chat(
         fact = require_text(row, "fact", path=file, line=line)
         human = {d: require_score(row, f"scores.{d}", path=file, line=line, low=lo, high=hi)
                  for d, (lo, hi) in TOPICAL_CHAT_SCALES.items()}
+        doc_id = str(row.get("context_id", context))
+        system_id = require_text(row, "system_id", path=file, line=line)
+        first = responders.setdefault((doc_id, system_id), line)
+        if first != line:  # the ROUGE reference is looked up by (context, system): it must be unique
+            raise InputError(f"context {doc_id!r} already has a response from system {system_id!r} "
+                             f"(line {first})", path=file, line=line, field="system_id",
+                             fix="give each system at most one response per context.")
         items.append(dspy.Example(
-            item_id=item_id, doc_id=str(row.get("context_id", context)),
-            system_id=require_text(row, "system_id", path=file, line=line),
+            item_id=item_id, doc_id=doc_id, system_id=system_id,
             input=dialogue_input(context, fact),
             output=require_text(row, "response", path=file, line=line),
             context=context, fact=fact, reference="", human=human, line=line,
