@@ -216,3 +216,15 @@ def test_report_reading_never_cuts_a_line_being_written(tmp_path, data_dir, task
     results.write_text(half)  # as if another process were in the middle of appending
     assert load_run_scores(BenchmarkRun(out)).costs["rouge"].items == 4
     assert results.read_text() == half
+
+
+def test_sample_without_limit_is_announced_and_sources_are_relative(tmp_path, data_dir, tasks_dir, scripted,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = _run(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out",
+                   "run", "--bootstrap", "20", "--no-figures", "--methods", "rouge", "--sample", "random"])
+    assert result.exit_code == 0, result.output
+    assert "--sample random has no effect without --limit" in " ".join(result.output.split())
+    config = json.loads((tmp_path / "run" / "benchmark.json").read_text())
+    assert config["rubric_source"] == str(Path("tasks", "summeval", "rubric.json"))  # under the working dir
+    assert not Path(config["question_set_source"]).is_absolute()

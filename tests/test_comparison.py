@@ -244,3 +244,21 @@ def test_failed_question_generation_falls_back_to_generic_questions_and_says_so(
     assert all(len(qs.questions) == 2 for qs in setup.question_sets.values())
     assert notes and "failed for 2 of 2 prompts" in notes[0]
     assert setup.prepare(tmp_path) == notes  # reloaded from disk, same note, no LM call needed
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--mode", "human", "--source-lm", "other"], "--source-lm only apply to --mode cross_model"),
+    (["--mode", "generation", "--source-verdicts", "somewhere"], "--source-verdicts only apply to --mode cross_model"),
+    (["--mode", "cross_model"], "cross_model needs a source evaluator"),
+    (["--mode", "cross_model", "--source-lm", "other", "--source-verdicts", "x"], "both name the source"),
+    (["--mode", "generation", "--regenerate-questions"], "--regenerate-questions only applies to --mode human"),
+])
+def test_options_the_mode_would_ignore_are_refused_before_any_work(tmp_path, extra, message, monkeypatch):
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the options were checked")
+
+    monkeypatch.setattr("binaryeval_dspy.cli.optimize_command.make_setup", no_data)
+    result = CliRunner().invoke(cli, ["optimize", *extra, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()

@@ -59,6 +59,14 @@ def _methods(value: str) -> list[str]:
     return [m for m in METHODS if m in chosen]
 
 
+def _shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it lies under it (reports stay portable), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _print_main_table(report) -> None:
     for heading, blocks in report.sections[:1]:
         for block in blocks[:1]:
@@ -103,6 +111,9 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     quiet_libraries()
     spec = get_benchmark(name)
     chosen = _methods(methods)
+    if sample is not None and limit is None:
+        console.print(f"[yellow]--sample {sample} has no effect without --limit: every item of {spec.title} is "
+                      "used.[/yellow]")
     items = spec.load(data_dir=data_dir, limit=limit, sample=sample, seed=seed)
     if not items:
         raise InputError("the benchmark selection is empty", field="limit")
@@ -121,7 +132,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
         out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
     run = BenchmarkRun(out_dir)
     prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
-                question_set_source=str(question_path), rubric=rubric, rubric_source=str(task.rubric),
+                question_set_source=_shown_path(question_path), rubric=rubric,
+                rubric_source=_shown_path(task.rubric),
                 methods=chosen, limit=limit, sample=sample, seed=seed,
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")

@@ -42,6 +42,31 @@ def _names(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Path | None,
+                        regenerate_questions: bool) -> None:
+    """Refuse options that the chosen mode would silently ignore.
+
+    Raises:
+        InputError: --source-lm / --source-verdicts outside ``cross_model``, both of them
+            together, ``cross_model`` without either, or --regenerate-questions outside ``human``.
+    """
+    if mode != "cross_model":
+        given = [name for name, value in (("--source-lm", source_lm), ("--source-verdicts", source_verdicts))
+                 if value is not None]
+        if given:
+            raise InputError(f"{' and '.join(given)} only apply to --mode cross_model, not {mode}",
+                             field=given[0], fix=f"drop {' and '.join(given)}, or pass --mode cross_model.")
+    elif source_lm is not None and source_verdicts is not None:
+        raise InputError("--source-lm and --source-verdicts both name the source evaluator", field="--source-lm",
+                         fix="pass one of them: an LM to compute the source verdicts, or a run with them.")
+    elif source_lm is None and source_verdicts is None:
+        raise InputError("cross_model needs a source evaluator", field="--source-lm",
+                         fix="pass --source-lm SPEC (an LM for the source BinEval) or --source-verdicts DIR.")
+    if regenerate_questions and mode != "human":
+        raise InputError(f"--regenerate-questions only applies to --mode human, not {mode}",
+                         field="--regenerate-questions", fix="drop it, or pass --mode human.")
+
+
 @click.command("optimize")
 @click.option("--mode", type=click.Choice(["cross_model", "human", "generation"]), required=True,
               help="human / cross_model: optimize a BinEval evaluator on SummEval; generation: a generator on IFBench.")
@@ -113,6 +138,8 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
         console.print(f"Rebuilt {write_comparison(out_dir)} from the saved results (no LM calls).")
         return
     optimizers = _names(compare)
+    _check_mode_options(mode, source_lm=source_lm, source_verdicts=source_verdicts,
+                        regenerate_questions=regenerate_questions)
     instructions = None
     if target_instructions is not None:
         if not target_instructions.is_file():
@@ -129,16 +156,16 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
     for extra in (prompt_handle, source_handle):
         if extra is not None:
             extra.lm.cache = cache
-    if llama_threads is not None:
-        for each in (handle, prompt_handle, source_handle):
-            if each is not None and each.engine is not None:
-                # The first load of a GGUF fixes its thread count for the process.
-                load_llama(each.engine.model_path, n_ctx=each.engine.n_ctx, n_threads=llama_threads)
     choice = make_setup(mode, data_dir=data_dir, limit=limit, seed=seed, question_set_path=questions_path,
                         questions_per_dimension=questions_per_dimension, target_instructions=instructions,
                         source_lm=source_handle, source_verdicts_dir=source_verdicts,
                         regenerate_questions=regenerate_questions, prompt_lm=prompt_handle, judge_lm=prompt_handle,
                         num_threads=threads)
+    if llama_threads is not None:  # after make_setup, so that bad data fails before the model loads
+        for each in (handle, prompt_handle, source_handle):
+            if each is not None and each.engine is not None:
+                # The first load of a GGUF fixes its thread count for the process.
+                load_llama(each.engine.model_path, n_ctx=each.engine.n_ctx, n_threads=llama_threads)
     budgets = Budgets(bineval_iterations=iterations, bineval_max_lessons=max_lessons,
                       bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
                       mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,
