@@ -102,12 +102,18 @@ def test_score_off_the_scale_and_bad_json_are_located(tmp_path):
     bad_score = _summeval_row(scores={"coherence": 7, "consistency": 4, "fluency": 5, "relevance": 2})
     with pytest.raises(InputError) as err:
         load_summeval(_write(tmp_path / "a.jsonl", [bad_score]))
-    assert err.value.field == "scores.coherence" and "outside the scale" in str(err.value)
+    assert err.value.field == "scores.coherence" and "outside the scale" in str(err.value) and err.value.fix
     with pytest.raises(InputError) as err:
         load_summeval(_write(tmp_path / "b.jsonl", [_summeval_row(), "{not json"]))
     assert err.value.line == 2
-    with pytest.raises(InputError, match="already appeared"):
+    with pytest.raises(InputError, match="already appeared") as err:
         load_summeval(_write(tmp_path / "c.jsonl", [_summeval_row(), _summeval_row()]))
+    assert "Fix: keep one summary per document and system." in str(err.value)
+    for score, expected in (("high", "expected a number"), (float("nan"), "finite number")):
+        row = _summeval_row(scores={"coherence": score, "consistency": 4, "fluency": 5, "relevance": 2})
+        with pytest.raises(InputError, match=expected) as err:
+            load_summeval(_write(tmp_path / "d.jsonl", [row]))
+        assert err.value.line == 1 and err.value.fix, str(err.value)
 
 
 def test_topical_chat_refuses_two_responses_of_one_system_to_one_context(tmp_path):

@@ -50,14 +50,16 @@ def load_checks_module(spec: str) -> ModuleType:
         name = "binaryeval_user_checks_" + hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
         module_spec = importlib.util.spec_from_file_location(name, resolved)
         if module_spec is None or module_spec.loader is None:
-            raise InputError("cannot be imported as a Python module", path=path)
+            raise InputError("cannot be imported as a Python module", path=path,
+                             fix="give a .py file that defines check functions.")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
         except Exception as exc:  # the user's code can raise anything; report it with the file named
             sys.modules.pop(name, None)
-            raise InputError(f"importing the checks module failed: {type(exc).__name__}: {exc}", path=path) from exc
+            raise InputError(f"importing the checks module failed: {type(exc).__name__}: {exc}", path=path,
+                             fix="run `python FILE` to see the full traceback and correct the module.") from exc
         return module
     try:
         return importlib.import_module(spec)

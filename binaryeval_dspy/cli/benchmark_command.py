@@ -116,7 +116,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                       "used.[/yellow]")
     items = spec.load(data_dir=data_dir, limit=limit, sample=sample, seed=seed)
     if not items:
-        raise InputError("the benchmark selection is empty", field="limit")
+        raise InputError("the benchmark selection is empty", field="limit",
+                         fix="check the data file, or raise --limit.")
     task = TaskFiles.for_benchmark(spec.task_dir, tasks_dir)
     rubric = Rubric.load(task.rubric)
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None

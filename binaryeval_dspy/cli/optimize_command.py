@@ -143,7 +143,8 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
     instructions = None
     if target_instructions is not None:
         if not target_instructions.is_file():
-            raise InputError("file not found", path=target_instructions, field="--target-instructions")
+            raise InputError("file not found", path=target_instructions, field="--target-instructions",
+                             fix="give a text file with the starting instructions, or drop the option.")
         try:
             instructions = target_instructions.read_text(encoding="utf-8-sig").strip() or None
         except UnicodeDecodeError as exc:

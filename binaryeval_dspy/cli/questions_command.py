@@ -36,13 +36,15 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
     """Generate binary questions from the task prompt in TASK_PROMPT_FILE."""
     quiet_libraries()
     if not task_prompt_file.is_file():
-        raise InputError("task prompt file not found", path=task_prompt_file)
+        raise InputError("task prompt file not found", path=task_prompt_file,
+                         fix="give the path of a text file holding the task prompt.")
     try:
         task_prompt = task_prompt_file.read_text(encoding="utf-8-sig").strip()
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", path=task_prompt_file, fix="save it as UTF-8.") from exc
     if not task_prompt:
-        raise InputError("the task prompt file is empty", path=task_prompt_file)
+        raise InputError("the task prompt file is empty", path=task_prompt_file,
+                         fix="write the instructions the evaluated model gets into it.")
     check_writable_file(out_path)  # before any LM work, so nothing generated is lost
     dims = None
     if dimensions is not None:

@@ -57,7 +57,8 @@ def require_text(row: Mapping[str, Any], field: str, *, path: Path | str, line: 
         raise InputError(f"the field is missing (fields present: {present})", path=path, line=line,
                          field=field, fix="use the benchmark's cleaned JSONL file, or map the field.") from None
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"expected a non-empty string, got {value!r:.60}", path=path, line=line, field=field)
+        raise InputError(f"expected a non-empty string, got {value!r:.60}", path=path, line=line, field=field,
+                         fix="fill in the text, or drop the row.")
     return value
 
 
@@ -77,10 +78,13 @@ def require_score(row: Mapping[str, Any], field: str, *, path: Path | str, line:
         try:
             value = float(value)
         except ValueError:
-            raise InputError(f"expected a number, got {value!r:.40}", path=path, line=line, field=field) from None
+            raise InputError(f"expected a number, got {value!r:.40}", path=path, line=line, field=field,
+                             fix="write the score as a number, e.g. 3 or 0.5.") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a finite number, got {value!r:.40}", path=path, line=line, field=field)
+        raise InputError(f"expected a finite number, got {value!r:.40}", path=path, line=line, field=field,
+                         fix="write the score as a finite number; drop items without a rating.")
     if (low is not None and value < low - 1e-9) or (high is not None and value > high + 1e-9):
         raise InputError(f"score {value} is outside the scale [{low:g}, {high:g}]", path=path, line=line,
-                         field=field)
+                         field=field, fix="use the benchmark's original rating scale (rescaled data is not "
+                                          "accepted).")
     return float(value)

@@ -158,16 +158,19 @@ def load_csv(
         reader = csv.DictReader(handle, restval=_SHORT_ROW)
         try:
             if not reader.fieldnames:
-                raise InputError("the CSV file has no header row", path=path, line=1)
+                raise InputError("the CSV file has no header row", path=path, line=1,
+                                 fix="put the column names (e.g. input,output) on the first line.")
             duplicated = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
             if duplicated:
-                raise InputError(f"the header names a column more than once: {duplicated}", path=path, line=1)
+                raise InputError(f"the header names a column more than once: {duplicated}", path=path, line=1,
+                                 fix="rename the repeated columns.")
             previous_end = reader.line_num
             for row in reader:
                 number = previous_end + 1  # a quoted cell may span lines: report where the row starts
                 previous_end = reader.line_num
                 if None in row:
-                    raise InputError("the row has more cells than the header", path=path, line=number)
+                    raise InputError("the row has more cells than the header", path=path, line=number,
+                                     fix="quote cells that contain the separator.")
                 if any(v is _SHORT_ROW for v in row.values()):
                     raise InputError(
                         f"the row has fewer cells than the header ({len(reader.fieldnames)} columns)",
@@ -178,7 +181,8 @@ def load_csv(
                 if limit is not None and len(examples) >= limit:
                     break
         except csv.Error as exc:
-            raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num) from exc
+            raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
+                             fix="check the quoting on that line.") from exc
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
                              fix="save the file as UTF-8.") from exc

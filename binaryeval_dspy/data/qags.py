@@ -62,7 +62,8 @@ def load_qags(
         raw_id = row.get("item_id", line - 1)
         item_id = f"{split}-{raw_id}"
         if item_id in seen:
-            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id")
+            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id",
+                             fix="give every row its own item_id.")
         seen.add(item_id)
         source = require_text(row, "source", path=file, line=line)
         items.append(dspy.Example(

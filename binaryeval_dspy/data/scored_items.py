@@ -51,7 +51,8 @@ def _attach(ex: dspy.Example, *, source: str, human: dict[str, str], doc_field: 
         try:
             value = lookup(row, field)
         except KeyError:
-            raise InputError("the field is missing", path=source, line=line, field=field) from None
+            raise InputError("the field is missing", path=source, line=line, field=field,
+                             fix="map an existing field, or add it to every row.") from None
         return "" if value is None else str(value)
 
     updated = ex.copy(human=scores, doc_id=optional(doc_field, str(ex.item_id)),

@@ -61,7 +61,7 @@ def load_summeval(
         item_id = f"{doc_id}/{system_id}"
         if item_id in seen:
             raise InputError(f"item {item_id} already appeared on line {seen[item_id]}", path=file, line=line,
-                             field="system_id")
+                             field="system_id", fix="keep one summary per document and system.")
         seen[item_id] = line
         human = {d: require_score(row, f"scores.{d}", path=file, line=line, low=low, high=high)
                  for d in SUMMEVAL_DIMENSIONS}

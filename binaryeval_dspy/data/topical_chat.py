@@ -72,7 +72,8 @@ def load_topical_chat(
         raw_id = row.get("item_id", line - 1)
         item_id = f"tc-{int(raw_id):03d}" if str(raw_id).isascii() and str(raw_id).isdigit() else f"tc-{raw_id}"
         if item_id in seen:
-            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id")
+            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id",
+                             fix="give every row its own item_id.")
         seen.add(item_id)
         context = require_text(row, "context", path=file, line=line)
         fact = require_text(row, "fact", path=file, line=line)

@@ -58,7 +58,7 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                     "Fix: pip install 'binaryeval-dspy[local]'."
                 ) from exc
             if not Path(path).is_file():
-                raise LMConfigError(f"GGUF model file not found: {path}")
+                raise LMConfigError(f"GGUF model file not found: {path}. Fix: give an existing .gguf path, or --lm local.")
             try:
                 threads = n_threads or _threads_from_env() or os.cpu_count() or 1
                 _MODELS[key] = llama_cpp.Llama(
@@ -66,7 +66,8 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                     n_threads=threads, n_threads_batch=threads,
                 )
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variants
-                raise LMConfigError(f"could not load GGUF model {path}: {exc}") from exc
+                raise LMConfigError(f"could not load GGUF model {path}: {exc}. Fix: check that the file is a complete "
+                                     "GGUF model (re-download it); lower n_ctx if memory is short.") from exc
         return _MODELS[key]
 
 

@@ -98,7 +98,8 @@ class TaskFiles:
             path = self.manual_questions
         elif choice == GENERATED:
             if handle is None:
-                raise InputError("--questions generated needs the LM that generated them")
+                raise InputError("--questions generated needs the LM that generated them",
+                                 fix="pass the same --lm as `bineval benchmark-questions`, or --questions manual.")
             path = self.generated_questions(lm_tag(handle))
         else:
             path = Path(choice)

@@ -173,14 +173,17 @@ class OptimizationHistory(BaseModel):
         """
         path = Path(path)
         if not path.is_file():
-            raise InputError("history file not found", path=path)
+            raise InputError("history file not found", path=path,
+                             fix="give the history.json written by the optimizer.")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from exc
+            raise InputError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno,
+                             fix="restore the file the optimizer wrote.") from exc
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
-            raise InputError(first["msg"], path=path, field=field) from exc
+            raise InputError(first["msg"], path=path, field=field,
+                             fix="restore the file the optimizer wrote.") from exc

@@ -240,10 +240,12 @@ class QuestionSet(BaseModel):
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise QuestionSetError(
-                f"not valid JSON ({exc.msg}, column {exc.colno})", path=path, line=exc.lineno
+                f"not valid JSON ({exc.msg}, column {exc.colno})", path=path, line=exc.lineno,
+                fix="correct the JSON there, or regenerate the set with `bineval questions`.",
             ) from exc
         except (ValueError, RecursionError) as exc:
-            raise QuestionSetError(f"JSON that cannot be read ({exc})", path=path) from exc
+            raise QuestionSetError(f"JSON that cannot be read ({exc})", path=path,
+                                   fix="regenerate the set with `bineval questions`.") from exc
         return cls.from_data(data, path=path, raw_text=raw)
 
     @classmethod
