@@ -222,9 +222,31 @@ def test_sample_without_limit_is_announced_and_sources_are_relative(tmp_path, da
                                                                     monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = _run(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out",
-                   "run", "--bootstrap", "20", "--no-figures", "--methods", "rouge", "--sample", "random"])
+                   "run", "--bootstrap", "20", "--no-figures", "--methods", "bineval,unieval", "--sample", "random"])
     assert result.exit_code == 0, result.output
     assert "--sample random has no effect without --limit" in " ".join(result.output.split())
     config = json.loads((tmp_path / "run" / "benchmark.json").read_text())
     assert config["rubric_source"] == str(Path("tasks", "summeval", "rubric.json"))  # under the working dir
-    assert not Path(config["question_set_source"]).is_absolute()
+    assert config["question_set_source"] == str(Path("tasks", "summeval", "questions.manual.json"))
+
+
+def test_rouge_alone_reads_no_task_file_and_bineval_can_join_later(tmp_path, data_dir, tasks_dir, scripted):
+    out = tmp_path / "run"
+    base = ["benchmark", "summeval", "--data-dir", str(data_dir), "--out", str(out), "--bootstrap", "20",
+            "--no-figures", "--limit", "4"]
+    empty_tasks = tmp_path / "no-tasks"
+    empty_tasks.mkdir()
+    alone = _run([*base, "--tasks-dir", str(empty_tasks), "--methods", "rouge"])
+    assert alone.exit_code == 0, alone.output
+    config = json.loads((out / "benchmark.json").read_text())
+    assert config["question_set_hash"] == config["rubric_hash"] == ""
+    assert not (out / "rubric.json").exists() and not (out / "question_set.json").exists()
+    assert "question set" not in (out / "report.md").read_text().split("\n\n")[1]
+
+    missing = _run([*base, "--tasks-dir", str(empty_tasks), "--methods", "unieval"])
+    assert missing.exit_code == 2 and "task folder not found" in " ".join(missing.output.split())
+    joined = _run([*base, "--tasks-dir", str(tasks_dir), "--methods", "bineval"])
+    assert joined.exit_code == 0, joined.output
+    config = json.loads((out / "benchmark.json").read_text())
+    assert config["question_set_hash"] and config["rubric_hash"] == "" and config["methods"] == ["bineval", "rouge"]
+    assert "BinEval question set" in (out / "report.md").read_text()

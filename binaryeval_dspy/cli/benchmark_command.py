@@ -118,23 +118,26 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     if not items:
         raise InputError("the benchmark selection is empty", field="limit",
                          fix="check the data file, or raise --limit.")
-    task = TaskFiles.for_benchmark(spec.task_dir, tasks_dir)
-    rubric = Rubric.load(task.rubric)
+    # Only the task files the chosen methods use are read: ROUGE-L alone needs none of them.
+    task = TaskFiles.for_benchmark(spec.task_dir, tasks_dir) if set(chosen) - {"rouge"} else None
+    rubric = Rubric.load(task.rubric) if task is not None and {"geval", "unieval"} & set(chosen) else None
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None
-    question_path = task.question_set_path(questions_choice, handle)
-    question_set = QuestionSet.load(question_path)
-    missing_dims = [d for d in spec.dimensions if d not in question_set.dimensions]
-    if "bineval" in chosen and missing_dims:
-        console.print(f"[yellow]The question set has no questions for {', '.join(missing_dims)}: BinEval will "
-                      "report n/a there.[/yellow]")
+    question_path = question_set = None
+    if task is not None and "bineval" in chosen:
+        question_path = task.question_set_path(questions_choice, handle)
+        question_set = QuestionSet.load(question_path)
+        missing_dims = [d for d in spec.dimensions if d not in question_set.dimensions]
+        if missing_dims:
+            console.print(f"[yellow]The question set has no questions for {', '.join(missing_dims)}: BinEval "
+                          "will report n/a there.[/yellow]")
     lm_name = handle.name if handle is not None else NO_LM
     if out_dir is None:
         selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
         out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
     run = BenchmarkRun(out_dir)
     prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
-                question_set_source=_shown_path(question_path), rubric=rubric,
-                rubric_source=_shown_path(task.rubric),
+                question_set_source=_shown_path(question_path) if question_path else "", rubric=rubric,
+                rubric_source=_shown_path(task.rubric) if rubric is not None and task is not None else "",
                 methods=chosen, limit=limit, sample=sample, seed=seed,
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")

@@ -62,8 +62,10 @@ class BenchmarkRunConfig(BaseModel):
         data_dir: the data folder read (None: the default one).
         data_files: split -> file inside the data folder.
         item_ids: the selected items, in judging order.
-        question_set_hash / question_set_source: BinEval's question set.
-        rubric_hash / rubric_source: the baselines' rubric.
+        question_set_hash / question_set_source: BinEval's question set (empty strings
+            while no BinEval pass was requested).
+        rubric_hash / rubric_source: the baselines' rubric (empty strings while no
+            G-Eval- or UniEval-style pass was requested).
         logprobs: log-probability mode of the baselines (auto / on / off).
         methods: every method requested so far.
         created_at / updated_at: UTC ISO times.
@@ -200,9 +202,9 @@ def prepare_run(
     items: Sequence[dspy.Example],
     *,
     lm_name: str,
-    question_set: QuestionSet,
+    question_set: QuestionSet | None,
     question_set_source: str,
-    rubric: Rubric,
+    rubric: Rubric | None,
     rubric_source: str,
     methods: Sequence[str],
     limit: int | None,
@@ -213,17 +215,23 @@ def prepare_run(
 ) -> BenchmarkRunConfig:
     """Create a run directory, or check that an existing one can be resumed as asked.
 
-    Writes ``benchmark.json``, ``items.jsonl`` and copies of the question set and rubric.
+    Writes ``benchmark.json``, ``items.jsonl`` and copies of the question set and rubric
+    (each only when given: `question_set` may be None unless ``bineval`` is among
+    `methods`, `rubric` None unless ``geval`` or ``unieval`` is).
 
     Raises:
+        InputError: a method's question set or rubric is missing.
         RunStateError: the directory holds another benchmark, LM, item selection,
             question set or rubric; the message says which and how to proceed.
     """
+    _require_task_files(methods, question_set, rubric)
     wanted = BenchmarkRunConfig(
         benchmark=spec.name, lm=lm_name, limit=limit, sample=sample, seed=seed, data_dir=data_dir,
         data_files=dict(spec.data_files), item_ids=[str(i.item_id) for i in items],
-        question_set_hash=question_set.content_hash, question_set_source=question_set_source,
-        rubric_hash=rubric.content_hash, rubric_source=rubric_source, logprobs=logprobs, methods=list(methods),
+        question_set_hash=question_set.content_hash if question_set is not None else "",
+        question_set_source=question_set_source if question_set is not None else "",
+        rubric_hash=rubric.content_hash if rubric is not None else "",
+        rubric_source=rubric_source if rubric is not None else "", logprobs=logprobs, methods=list(methods),
     )
     existing = run.read_config()
     if existing is None and run.path.is_dir():
@@ -249,7 +257,7 @@ def prepare_run(
             checks["rubric_hash"] = "the baselines would mix two rubrics"
         for key, why in checks.items():
             old, new = getattr(existing, key), getattr(wanted, key)
-            if old != new:
+            if old != new and old != "":  # "": that file was never used in this run, so nothing can mix
                 shown = (f"{len(old)} items" if key == "item_ids" else repr(old),
                          f"{len(new)} items" if key == "item_ids" else repr(new))
                 raise RunStateError(
@@ -284,11 +292,20 @@ def prepare_run(
             wanted.rubric_hash, wanted.rubric_source = existing.rubric_hash, existing.rubric_source
     run.write_config(wanted)
     run.write_items(items)
-    if "bineval" in methods or not run.question_set_path.is_file():
+    if question_set is not None and ("bineval" in methods or not run.question_set_path.is_file()):
         question_set.save(run.question_set_path)
-    if {"geval", "unieval"} & set(methods) or not run.rubric_path.is_file():
+    if rubric is not None and ({"geval", "unieval"} & set(methods) or not run.rubric_path.is_file()):
         rubric.save(run.rubric_path)
     return wanted
+
+
+def _require_task_files(methods: Sequence[str], question_set: QuestionSet | None, rubric: Rubric | None) -> None:
+    if "bineval" in methods and question_set is None:
+        raise InputError("BinEval needs a question set", field="question_set",
+                         fix="pass the benchmark's question set (e.g. examples/tasks/<benchmark>/).")
+    if {"geval", "unieval"} & set(methods) and rubric is None:
+        raise InputError("the G-Eval- and UniEval-style baselines need a rubric", field="rubric",
+                         fix="pass the benchmark's rubric.json (e.g. examples/tasks/<benchmark>/).")
 
 
 def _bineval_items(items: Sequence[dspy.Example]) -> list[dspy.Example]:
@@ -304,8 +321,8 @@ def run_benchmark(
     *,
     methods: Sequence[str],
     handle: LMHandle | None,
-    question_set: QuestionSet,
-    rubric: Rubric,
+    question_set: QuestionSet | None,
+    rubric: Rubric | None,
     logprobs: LogprobMode = "auto",
     on_method_start: Callable[[str, int], None] | None = None,
     on_progress: ProgressHook | None = None,
@@ -318,8 +335,10 @@ def run_benchmark(
         items: the selected items (document-grouped order, so prompt prefixes are reused).
         methods: subset of ``bineval``, ``geval``, ``unieval``, ``rouge``, run in that order.
         handle: the LM (required when an LM method is requested).
-        question_set: BinEval's questions (dimensions named as the benchmark's).
-        rubric: the baselines' rubric.
+        question_set: BinEval's questions (dimensions named as the benchmark's); may be
+            None when ``bineval`` is not requested.
+        rubric: the baselines' rubric; may be None when neither ``geval`` nor
+            ``unieval`` is requested.
         logprobs: log-probability mode of the baselines.
         on_method_start: called with (method, number of items) before each method.
         on_progress: called with (method, result or None, status) after each item.
@@ -336,8 +355,9 @@ def run_benchmark(
         raise InputError(f"unknown method(s) {unknown}; expected some of {', '.join(METHODS)}", field="methods")
     if LM_METHODS & set(methods) and handle is None:
         raise InputError("an LM is needed for bineval, geval and unieval", field="lm")
+    _require_task_files(methods, question_set, rubric)
     data_source = ", ".join(spec.data_files.values()) or spec.name
-    dims = [d for d in spec.dimensions if d in rubric.dimensions]
+    dims = [d for d in spec.dimensions if rubric is not None and d in rubric.dimensions]
     outcomes: dict[str, EvaluationOutcome] = {}
     for method in [m for m in METHODS if m in methods]:
         if on_method_start:

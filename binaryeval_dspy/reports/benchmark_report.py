@@ -575,9 +575,11 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
     selection = f"first {cfg.limit}" if cfg.limit and (cfg.sample in (None, "head")) else (
         f"{cfg.limit} per split, {cfg.sample} sample, seed {cfg.seed}" if cfg.limit else "all items")
     report.intro = [
-        (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection}). "
-         f"BinEval question set {cfg.question_set_hash} ({cfg.question_set_source}); baseline rubric "
-         f"{cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."),
+        (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection})."
+         + (f" BinEval question set {cfg.question_set_hash} ({cfg.question_set_source})."
+            if cfg.question_set_hash else "")
+         + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."
+            if cfg.rubric_hash else "")),
         ("Methods: BinEval = yes-rate over many binary questions per dimension (paper 3.2); G-Eval-style = one "
          "holistic integer score per dimension from criteria and evaluation steps, probability-weighted when the "
          "LM returns log-probabilities; UniEval-style = one yes/no question per dimension scored by P(yes); "
