@@ -250,3 +250,26 @@ def test_rouge_alone_reads_no_task_file_and_bineval_can_join_later(tmp_path, dat
     config = json.loads((out / "benchmark.json").read_text())
     assert config["question_set_hash"] and config["rubric_hash"] == "" and config["methods"] == ["bineval", "rouge"]
     assert "BinEval question set" in (out / "report.md").read_text()
+
+
+def test_ctrl_c_stops_the_whole_benchmark_not_only_the_current_method(tmp_path, data_dir, tasks_dir, monkeypatch):
+    calls = {"n": 0}
+
+    def interrupting(system: str, user: str):
+        calls["n"] += 1
+        if calls["n"] == 30:  # inside BinEval's third item (12 questions per item)
+            raise KeyboardInterrupt
+        return script(system, user)
+
+    lm, _ = scripted_lm(interrupting)
+    handle = LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name="scripted-judge", embedded=False)
+    monkeypatch.setattr(command_module, "build_lm", lambda *a, **k: handle)
+    out = tmp_path / "run"
+    result = _run(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out",
+                   str(out), "--bootstrap", "20", "--no-figures"])
+    assert result.exit_code == 130, result.output
+    assert calls["n"] == 30  # nothing was called after the interrupt
+    assert len((out / "bineval" / "results.jsonl").read_text().splitlines()) == 2
+    for later in ("geval", "unieval", "rouge"):
+        assert not (out / later / "results.jsonl").is_file() or not (out / later / "results.jsonl").read_text()
+    assert "rerun the same command to resume" in " ".join(result.output.split())

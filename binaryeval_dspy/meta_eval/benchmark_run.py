@@ -344,7 +344,9 @@ def run_benchmark(
         on_progress: called with (method, result or None, status) after each item.
 
     Returns:
-        method -> `EvaluationOutcome` (results include earlier sessions).
+        method -> `EvaluationOutcome` (results include earlier sessions). After Ctrl-C
+        the interrupted method's outcome has ``interrupted=True`` and the methods after
+        it are not started (they are absent from the mapping).
 
     Raises:
         InputError: unknown method, or an LM method without an LM.
@@ -360,6 +362,8 @@ def run_benchmark(
     dims = [d for d in spec.dimensions if rubric is not None and d in rubric.dimensions]
     outcomes: dict[str, EvaluationOutcome] = {}
     for method in [m for m in METHODS if m in methods]:
+        if any(o.interrupted for o in outcomes.values()):  # Ctrl-C stops the whole run, not one method
+            break
         if on_method_start:
             on_method_start(method, len(items))
 
