@@ -273,3 +273,26 @@ def test_ctrl_c_stops_the_whole_benchmark_not_only_the_current_method(tmp_path, 
     for later in ("geval", "unieval", "rouge"):
         assert not (out / later / "results.jsonl").is_file() or not (out / later / "results.jsonl").read_text()
     assert "rerun the same command to resume" in " ".join(result.output.split())
+
+
+def test_report_text_fits_the_run(tmp_path, data_dir, tasks_dir, scripted):
+    out = tmp_path / "run"
+    assert _run(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir), "--out",
+                 str(out), "--bootstrap", "20", "--no-figures", "--methods", "bineval,rouge"]).exit_code == 0
+    report = build_benchmark_report(BenchmarkRun(out), n_resamples=20, figures=False)
+    assert "Methods: BinEval = " in report.intro[1] and "ROUGE-L = " in report.intro[1]
+    assert "G-Eval-style" not in report.intro[1] and "UniEval-style" not in report.intro[1]
+    tables = [block for _, blocks in report.sections for block in blocks if hasattr(block, "rows")]
+    ci = next(t for t in tables if t.caption.startswith("Spearman ρ with bootstrap"))
+    assert "Only 3 documents to resample" in ci.note
+    paired = next(t for t in tables if t.caption.startswith("Paired bootstrap"))
+    cells = [cell for row in paired.rows for cell in row[1:]]
+    assert cells and all(re.search(r" p(<0\.05|=\d\.\d{3}|=n/a)$", c) for c in cells), cells
+    assert "p=0.000" not in " ".join(cells)
+    assert "(12 items, 3 documents)" in tables[0].caption
+
+
+def test_p_values_are_shown_at_the_bootstrap_resolution():
+    from binaryeval_dspy.reports.benchmark_report import _fmt_p
+    assert _fmt_p(0.0, 1000) == "p<0.001" and _fmt_p(0.0004, 1000) == "p<0.001"
+    assert _fmt_p(0.044, 1000) == "p=0.044" and _fmt_p(float("nan"), 1000) == "p=n/a"

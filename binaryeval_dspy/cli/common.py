@@ -18,8 +18,20 @@ from rich.markup import escape
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 
+PIPED_WIDTH = 200  # rich assumes 80 columns without a terminal, which cuts wide tables to "QAGS…"
+
+
+def _stdout_console() -> Console:
+    """Tables go to stdout; when it is a file or a pipe (and $COLUMNS is unset), use
+    `PIPED_WIDTH` columns so that saved output keeps whole headers and numbers."""
+    plain = Console()
+    if plain.is_terminal or os.environ.get("COLUMNS"):
+        return plain
+    return Console(width=PIPED_WIDTH)
+
+
 console = Console(stderr=True)
-out_console = Console()
+out_console = _stdout_console()
 
 
 def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -162,6 +162,18 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _fmt_p(p_value: float | None, n_resamples: int) -> str:
+    """A bootstrap p-value; below the resolution 1/n_resamples it reads ``p<1/n``."""
+    if p_value is None or (isinstance(p_value, float) and math.isnan(p_value)):
+        return "p=n/a"
+    floor = 1.0 / n_resamples
+    return f"p<{floor:g}" if p_value < floor else f"p={p_value:.3f}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def _mean(values: Sequence[float]) -> tuple[float, bool]:
     """Mean over defined values, and whether some were undefined."""
     arr = np.array(values, dtype=float)
@@ -202,6 +214,14 @@ class _Calculator:
         return result.value, info
 
 
+METHOD_DEFINITIONS = {
+    "bineval": "BinEval = yes-rate over many binary questions per dimension (paper 3.2)",
+    "geval": "G-Eval-style = one holistic integer score per dimension from criteria and evaluation steps, "
+             "probability-weighted when the LM returns log-probabilities",
+    "unieval": "UniEval-style = one yes/no question per dimension scored by P(yes)",
+    "rouge": "ROUGE-L = F-measure against the reference (no LM)",
+}
+FEW_UNITS = 10  # fewer resampling units than this: the report warns that intervals are unreliable
 CONSTANT_MARK = " †"
 CONSTANT_NOTE = ("† = the method gave the same score to every item (of every document, at summary level): it "
                  "ranks nothing, so its correlation counts as 0.")
@@ -244,8 +264,9 @@ def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metric
     n_items = len(scores.items)
     n_docs = scores.items["doc_id"].nunique()
     return ReportTable(
-        caption=f"{LEVEL_TITLES[level]} Spearman ρ / Kendall τ on {spec.title} ({n_items} items, {n_docs} "
-                f"{'documents' if level == 'summary' else 'contexts'}) - LM: {lm} (layout of the paper's {spec.paper_table})",
+        caption=f"{LEVEL_TITLES[level]} Spearman ρ / Kendall τ on {spec.title} ({_plural(n_items, 'item')}, "
+                f"{_plural(n_docs, 'document' if level == 'summary' else 'context')}) - LM: {lm} "
+                f"(layout of the paper's {spec.paper_table})",
         header=header, rows=rows,
         note="Average = mean of the dimension columns (* = some dimension undefined, averaged over the rest). "
              "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " ROUGE-L uses no LM.",
@@ -309,8 +330,10 @@ def _other_levels_table(calc: _Calculator, scores: RunScores, lm: str, metrics: 
                 metrics[method][d][f"{lv}_spearman"] = value
                 row.append(_fmt(value))
             rows.append(row)
+    note = (f"System-level correlations use {n_systems} systems (means over the sampled items)." if "system" in levels
+            else f"No system-level column: the sample has {_plural(n_systems, 'system')}, and it needs at least 3.")
     return ReportTable(caption=f"Pearson r and Spearman ρ at other levels - LM: {lm}", header=header, rows=rows,
-                       note=f"System-level correlations use {n_systems} systems (means over the sampled items).")
+                       note=note)
 
 
 def _panels_dims(scores: RunScores, split: str = "") -> list[Panel]:
@@ -400,9 +423,12 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
     if len(columns) > 1 and spec.layout == "dimensions":
         header.append("Average")
     unit = "documents" if level == "summary" else "items"
+    n_units = scores.items["doc_id"].nunique() if level == "summary" else len(scores.items)
+    few = (f"Only {_plural(n_units, unit[:-1])} to resample: intervals and p-values from so few are not "
+           "reliable; use a larger --limit." if n_units < FEW_UNITS else "")
     tables = [ReportTable(
         caption=f"Spearman ρ with bootstrap 95% intervals ({n_resamples} resamples of {unit}, seed {seed}) - LM: {lm}",
-        header=header, rows=ci_rows)]
+        header=header, rows=ci_rows, note=few)]
     if "bineval" not in scores.methods or len(scores.methods) < 2:
         return tables
     test_rows = []
@@ -419,7 +445,7 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
                                          systems=systems, n_resamples=n_resamples, seed=seed)
             metrics["bineval"].setdefault("paired_vs", {}).setdefault(other, {})[label(split, dim)] = {
                 "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
-            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] p={_fmt(test.p_value, 3)}")
+            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
             h_rows.append(human)
             a_rows.append(a)
             b_rows.append(b)
@@ -428,14 +454,15 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
                                          systems=systems, n_resamples=n_resamples, seed=seed)
             metrics["bineval"]["paired_vs"][other]["Average"] = {
                 "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
-            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] p={_fmt(test.p_value, 3)}")
+            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
         test_rows.append(row)
     tables.append(ReportTable(
         caption=f"Paired bootstrap test of BinEval against each baseline: Δρ = ρ(BinEval) - ρ(baseline), "
                 f"95% interval and two-sided p ({n_resamples} resamples) - LM: {lm}",
         header=header, rows=test_rows,
         note="Both methods are compared on the items where both have a score; the same resampled units are "
-             "used for both in every resample."))
+             "used for both in every resample. A constant method (†) counts as ρ = 0, so it can 'beat' a "
+             "baseline whose ρ is negative without ranking anything." + (f" {few}" if few else "")))
     return tables
 
 
@@ -580,10 +607,7 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
             if cfg.question_set_hash else "")
          + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."
             if cfg.rubric_hash else "")),
-        ("Methods: BinEval = yes-rate over many binary questions per dimension (paper 3.2); G-Eval-style = one "
-         "holistic integer score per dimension from criteria and evaluation steps, probability-weighted when the "
-         "LM returns log-probabilities; UniEval-style = one yes/no question per dimension scored by P(yes); "
-         "ROUGE-L = F-measure against the reference (no LM)."),
+        "Methods: " + "; ".join(METHOD_DEFINITIONS[m] for m in scores.methods if m in METHOD_DEFINITIONS) + ".",
     ]
     missing = [m for m in cfg.methods if m not in scores.methods]
     partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.methods
