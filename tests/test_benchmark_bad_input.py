@@ -103,3 +103,83 @@ def test_optimize_resume_from_another_starting_point_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{")
     with pytest.raises(RunStateError, match="damaged"):
         _check_or_write_config(tmp_path, config)
+
+
+def test_lone_surrogate_escape_is_a_located_error_before_anything_is_written(tmp_path):
+    lines = [json.dumps(r) for r in _rows()]
+    lines[2] = lines[2].replace('"M0"', '"M\\ud800"')
+    data = _data(tmp_path / "d", raw=("\n".join(lines) + "\n").encode())
+    result = _bench(data, tmp_path / "run")
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "summeval.jsonl:3:" in text and "system_id" in text and "surrogate" in text
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("target", "line", "message"), [
+    ("items.jsonl", '{"item_id": "x", "human": {"coherence": "high"}}', "human.coherence"),
+    ("items.jsonl", '{"item_id": "x", "human": {}, "doc_id": {"a": 1}}', "doc_id"),
+    ("benchmark.json", '{"benchmark": "summeval"}', "not a valid benchmark run file"),
+    ("benchmark.json", '{"benchmark": "summ', "not a valid benchmark run file"),
+])
+def test_report_on_damaged_run_files_gives_one_located_line(tmp_path, target, line, message):
+    out = tmp_path / "run"
+    assert _bench(_data(tmp_path / "d"), out).exit_code == 0
+    (out / target).write_text(line + "\n")
+    result = CliRunner().invoke(cli, ["report", str(out), "--no-figures", "--bootstrap", "10"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert message in text and "Fix:" in text and "Traceback" not in text, text
+    assert "--out at a new directory" not in text
+
+
+def test_topical_chat_id_with_thousands_of_digits_is_kept_as_text(tmp_path):
+    from binaryeval_dspy.data import load_topical_chat
+    scores = {"naturalness": 2, "coherence": 3, "engagingness": 1, "groundedness": 1, "understandability": 1,
+              "overall": 4}
+    row = {"item_id": "9" * 5000, "context_id": "c1", "context": "A: hi", "fact": "Cats purr.",
+           "system_id": "Original Ground Truth", "response": "Hello.", "scores": scores}
+    file = tmp_path / "tc.jsonl"
+    file.write_text(json.dumps(row) + "\n")
+    assert load_topical_chat(file)[0].item_id == "tc-" + "9" * 5000
+
+
+def test_empty_ifbench_file_is_refused(tmp_path):
+    from binaryeval_dspy.data.ifbench import load_ifbench
+    file = tmp_path / "IFBench_test.jsonl"
+    file.write_text("\n")
+    with pytest.raises(InputError, match="holds no items"):
+        load_ifbench(file)
+
+
+def test_optimize_into_a_folder_that_is_not_a_comparison_is_refused(tmp_path, monkeypatch):
+    def no_lm(*args, **kwargs):
+        raise AssertionError("the LM was built before --out was checked")
+
+    monkeypatch.setattr("binaryeval_dspy.cli.optimize_command.build_lm", no_lm)
+    out = tmp_path / "mine"
+    (out / "bineval").mkdir(parents=True)
+    (out / "bineval" / "result.json").write_text("{}")
+    result = CliRunner().invoke(cli, ["optimize", "--mode", "human", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "holds no comparison" in " ".join(result.output.split())
+    assert sorted(p.name for p in out.iterdir()) == ["bineval"]
+
+
+def test_rubric_without_the_benchmark_dimensions_is_refused_before_the_lm(tmp_path, monkeypatch):
+    tasks = tmp_path / "tasks" / "summeval"
+    tasks.mkdir(parents=True)
+    shipped = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "summeval" / "rubric.json"
+    rubric = json.loads(shipped.read_text())
+    rubric["dimensions"] = {"tone": next(iter(rubric["dimensions"].values()))}
+    (tasks / "rubric.json").write_text(json.dumps(rubric))
+
+    def no_lm(*args, **kwargs):
+        raise AssertionError("the LM was built before the rubric was checked")
+
+    monkeypatch.setattr("binaryeval_dspy.cli.benchmark_command.build_lm", no_lm)
+    result = CliRunner().invoke(cli, ["benchmark", "summeval", "--data-dir", str(_data(tmp_path / "d")), "--out",
+                                      str(tmp_path / "run"), "--tasks-dir", str(tmp_path / "tasks"),
+                                      "--methods", "geval", "--no-figures"])
+    assert result.exit_code == 2, result.output
+    assert "the rubric has none of SummEval's dimensions" in " ".join(result.output.split())

@@ -206,15 +206,20 @@ def test_hub_path_on_a_saved_dataset_and_a_parquet_file(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [
-    ("empty.jsonl", "", "the file is empty"),
-    ("header.csv", "input,output,score\n", "the file has no rows"),
-    ("bad.jsonl", '{"input": "a", "output": "b", "score": 1}\n{bad json\n', "could not read the file as json"),
+    ("empty.json", "", "the file is empty"),
+    ("empty.jsonl", "", "the file holds no items"),
+    ("header.csv", "input,output,score\n", "the file holds no items"),
+    ("long.csv", "input,output,score\na,b,1,2\n", "more cells than the header"),
+    ("twice.csv", "input,output,score,score\na,b,1,2\n", "names a column more than once"),
+    ("bad.jsonl", '{"input": "a", "output": "b", "score": 1}\n{bad json\n', "not valid JSON"),
+    ("latin1.jsonl", '{"input": "caf\xe9", "output": "b", "score": 1}\n', "not UTF-8"),
+    ("bad.json", '[{"input": "a", "output": "b", "score": 1}, {bad', "could not read the file as json"),
     ("rows.txt", "input output\n", "unsupported dataset file type '.txt'"),
 ])
 def test_hub_path_names_the_local_file_it_cannot_read(tmp_path, name, content, message):
     pytest.importorskip("datasets")
     file = tmp_path / name
-    file.write_text(content, encoding="utf-8")
+    file.write_bytes(content.encode("latin-1" if name.startswith("latin1") else "utf-8"))
     with pytest.raises(InputError, match=message) as err:
         load_hub_items(str(file), human_fields=["score"])
     assert err.value.path == str(file) and "split" not in str(err.value)

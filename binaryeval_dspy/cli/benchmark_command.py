@@ -121,6 +121,16 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     # Only the task files the chosen methods use are read: ROUGE-L alone needs none of them.
     task = TaskFiles.for_benchmark(spec.task_dir, tasks_dir) if set(chosen) - {"rouge"} else None
     rubric = Rubric.load(task.rubric) if task is not None and {"geval", "unieval"} & set(chosen) else None
+    if rubric is not None:
+        covered = [d for d in spec.dimensions if d in rubric.dimensions]
+        if not covered:
+            raise InputError(f"the rubric has none of {spec.title}'s dimensions ({', '.join(spec.dimensions)}); "
+                             f"it has {', '.join(rubric.dimensions) or 'none'}", path=task.rubric,
+                             field="dimensions", fix="add criteria for the benchmark's dimensions to the rubric.")
+        if len(covered) < len(spec.dimensions):
+            absent = ", ".join(d for d in spec.dimensions if d not in covered)
+            console.print(f"[yellow]The rubric has no criteria for {absent}: the G-Eval- and UniEval-style "
+                          "baselines will report n/a there.[/yellow]")
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None
     question_path = question_set = None
     if task is not None and "bineval" in chosen:

@@ -42,6 +42,23 @@ def _names(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse an --out that is a file, or a non-empty folder that is not a comparison.
+
+    Raises:
+        InputError: its files could be overwritten or mistaken for results.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("--out is a file, not a folder", path=out_dir, field="--out",
+                         fix="choose a new or empty folder.")
+    if out_dir.is_dir() and not (out_dir / "config.json").is_file():
+        present = sorted(p.name for p in out_dir.iterdir())
+        if present:
+            raise InputError(f"the folder is not empty and holds no comparison (no config.json; found "
+                             f"{', '.join(present[:5])})", path=out_dir, field="--out",
+                             fix="choose a new or empty folder; its files would be overwritten or taken as results.")
+
+
 def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Path | None,
                         regenerate_questions: bool) -> None:
     """Refuse options that the chosen mode would silently ignore.
@@ -138,6 +155,9 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
         console.print(f"Rebuilt {write_comparison(out_dir)} from the saved results (no LM calls).")
         return
     optimizers = _names(compare)
+    if out_dir is None:
+        out_dir = Path("runs") / f"optimize-{mode}-{slug(lm_spec)}"
+    _check_out_dir(out_dir)
     _check_mode_options(mode, source_lm=source_lm, source_verdicts=source_verdicts,
                         regenerate_questions=regenerate_questions)
     instructions = None
@@ -171,8 +191,6 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                       bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
                       mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,
                       gepa_metric_calls=gepa_metric_calls, seed=seed)
-    if out_dir is None:
-        out_dir = Path("runs") / f"optimize-{mode}-{slug(lm_spec)}"
     notes = list(choice.notes)
     if handle.embedded:
         notes.append("The embedded engine bounds every free-text output field to 160 characters (responses, "

@@ -14,6 +14,7 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.benchmark_rows import require_rows
 from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.errors import InputError
@@ -75,8 +76,8 @@ def load_ifbench(
 
     Raises:
         InputError: missing file, a line that is not a JSON object, a missing or
-            malformed field, an unknown instruction id, bad arguments, or a
-            duplicate key; the message names file, line and field.
+            malformed field, an unknown instruction id, bad arguments, a
+            duplicate key, or no prompt at all; the message names file, line and field.
     """
     if limit is not None and limit < 0:
         raise InputError(f"limit must be >= 0, got {limit}", fix="pass a positive --limit or none.")
@@ -94,4 +95,6 @@ def load_ifbench(
             )
         first_line[example.key] = number
         examples.append(example)
+    if limit != 0:
+        require_rows(examples, path)
     return examples

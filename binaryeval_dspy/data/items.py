@@ -217,7 +217,8 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
     Raises:
         InputError: a line is not UTF-8, not valid JSON (including huge integers and
-            absurd nesting) or not a JSON object; names the file and line.
+            absurd nesting), not a JSON object, or holds an unpaired surrogate escape;
+            names the file and line.
     """
     for number, text in _utf8_lines(path):
         if not text.strip():
@@ -233,6 +234,10 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(row, dict):
             raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
                              fix="each line must be one JSON object ({...}).")
+        for key, value in row.items():  # JSON escapes of lone surrogates (\ud800) would fail on hashing or saving
+            shown = key.encode("utf-8", "replace").decode("utf-8")
+            _check_encodable(key, path=path, line=number, field=shown)
+            _check_encodable(json.dumps(value, ensure_ascii=False), path=path, line=number, field=shown)
         yield number, row
 
 

@@ -30,6 +30,9 @@ def _human_map(human_fields: Mapping[str, str] | Sequence[str]) -> dict[str, str
         human_fields = []
     if isinstance(human_fields, Mapping):
         mapping = {str(k): str(v) for k, v in human_fields.items()}
+    elif not isinstance(human_fields, Sequence):
+        raise InputError(f"expected a mapping or a list of field names, got {type(human_fields).__name__}",
+                         field="human_fields", fix="e.g. {'consistency': 'scores.consistency'} or ['score'].")
     else:
         mapping = {str(f).split(".")[-1]: str(f) for f in human_fields}
     if not mapping:
@@ -125,7 +128,7 @@ def _open_local_file(datasets: Any, local: Path) -> Any:
     try:
         data = datasets.load_dataset(kind, data_files=str(local), split="train")
     except Exception as exc:  # datasets / pyarrow raise many types for unreadable files
-        if "corresponds to no data" in str(exc):  # a header-only CSV
+        if "corresponds to no data" in str(exc) or "BatchSize must be greater than 0" in str(exc):  # no rows
             raise InputError("the file has no rows", path=local,
                              fix="point to a file with one scored item per row.") from exc
         raise InputError(f"could not read the file as {kind}: {_root_cause(exc)}", path=local,
@@ -153,6 +156,8 @@ def _open_dataset(name: str, split: str, revision: str | None) -> Any:
                     raise InputError(f"the saved dataset has no split {split!r} (splits: {', '.join(data)})",
                                      path=local, field="split", fix="pass --split with one of those names.")
                 data = data[split]
+            if len(data) == 0:
+                raise InputError("the saved dataset has no rows", path=local, fix="save a dataset with scored items.")
             return data
         return datasets.load_dataset(name, split=split, revision=revision)
     except InputError:
@@ -186,7 +191,8 @@ def load_hub_items(
     Args:
         name: a hub dataset id (``owner/name``), a local folder written by
             ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``, or a local
-            ``.parquet``, ``.json``, ``.jsonl`` or ``.csv`` file.
+            ``.parquet`` or ``.json`` file; a local ``.jsonl`` or ``.csv`` file is read
+            by `load_scored_items` (same result, errors name the line).
         split: split to read from a hub dataset or a saved `DatasetDict`.
         revision: hub revision (commit, tag or branch) to pin.
         Other arguments: as in `load_scored_items` (rows are numbered from 1 in errors).
@@ -195,9 +201,16 @@ def load_hub_items(
         Same as `load_scored_items`.
 
     Raises:
-        InputError: the dataset cannot be loaded (unreachable hub, unknown split),
-            or a row lacks a mapped field.
+        InputError: the dataset cannot be loaded (unreachable hub, unknown split,
+            unreadable or empty local file), a row lacks a mapped field, or
+            `human_fields` is not a mapping or a list of field names.
     """
+    local = Path(str(name)).expanduser()
+    if local.is_file() and local.suffix.lower() in (".jsonl", ".csv"):  # our reader names the bad line
+        return load_scored_items(local, human_fields=human_fields, input_field=input_field,
+                                 output_field=output_field, id_field=id_field, doc_field=doc_field,
+                                 system_field=system_field, reference_field=reference_field, limit=limit,
+                                 sample=sample, seed=seed)
     human = _human_map(human_fields)
     data = _open_dataset(name, split, revision)
     items = []

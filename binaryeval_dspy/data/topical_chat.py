@@ -70,7 +70,8 @@ def load_topical_chat(
     responders: dict[tuple[str, str], int] = {}  # (context id, system id) -> first line
     for line, row in read_rows(file):
         raw_id = row.get("item_id", line - 1)
-        item_id = f"tc-{int(raw_id):03d}" if str(raw_id).isascii() and str(raw_id).isdigit() else f"tc-{raw_id}"
+        digits = str(raw_id).isascii() and str(raw_id).isdigit() and len(str(raw_id)) <= 18
+        item_id = f"tc-{int(raw_id):03d}" if digits else f"tc-{raw_id}"
         if item_id in seen:
             raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id",
                              fix="give every row its own item_id.")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
@@ -92,6 +92,10 @@ class BenchmarkRunConfig(BaseModel):
     updated_at: str = Field(default_factory=utc_now)
 
 
+_DAMAGED_CONFIG_FIX = ("restore benchmark.json from a backup, or run `bineval benchmark` again into a new --out "
+                       "directory (the results in this one cannot be attributed without it).")
+
+
 class BenchmarkRun:
     """The files of one benchmark run directory (see the module docstring).
 
@@ -126,9 +130,14 @@ class BenchmarkRun:
             return None
         try:
             return BenchmarkRunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise InputError(f"not a valid benchmark run file: {exc}", path=self.config_path,
-                             fix="point --out at a new directory.") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise InputError(f"not a valid benchmark run file ({first['msg']})", path=self.config_path,
+                             field=where or None, fix=_DAMAGED_CONFIG_FIX) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"not a valid benchmark run file ({type(exc).__name__})", path=self.config_path,
+                             fix=_DAMAGED_CONFIG_FIX) from exc
 
     def write_config(self, config: BenchmarkRunConfig) -> None:
         """Write ``benchmark.json`` atomically."""
@@ -141,7 +150,9 @@ class BenchmarkRun:
         """The selected items (id, doc, system, split, human scores, output hash), in order.
 
         Raises:
-            InputError: the file is missing or a line is not JSON.
+            InputError: the file is missing, a line is not JSON, or a field has the
+                wrong type (human scores must be numbers or null; doc, system and split
+                ids strings).
         """
         if not self.items_path.is_file():
             raise InputError("no items.jsonl in this run directory", path=self.items_path,
@@ -163,6 +174,14 @@ class BenchmarkRun:
                 if not isinstance(human, dict):
                     raise InputError(f"expected an object of human scores, got {human!r:.40}",
                                      path=self.items_path, line=number, field="human", fix=fix)
+                for dim, score in human.items():
+                    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+                        raise InputError(f"expected a number or null, got {score!r:.40}", path=self.items_path,
+                                         line=number, field=f"human.{dim}", fix=fix)
+                for key in ("doc_id", "system_id", "split"):
+                    if key in row and (isinstance(row[key], bool) or not isinstance(row[key], (str, int))):
+                        raise InputError(f"expected a string, got {row[key]!r:.40}", path=self.items_path,
+                                         line=number, field=key, fix=fix)
                 seen[item_id] = number
                 rows.append(row)
         except InputError as exc:
