@@ -262,3 +262,19 @@ def test_options_the_mode_would_ignore_are_refused_before_any_work(tmp_path, ext
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_a_bad_source_lm_is_named_as_such(tmp_path):
+    result = CliRunner().invoke(cli, ["optimize", "--mode", "cross_model", "--source-lm",
+                                      str(tmp_path / "missing.gguf"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "--source-lm " in text and "GGUF file not found" in text and "error: --lm" not in text
+
+
+def test_blank_target_instructions_file_is_refused(tmp_path):
+    blank = tmp_path / "instructions.txt"
+    blank.write_text("  \n\n")
+    result = CliRunner().invoke(cli, ["optimize", "--mode", "human", "--target-instructions", str(blank),
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "the file is empty" in " ".join(result.output.split()), result.output

@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 
 PIPED_WIDTH = 200  # rich assumes 80 columns without a terminal, which cuts wide tables to "QAGS…"
@@ -51,12 +51,26 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int) -> LMHandle:
-    """Make the LM, telling the user when the embedded model is being loaded."""
+def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
+             option: str = "--lm") -> LMHandle:
+    """Make the LM, telling the user when the embedded model is being loaded.
+
+    Args:
+        option: the CLI option `lm_spec` came from (``--prompt-lm``, ``--source-lm``),
+            named in errors instead of ``--lm``.
+
+    Raises:
+        LMConfigError: as `make_lm`, with `option` named.
+    """
     if lm_spec == "local" or lm_spec.endswith(".gguf"):
         console.print(f"[dim]Using the embedded model ({escape(lm_spec)}); it runs offline and is too small "
                       "to judge well - pass --lm for real evaluations.[/dim]")
-    return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens)
+    try:
+        return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens)
+    except LMConfigError as exc:
+        if option == "--lm":
+            raise
+        raise LMConfigError(f"{option}: {exc}".replace(f"{option}: --lm ", f"{option} ", 1)) from exc
 
 
 def slug(text: str) -> str:

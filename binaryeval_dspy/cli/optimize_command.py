@@ -166,14 +166,17 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
             raise InputError("file not found", path=target_instructions, field="--target-instructions",
                              fix="give a text file with the starting instructions, or drop the option.")
         try:
-            instructions = target_instructions.read_text(encoding="utf-8-sig").strip() or None
+            instructions = target_instructions.read_text(encoding="utf-8-sig").strip()
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason})", path=target_instructions,
                              field="--target-instructions", fix="save it as UTF-8.") from exc
+        if not instructions:
+            raise InputError("the file is empty", path=target_instructions, field="--target-instructions",
+                             fix="write the starting instructions into it, or drop the option to use the defaults.")
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     handle.lm.cache = cache
-    prompt_handle = build_lm(prompt_lm, lm_model, api_key_env, max_tokens) if prompt_lm else None
-    source_handle = build_lm(source_lm, lm_model, api_key_env, max_tokens) if source_lm else None
+    prompt_handle = build_lm(prompt_lm, lm_model, api_key_env, max_tokens, "--prompt-lm") if prompt_lm else None
+    source_handle = build_lm(source_lm, lm_model, api_key_env, max_tokens, "--source-lm") if source_lm else None
     for extra in (prompt_handle, source_handle):
         if extra is not None:
             extra.lm.cache = cache
