@@ -70,7 +70,9 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     except LMConfigError as exc:
         if option == "--lm":
             raise
-        raise LMConfigError(f"{option}: {exc}".replace(f"{option}: --lm ", f"{option} ", 1)) from exc
+        message = str(exc)
+        message = option + message.removeprefix("--lm") if message.startswith("--lm ") else f"{option}: {message}"
+        raise LMConfigError(message) from exc
 
 
 def slug(text: str) -> str:

@@ -31,6 +31,7 @@ from binaryeval_dspy.comparison.report import comparison_table, load_results, wr
 from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.llama_engine import load_llama
+from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
 
 
 def _names(value: str) -> list[str]:
@@ -46,17 +47,14 @@ def _check_out_dir(out_dir: Path) -> None:
     """Refuse an --out that is a file, or a non-empty folder that is not a comparison.
 
     Raises:
-        InputError: its files could be overwritten or mistaken for results.
+        InputError: --out is a file.
+        RunStateError: its files could be overwritten or mistaken for results.
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("--out is a file, not a folder", path=out_dir, field="--out",
                          fix="choose a new or empty folder.")
-    if out_dir.is_dir() and not (out_dir / "config.json").is_file():
-        present = sorted(p.name for p in out_dir.iterdir())
-        if present:
-            raise InputError(f"the folder is not empty and holds no comparison (no config.json; found "
-                             f"{', '.join(present[:5])})", path=out_dir, field="--out",
-                             fix="choose a new or empty folder; its files would be overwritten or taken as results.")
+    if not (out_dir / "config.json").is_file():
+        refuse_unrelated_folder(out_dir, kind="a comparison folder", marker="comparison (config.json)")
 
 
 def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Path | None,

@@ -20,7 +20,8 @@ from binaryeval_dspy.data.items import _check_ids, _to_example, load_items
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
 
-HUB_FILE_FORMATS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
+OWN_READER_SUFFIXES = (".jsonl", ".csv")  # local files `load_scored_items` reads, naming the bad line
+HUB_FILE_FORMATS = {".parquet": "parquet", ".json": "json"}  # other local files, read through `datasets`
 
 
 def _human_map(human_fields: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
@@ -121,20 +122,18 @@ def _open_local_file(datasets: Any, local: Path) -> Any:
     kind = HUB_FILE_FORMATS.get(local.suffix.lower())
     if kind is None:
         raise InputError(f"unsupported dataset file type {local.suffix!r}; expected one of "
-                         f"{sorted(HUB_FILE_FORMATS)}", path=local,
+                         f"{sorted([*HUB_FILE_FORMATS, *OWN_READER_SUFFIXES])}", path=local,
                          fix="convert the file to .jsonl, .json, .csv or .parquet.")
     if local.stat().st_size == 0:
         raise InputError("the file is empty", path=local, fix="point to a file with one scored item per row.")
     try:
         data = datasets.load_dataset(kind, data_files=str(local), split="train")
     except Exception as exc:  # datasets / pyarrow raise many types for unreadable files
-        if "corresponds to no data" in str(exc) or "BatchSize must be greater than 0" in str(exc):  # no rows
+        if "BatchSize must be greater than 0" in str(exc):  # a parquet file without rows
             raise InputError("the file has no rows", path=local,
                              fix="point to a file with one scored item per row.") from exc
         raise InputError(f"could not read the file as {kind}: {_root_cause(exc)}", path=local,
-                         fix=f"check that the file is valid {kind}"
-                             + ("; `load_scored_items` reads JSONL / CSV and names the bad line."
-                                if kind in ("json", "csv") else ".")) from exc
+                         fix=f"check that the file is valid {kind}.") from exc
     if len(data) == 0:
         raise InputError("the file has no rows", path=local, fix="point to a file with one scored item per row.")
     return data
@@ -206,7 +205,7 @@ def load_hub_items(
             `human_fields` is not a mapping or a list of field names.
     """
     local = Path(str(name)).expanduser()
-    if local.is_file() and local.suffix.lower() in (".jsonl", ".csv"):  # our reader names the bad line
+    if local.is_file() and local.suffix.lower() in OWN_READER_SUFFIXES:
         return load_scored_items(local, human_fields=human_fields, input_field=input_field,
                                  output_field=output_field, id_field=id_field, doc_field=doc_field,
                                  system_field=system_field, reference_field=reference_field, limit=limit,

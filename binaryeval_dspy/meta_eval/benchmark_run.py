@@ -36,7 +36,7 @@ from binaryeval_dspy.programs.rouge import RougeL
 from binaryeval_dspy.programs.rubric_judge import LogprobMode
 from binaryeval_dspy.programs.unieval import UniEvalJudge
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.run_directory import RunDirectory, refuse_unrelated_folder
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
@@ -253,13 +253,8 @@ def prepare_run(
         rubric_source=rubric_source if rubric is not None else "", logprobs=logprobs, methods=list(methods),
     )
     existing = run.read_config()
-    if existing is None and run.path.is_dir():
-        unrelated = sorted(p.name for p in run.path.iterdir())
-        if unrelated:
-            raise RunStateError(
-                f"{run.path} is not empty and is not a benchmark run (no benchmark.json; found {unrelated[:5]}); "
-                "its files could be overwritten. Fix: choose a new or empty --out directory."
-            )
+    if existing is None:
+        refuse_unrelated_folder(run.path, kind="a benchmark run", marker=run.config_path.name)
     if existing is not None:
         checks = {
             "benchmark": "it is another benchmark",

@@ -39,6 +39,31 @@ _CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_t
 _CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": "non-pass"}
 
 
+
+def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse to write into an existing, non-empty folder that is not one of our runs.
+
+    Used by every command with an ``--out`` folder (evaluate, benchmark, optimize), so
+    that the user's own files are never overwritten or read as results.
+
+    Args:
+        folder: the ``--out`` folder (need not exist).
+        kind: what a run folder of this command is (``"a run directory"``).
+        marker: the file that marks one (``"manifest.json"``).
+        ignore: names that may be present anyway (a lock file, a temporary file).
+
+    Raises:
+        RunStateError: `folder` holds files other than `ignore` (the first 5 are named).
+    """
+    if not folder.is_dir():
+        return
+    unrelated = sorted(p.name for p in folder.iterdir() if p.name not in ignore)
+    if unrelated:
+        raise RunStateError(
+            f"{folder} is not empty and is not {kind} (it holds no {marker}; found {unrelated[:5]}); its files "
+            "could be overwritten or taken as results. Fix: choose a new or empty --out directory."
+        )
+
 class RunDirectory:
     """Files of one run. Create with a path; `start` writes or checks the manifest.
 
@@ -154,14 +179,9 @@ class RunDirectory:
                 f"{self.path} holds {RESULTS} but no {MANIFEST}, so its settings cannot be checked. "
                 "Fix: choose another --out, or restore the manifest."
             )
-        if existing is None and self.path.is_dir():
-            unrelated = [p.name for p in self.path.iterdir()
-                         if p.name not in (LOCK, MANIFEST + ".tmp", FROZEN_QUESTION_SET)]
-            if unrelated:
-                raise RunStateError(
-                    f"{self.path} is not empty and is not a run directory (found {sorted(unrelated)[:5]}). "
-                    "Fix: choose a new or empty --out directory."
-                )
+        if existing is None:
+            refuse_unrelated_folder(self.path, kind="a run directory", marker=MANIFEST,
+                                    ignore=(LOCK, MANIFEST + ".tmp", FROZEN_QUESTION_SET))
         if existing is None or not has_results:
             current = manifest
         else:
