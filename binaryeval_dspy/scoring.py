@@ -1,7 +1,8 @@
 """Yes-rate scoring and affine scaling (paper section 3.2).
 
-Pure functions: verdicts in, `ScoreCard` out. An unparsed verdict is left out of the
-denominator (never counted as "no") and reported in the counts.
+Pure functions: verdicts in, `ScoreCard` out. An unparsed verdict and a failed call
+(``error``) are left out of the denominator (never counted as "no") and reported in the
+counts.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def score_verdicts(
         yes=sum(c.yes for c in counts.values()),
         no=sum(c.no for c in counts.values()),
         unparsed=sum(c.unparsed for c in counts.values()),
+        error=sum(c.error for c in counts.values()),
     )
     overall = yes_rate(total)
+    p_yes_scores, p_yes_overall = soft_scores(by_id, question_set)
     low, high = scale
     return ScoreCard(
         dimension_scores=dimension_scores,
@@ -90,4 +93,30 @@ def score_verdicts(
         scale=(float(low), float(high)),
         scaled_dimension_scores={d: affine_scale(s, low, high) for d, s in dimension_scores.items()},
         scaled_overall=affine_scale(overall, low, high),
+        p_yes_scores=p_yes_scores,
+        p_yes_overall=p_yes_overall,
     )
+
+
+def soft_scores(
+    by_id: dict[str, QuestionVerdict], question_set: QuestionSet
+) -> tuple[dict[str, float | None] | None, float | None]:
+    """Mean P(yes) per dimension and overall, over the questions whose verdict carries one.
+
+    The soft counterpart of the yes-rate: where the LM returns token log-probabilities,
+    each answered question contributes P(yes) in [0, 1] instead of 1/0. Code-checked
+    and failed questions carry no P(yes) and are left out.
+
+    Returns:
+        (dimension -> mean P(yes) or None, overall mean or None); (None, None) when no
+        verdict carries a P(yes) (the LM returned no log-probabilities).
+    """
+    if not any(v.p_yes is not None for v in by_id.values()):
+        return None, None
+    per_dimension: dict[str, float | None] = {}
+    every: list[float] = []
+    for dimension, questions in question_set.by_dimension().items():
+        values = [by_id[q.id].p_yes for q in questions if q.id in by_id and by_id[q.id].p_yes is not None]
+        per_dimension[dimension] = sum(values) / len(values) if values else None
+        every.extend(values)
+    return per_dimension, (sum(every) / len(every) if every else None)

@@ -207,13 +207,17 @@ def test_bineval_accepts_a_path_rejects_other_types_and_saves_the_scale(tmp_path
     assert fresh.scale == (1.0, 5.0)
 
 
-def test_threaded_failure_names_its_cause(small_question_set):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_failed_calls_are_error_verdicts_naming_their_cause(small_question_set, threads):
     def down(system, user):
         raise ConnectionError("endpoint down")
 
     lm, _ = scripted_lm(down)
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), pytest.raises(BinEvalError, match="endpoint down"):
-        BinEval(small_question_set, num_threads=3)(input="a", output="b")
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = BinEval(small_question_set, num_threads=threads)(input="a", output="b")
+    assert [v.verdict for v in pred.verdicts] == ["error"] * 3
+    assert all("endpoint down" in v.error for v in pred.verdicts)
+    assert pred.score is None and pred.score_card.total_counts.error == 3
 
 
 def test_salvage_reads_case_but_not_prose():

@@ -57,14 +57,19 @@ def test_threads_give_the_same_verdicts_in_question_order(small_question_set):
     assert len(engine.calls) == 3
 
 
-def test_transport_error_propagates_instead_of_becoming_an_answer(small_question_set):
-    def broken(system, user):
-        raise ConnectionError("endpoint down")
+def test_a_failed_call_is_an_error_outcome_and_keeps_the_other_answers(small_question_set):
+    def flaky(system, user):
+        if "numbers" in user:
+            raise ConnectionError("endpoint down")
+        return {"explanation": "fine", "verdict": "no" if "grammatical" in user else "yes"}
 
-    with pytest.raises(Exception, match="endpoint down|LM call failed"):
-        run(BinEval(small_question_set), broken)
-    with pytest.raises(BinEvalError):
-        run(BinEval(small_question_set, num_threads=2), broken)
+    for threads in (1, 2):
+        pred, _ = run(BinEval(small_question_set, num_threads=threads), flaky)
+        assert [v.verdict for v in pred.verdicts] == ["yes", "error", "no"]
+        assert "endpoint down" in pred.verdicts[1].error
+        card = pred.score_card
+        assert card.counts["consistency"].error == 1 and card.dimension_scores["consistency"] == 1.0
+        assert card.overall == 0.5  # 1 yes of 2 answered; the error is in no denominator
 
 
 def test_empty_output_is_rejected(small_question_set):

@@ -119,7 +119,8 @@ def test_resume_with_another_question_set_or_lm_is_refused(tmp_path, items_file,
     assert len(run_dir.read_results()) == 1
 
 
-def test_failed_items_are_not_stored_and_stop_after_three(tmp_path, items_file, small_question_set, scripted_handle):
+def test_an_unreachable_endpoint_stores_error_outcomes_and_stops_early(tmp_path, items_file, small_question_set,
+                                                                       scripted_handle):
     def down(system, user):
         raise ConnectionError("endpoint down")
 
@@ -127,6 +128,8 @@ def test_failed_items_are_not_stored_and_stop_after_three(tmp_path, items_file, 
     run_dir = RunDirectory(tmp_path / "run")
     outcome = evaluate_items(BinEval(small_question_set), load(items_file), run_dir,
                              manifest(small_question_set, "fake"), lm=handle, max_consecutive_failures=2)
-    assert len(outcome.failed) == 2 and outcome.new_items == 0
-    assert "endpoint down" in outcome.failed[0][1]
-    assert run_dir.read_results() == []
+    assert outcome.new_items == 2 and outcome.stopped_early and "unreachable" in outcome.stopped_early
+    stored = run_dir.read_results()
+    assert [r.complete for r in stored] == [False, False]
+    assert all(v.verdict == "error" and "endpoint down" in v.error for r in stored for v in r.verdicts)
+    assert outcome.incomplete == [r.item_id for r in stored]

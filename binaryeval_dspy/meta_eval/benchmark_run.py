@@ -340,6 +340,9 @@ def run_benchmark(
     logprobs: LogprobMode = "auto",
     on_method_start: Callable[[str, int], None] | None = None,
     on_progress: ProgressHook | None = None,
+    concurrency: int = 1,
+    explanations: bool = True,
+    fail_on_errors: bool = False,
 ) -> dict[str, EvaluationOutcome]:
     """Run each requested method over the items into its own directory of `run`.
 
@@ -356,6 +359,10 @@ def run_benchmark(
         logprobs: log-probability mode of the baselines.
         on_method_start: called with (method, number of items) before each method.
         on_progress: called with (method, result or None, status) after each item.
+        concurrency: LM calls in flight (BinEval: across items and questions; the
+            baselines: items at once). The embedded model always runs with 1.
+        explanations: False runs BinEval verdict-only (see `BinEval`).
+        fail_on_errors: stop BinEval at the first item with a failed call.
 
     Returns:
         method -> `EvaluationOutcome` (results include earlier sessions). After Ctrl-C
@@ -396,8 +403,10 @@ def run_benchmark(
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,
                                    config=config)
-            outcomes[method] = evaluate_items(BinEval(question_set), _bineval_items(items), run.method_dir(method),
-                                              manifest, lm=handle, on_progress=progress)
+            outcomes[method] = evaluate_items(BinEval(question_set, explanations=explanations),
+                                              _bineval_items(items), run.method_dir(method), manifest, lm=handle,
+                                              on_progress=progress, concurrency=concurrency,
+                                              fail_on_errors=fail_on_errors)
             continue
         if method == "rouge":
             scorer = RougeL()
@@ -412,7 +421,7 @@ def run_benchmark(
                                    question_set_hash=f"rougeL-stemmer-{scorer.use_stemmer}",
                                    question_set_path="(none)", items_path=data_source, config=config)
             outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                          manifest, lm=None, on_progress=progress)
+                                          manifest, lm=None, on_progress=progress, concurrency=concurrency)
             continue
         judge: dspy.Module = (GEvalJudge if method == "geval" else UniEvalJudge)(
             rubric, dimensions=dims, logprobs=logprobs)
@@ -425,5 +434,5 @@ def run_benchmark(
                                question_set_path=str(run.rubric_path), items_path=data_source,
                                config={**config, "logprobs": logprobs})
         outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                      manifest, lm=handle, on_progress=progress)
+                                      manifest, lm=handle, on_progress=progress, concurrency=concurrency)
     return outcomes

@@ -8,16 +8,17 @@ only scores the items (and methods) still missing. BinEval itself runs through
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, usage_from_tracker
+from binaryeval_dspy.runs.evaluation import EvaluationOutcome, run_resumable
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest
@@ -70,6 +71,15 @@ class MethodRunDirectory(RunDirectory):
     result_model = MethodItemResult
 
 
+def _method_result(method: str, item: dspy.Example, done: ItemDone) -> MethodItemResult:
+    pred = done.result
+    return MethodItemResult(
+        item_id=str(item.item_id), method=method, output_hash=text_hash(item.output),
+        scores=dict(pred.scores), details=dict(getattr(pred, "details", {}) or {}),
+        usage=done.usage, seconds=done.seconds,
+    )
+
+
 def score_item(method: str, function: MethodFunction, item: dspy.Example,
                lm: LMHandle | None = None) -> MethodItemResult:
     """Run one method on one item; the prediction must carry ``scores`` (and may carry ``details``).
@@ -77,15 +87,18 @@ def score_item(method: str, function: MethodFunction, item: dspy.Example,
     Raises:
         Exception: whatever the LM call raised (the item is not stored).
     """
-    started = time.perf_counter()
-    context = lm.context() if lm is not None else dspy.context()
-    with context, dspy.track_usage() as tracker:
-        pred = function(item)
-    return MethodItemResult(
-        item_id=str(item.item_id), method=method, output_hash=text_hash(item.output),
-        scores=dict(pred.scores), details=dict(getattr(pred, "details", {}) or {}),
-        usage=usage_from_tracker(tracker), seconds=round(time.perf_counter() - started, 3),
-    )
+    context = lm.context() if lm is not None else contextlib.nullcontext()
+    done: list[ItemDone] = []
+    with context:
+        map_items([item], lambda _i, it: _method_work(function, it), done.append)
+    if done[0].error is not None:
+        raise done[0].error
+    return _method_result(method, item, done[0])
+
+
+def _method_work(function: MethodFunction, item: dspy.Example) -> ItemWork:
+    """A baseline item as one call (its LM calls are sequential) and a pass-through finish."""
+    return ItemWork(calls=[lambda: function(item)], finish=lambda results: results[0])
 
 
 def run_method(
@@ -97,54 +110,27 @@ def run_method(
     *,
     lm: LMHandle | None = None,
     on_progress: Callable[[MethodItemResult | None, str], None] | None = None,
+    concurrency: int = 1,
     max_consecutive_failures: int = 3,
 ) -> EvaluationOutcome:
     """Score every item not yet in `run_dir` with one method, appending as it goes.
 
-    The same contract as `binaryeval_dspy.runs.evaluate_items`: stored items are
-    skipped, a failed item is not stored (a rerun retries it), Ctrl-C keeps what is done,
-    and `max_consecutive_failures` failures in a row stop the loop.
+    The same loop as `binaryeval_dspy.runs.evaluate_items` (`run_resumable`): the run's
+    lock, stored items skipped, a failed item not stored (a rerun retries it), Ctrl-C
+    keeps what is done, `concurrency` items in flight (each item's calls in a row), and
+    `max_consecutive_failures` failures in a row stop the loop.
 
     Returns:
         An `EvaluationOutcome` whose ``results`` are `MethodItemResult`s.
 
     Raises:
-        RunStateError: `run_dir` was made with another LM or method configuration.
+        RunStateError: `run_dir` was made with another LM or method configuration, or
+            another process is writing it.
     """
-    started = time.perf_counter()
-    manifest = run_dir.start(manifest)
-    stored = run_dir.read_results()
-    done = {r.item_id for r in stored}
-    wanted = {str(i.item_id) for i in items}
-    outcome = EvaluationOutcome(results=list(stored), new_items=0, skipped_items=len(done & wanted))
-    consecutive = 0
-    try:
-        for item in items:
-            if str(item.item_id) in done:
-                if on_progress:
-                    on_progress(None, "skipped")
-                continue
-            try:
-                result = score_item(method, function, item, lm)
-            except Exception as exc:  # noqa: BLE001 - LM transport errors come in many types; none is a score
-                outcome.failed.append((str(item.item_id), f"{type(exc).__name__}: {exc}"))
-                logger.warning("%s: item %s failed: %s", method, item.item_id, exc)
-                consecutive += 1
-                if on_progress:
-                    on_progress(None, "failed")
-                if consecutive >= max_consecutive_failures:
-                    break
-                continue
-            consecutive = 0
-            run_dir.append(result)  # type: ignore[arg-type]
-            outcome.results.append(result)  # type: ignore[arg-type]
-            outcome.new_items += 1
-            if on_progress:
-                on_progress(result, "done")
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-    finally:
-        outcome.seconds = time.perf_counter() - started
-        outcome.manifest = run_dir.finish(manifest, items_done=outcome.new_items,
-                                          interrupted=outcome.interrupted or bool(outcome.failed))
-    return outcome
+    return run_resumable(
+        items, run_dir, manifest,
+        plan=lambda item, _stored: _method_work(function, item),
+        package=lambda item, done, _stored: _method_result(method, item, done),
+        lm=lm, on_progress=on_progress, concurrency=concurrency,
+        max_consecutive_failures=max_consecutive_failures,
+    )

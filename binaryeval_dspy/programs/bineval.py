@@ -5,20 +5,23 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.logprobs import value_distribution
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
-from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
+from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 
 _CHAT_VERDICT = re.compile(r"^\s*\[\[\s*##\s*verdict\s*##\s*\]\]\s*\n\s*(yes|no)\s*[.!]?\s*$",
                            re.IGNORECASE | re.MULTILINE)
@@ -51,21 +54,35 @@ def _salvage(raw: str) -> tuple[str, str] | None:
     return None
 
 
-@dataclass
-class _ThreadOutcome:
-    verdict: QuestionVerdict | None
-    error: Exception | None
-    usage: dict[str, list[dict]]
+LogprobMode = Literal["auto", "on", "off"]
+_TOP_LOGPROBS = 5
+
+
+def p_yes(logprobs: object) -> float | None:
+    """P(yes) at the verdict's position, renormalized over yes/no; None without log-probabilities."""
+    distribution = value_distribution(logprobs, "verdict", ("yes", "no"))
+    return None if distribution is None else distribution["yes"]
+
+
+def error_text(exc: BaseException, limit: int = 2000) -> str:
+    """``"<ErrorType>: <message>"`` of a failed call, cut to `limit` characters (for records)."""
+    return f"{type(exc).__name__}: {exc}"[:limit]
 
 
 class BinEval(dspy.Module):
     """Evaluate an output with binary questions and aggregate yes-rates (paper 3.2).
 
     Each question is answered in its own LM call (the evaluator sees the input, the
-    output and one question), optionally on several threads. A verdict that cannot be
-    read as yes/no is recorded as ``unparsed``: excluded from every denominator and
-    counted in the score card, never treated as "no".
+    output and one question). Every question has one of four outcomes:
 
+    * ``yes`` / ``no``: the answer, with its explanation (and P(yes) when the LM
+      returns token log-probabilities);
+    * ``unparsed``: the LM answered but not as yes/no (the raw reply is kept);
+    * ``error``: the call failed after DSPy's retries (rate limit, server error,
+      timeout, context overflow); the error is kept and a resumed run asks again.
+
+    Unparsed and error are excluded from every denominator and counted in the score
+    card, never treated as "no"; a failed question never discards the others.
     Questions that carry a ``check`` are answered by that code check first, always,
     and never sent to the LM; their verdicts are scored like the LM's.
 
@@ -75,11 +92,20 @@ class BinEval(dspy.Module):
             ``program.load(path)`` round-trip both.
         scale: interval [a, b] for scaled scores, e.g. ``(1, 5)`` for a Likert scale;
             two different finite numbers.
-        num_threads: concurrent question calls per item (an int >= 1; 1 = sequential).
-            Embedded llama.cpp models serialize calls anyway; remote endpoints gain.
+        num_threads: LM calls in flight for one item's questions when called directly
+            (an int >= 1; 1 = one after the other). Runs over many items set their
+            concurrency across items instead (`binaryeval_dspy.runs.evaluate_items`).
+        explanations: True (default) asks for a verdict and an explanation; False asks
+            for the verdict alone (`JudgeBinaryVerdict`), about 3x faster on a small
+            local model and the cheapest way to get P(yes).
+        logprobs: ``"auto"`` (default) asks the LM for token log-probabilities and
+            records P(yes) per question and mean P(yes) per dimension
+            (``score_card.p_yes_scores``) when it returns them; an LM that refuses the
+            parameter is not asked again. ``"on"`` always asks, ``"off"`` never.
 
     Raises:
-        BinEvalError: a question set of another type, a bad scale or thread count.
+        BinEvalError: a question set of another type, a bad scale, thread count or
+            logprobs mode.
         QuestionSetError: a question-set path that does not load.
 
     Example:
@@ -94,10 +120,14 @@ class BinEval(dspy.Module):
         *,
         scale: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 1,
+        explanations: bool = True,
+        logprobs: LogprobMode = "auto",
     ) -> None:
         super().__init__()
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise BinEvalError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+        if logprobs not in ("auto", "on", "off"):
+            raise BinEvalError(f"logprobs must be 'auto', 'on' or 'off', got {logprobs!r}")
         if isinstance(question_set, (str, Path)):
             question_set = QuestionSet.load(question_set)
         if question_set is not None and not isinstance(question_set, QuestionSet):
@@ -105,9 +135,12 @@ class BinEval(dspy.Module):
                 f"question_set must be a QuestionSet or the path of its JSON file, got {type(question_set).__name__}"
             )
         self.questions = QuestionSetState(question_set)
-        self.judge = dspy.Predict(JudgeBinaryQuestion)
+        self.explanations = bool(explanations)
+        self.judge = dspy.Predict(JudgeBinaryQuestion if self.explanations else JudgeBinaryVerdict)
         self.scale_state = ScaleState(_checked_scale(scale))
         self.num_threads = num_threads
+        self.logprobs = logprobs
+        self._logprobs_refused = False
 
     @property
     def scale(self) -> tuple[float, float]:
@@ -131,19 +164,34 @@ class BinEval(dspy.Module):
     def question_set(self, value: QuestionSet) -> None:
         self.questions.value = value
 
+    def _ask(self, fields: dict[str, str]) -> dspy.Prediction:
+        """One judge call, asking for log-probabilities unless the mode or the LM says no."""
+        if self.logprobs == "off" or self._logprobs_refused:
+            return self.judge(**fields)
+        try:
+            return self.judge(**fields, config={"logprobs": True, "top_logprobs": _TOP_LOGPROBS})
+        except AdapterParseError:
+            raise
+        except Exception as exc:
+            if self.logprobs == "auto" and "logprob" in str(exc).lower():
+                self._logprobs_refused = True  # this LM does not take the parameter: stop asking
+                return self.judge(**fields)
+            raise
+
     def judge_question(self, input: str, output: str, question: BinaryQuestion) -> QuestionVerdict:
         """Answer one binary question f_E(x, y, q) with its explanation (paper 3.2).
 
+        Never raises for LM trouble: the outcome is in the verdict.
+
         Returns:
-            A `QuestionVerdict`; ``unparsed`` (with the raw LM text) when the answer
-            cannot be read as yes/no. LM transport errors propagate, so a failed call
-            is retried by a rerun instead of being stored as an answer.
+            A `QuestionVerdict`: yes/no (with P(yes) when log-probabilities came back);
+            ``unparsed`` (with the raw LM text) when the answer cannot be read as
+            yes/no; ``error`` (with the error's type and message) when the call failed.
         """
+        fields = {"input": input, "output": output, "question": question.text,
+                  "violation_example": question.violation_example}
         try:
-            pred = self.judge(
-                input=input, output=output, question=question.text,
-                violation_example=question.violation_example,
-            )
+            pred = self._ask(fields)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
             salvaged = _salvage(raw)
@@ -153,6 +201,8 @@ class BinEval(dspy.Module):
                 question_id=question.id, verdict="unparsed", raw_answer=raw[:2000],
                 error=f"{type(exc).__name__}: could not read a yes/no verdict",
             )
+        except Exception as exc:  # transport, rate limit, timeout, context overflow: not an answer
+            return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         verdict = str(pred.verdict).strip().lower()
         explanation = str(getattr(pred, "explanation", "") or "").strip()
         if verdict not in ("yes", "no"):
@@ -160,19 +210,47 @@ class BinEval(dspy.Module):
                 question_id=question.id, verdict="unparsed", raw_answer=str(pred.verdict)[:2000],
                 error="the verdict field is neither yes nor no",
             )
-        return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation)
+        return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
+                               p_yes=p_yes(getattr(pred, "logprobs", None)))
 
-    def _judge_in_thread(self, input: str, output: str, question: BinaryQuestion) -> _ThreadOutcome:
-        """`judge_question` on a worker thread: the verdict or the LM error, plus the usage.
+    def item_work(
+        self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()
+    ) -> ItemWork[QuestionVerdict, dspy.Prediction]:
+        """One item as independent question calls plus a scoring step (for `map_items`).
 
-        DSPy's executor gives each worker a private copy of the usage tracker, so the
-        calls' usage is returned here and added to the caller's tracker by `forward`.
+        Code-checked questions are answered here, before any LM call. Questions with an
+        answer in `previous` (yes, no or unparsed from the LM) are not asked again: a
+        resumed run asks only the questions whose call failed (``error``) or that have
+        no verdict yet.
+
+        Args:
+            input: the source x; non-empty.
+            output: the output y under evaluation; non-empty.
+            previous: verdicts stored for this item by an earlier, incomplete run.
+
+        Returns:
+            An `ItemWork` whose calls each return a `QuestionVerdict` and whose finish
+            returns the prediction `forward` returns.
+
+        Raises:
+            InputError: `input` or `output` is empty or not a string.
         """
-        with dspy.track_usage() as tracker:
-            try:
-                return _ThreadOutcome(self.judge_question(input, output, question), None, tracker.usage_data)
-            except Exception as exc:  # re-raised with its cause by forward()
-                return _ThreadOutcome(None, exc, tracker.usage_data)
+        for name, value in (("input", input), ("output", output)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"BinEval needs a non-empty string, got {value!r:.60}", field=name)
+        question_set = self.question_set
+        by_code = {q.id: answer_with_check(q, input=input, output=output) for q in question_set.code_checked}
+        kept = {v.question_id: v for v in previous if v.answered and v.source == "lm" and v.question_id not in by_code}
+        ask = [q for q in question_set.questions if q.id not in by_code and q.id not in kept]
+
+        def finish(asked: list[QuestionVerdict]) -> dspy.Prediction:
+            by_id = {**kept, **{v.question_id: v for v in asked}, **by_code}
+            verdicts = [by_id[q.id] for q in question_set.questions]
+            card = score_verdicts(verdicts, question_set, scale=self.scale)
+            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+
+        return ItemWork(calls=[partial(self.judge_question, input, output, q) for q in ask], finish=finish,
+                        one_call_each=True)
 
     def forward(self, input: str, output: str) -> dspy.Prediction:
         """Answer every question about `output` and score it.
@@ -183,49 +261,22 @@ class BinEval(dspy.Module):
 
         Returns:
             `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
-            parsed), ``score_card`` (`ScoreCard`: per-dimension S_d, counts, scaled
-            scores) and ``verdicts`` (list of `QuestionVerdict`, in question order).
+            parsed), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
+            unparsed and error, scaled scores, P(yes) soft scores when available) and
+            ``verdicts`` (list of `QuestionVerdict`, in question order).
 
         Raises:
-            InputError: `input` or `output` is empty or not a string.
+            InputError: `input` or `output` is empty or not a string. A failed LM call
+                does not raise: it is an ``error`` verdict.
         """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"BinEval needs a non-empty string, got {value!r:.60}", field=name)
-        question_set = self.question_set
-        by_code = {q.id: answer_with_check(q, input=input, output=output) for q in question_set.code_checked}
-        questions = [q for q in question_set.questions if q.id not in by_code]
-        if not questions:
-            verdicts = []
-        elif self.num_threads > 1 and len(questions) > 1:
-            pairs: list[tuple[Callable[..., _ThreadOutcome], tuple[str, str, BinaryQuestion]]] = [
-                (self._judge_in_thread, (input, output, q)) for q in questions
-            ]
-            parallel = dspy.Parallel(
-                num_threads=min(self.num_threads, len(questions)), max_errors=len(questions) + 1,
-                disable_progress_bar=True, provide_traceback=False,
-            )
-            outcomes = parallel(pairs)
-            parent = dspy.settings.usage_tracker
-            for outcome in outcomes:
-                if parent is not None and isinstance(outcome, _ThreadOutcome):
-                    for lm_name, entries in outcome.usage.items():
-                        for entry in entries:
-                            parent.add_usage(lm_name, entry)
-            failures = [o for o in outcomes if not isinstance(o, _ThreadOutcome) or o.error is not None]
-            if failures:
-                first = next((o.error for o in failures if isinstance(o, _ThreadOutcome)), None)
-                cause = f"{type(first).__name__}: {first}" if first is not None else "unknown error"
-                raise BinEvalError(
-                    f"{len(failures)} of {len(questions)} LM calls failed while judging this item ({cause})"
-                ) from first
-            verdicts = [o.verdict for o in outcomes]
-        else:
-            verdicts = [self.judge_question(input, output, q) for q in questions]
-        by_lm = {v.question_id: v for v in verdicts}
-        verdicts = [by_code.get(q.id) or by_lm[q.id] for q in question_set.questions]
-        card = score_verdicts(verdicts, question_set, scale=self.scale)
-        return dspy.Prediction(score=card.overall, score_card=card, verdicts=list(verdicts))
+        work = self.item_work(input, output)
+        outcome: list[ItemDone] = []
+        map_items([None], lambda _index, _item: work, outcome.append,
+                  concurrency=min(self.num_threads, max(1, len(work.calls))))
+        done = outcome[0]
+        if done.error is not None:
+            raise done.error
+        return done.result
 
 
 def _checked_scale(scale: object) -> tuple[float, float]:

@@ -8,16 +8,19 @@ code applies the refutation rule and then the fatal rule. Every step is recorded
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.call_pool import ItemWork
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
 from binaryeval_dspy.programs.pressure_test import PressureTest
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord
 from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.verdict_rules import (
     PRESSURE_TEST_MODES,
     PressureTestMode,
@@ -96,11 +99,23 @@ class VerdictJudge(dspy.Module):
             ``score_card`` as `BinEval` gives them.
 
         Raises:
-            InputError: empty input or output. LM transport errors propagate.
+            InputError: empty input or output. A failed question call is an ``error``
+                verdict; a failed pick or pressure-test call propagates.
         """
+        return self._decide(input, output, self.evidence(input=input, output=output))
+
+    def item_work(self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()) -> ItemWork:
+        """One item for `map_items`: the evidence questions as independent calls, then the
+        label pick, pressure test and rules in the finish step (see `BinEval.item_work`)."""
+        evidence = self.evidence.item_work(input, output, previous)
+        return ItemWork(calls=evidence.calls,
+                        finish=lambda asked: self._decide(input, output, evidence.finish(asked)),
+                        one_call_each=evidence.one_call_each)
+
+    def _decide(self, input: str, output: str, assessed: dspy.Prediction) -> dspy.Prediction:
+        """Pick, pressure-test and rule on a label from BinEval's answers (`assessed`)."""
         question_set = self.question_set
         policy = question_set.verdict_policy
-        assessed = self.evidence(input=input, output=output)
         verdicts = assessed.verdicts
         lines = evidence_lines(verdicts, question_set)
         pick = self.picker(input=input, output=output, evidence=lines)

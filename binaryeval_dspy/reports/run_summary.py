@@ -24,6 +24,9 @@ class DimensionSummary(BaseModel):
         mean_scaled: the same mean on the run's [a, b] scale.
         items_scored: items with at least one parsed answer in this dimension.
         yes / no / unparsed: verdict counts summed over items.
+        error: questions whose LM call failed (no answer; outside every denominator).
+        mean_p_yes: mean over items of the soft score (mean P(yes)), in [0, 1]; None
+            when the LM returned no log-probabilities.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -35,6 +38,8 @@ class DimensionSummary(BaseModel):
     yes: int
     no: int
     unparsed: int
+    error: int = 0
+    mean_p_yes: float | None = None
 
 
 class RunSummary(BaseModel):
@@ -49,6 +54,12 @@ class RunSummary(BaseModel):
             from DSPy's cache cost nothing and are not counted).
         tokens_per_item: mean prompt + completion tokens per item.
         seconds_per_item: mean wall time per item, in seconds.
+        cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
+        adapter_fallbacks: second calls in another output format after a parse failure.
+        items_incomplete: items with at least one question whose LM call failed; their
+            scores use the questions answered (rerun the command to ask the rest).
+        questions_answered / questions_total: answered (yes, no, unparsed) and asked
+            questions over all items.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -62,11 +73,17 @@ class RunSummary(BaseModel):
     completion_tokens: int
     tokens_per_item: float
     seconds_per_item: float
+    cached_prompt_tokens: int = 0
+    adapter_fallbacks: int = 0
+    items_incomplete: int = 0
+    questions_answered: int = 0
+    questions_total: int = 0
 
 
 def results_frame(results: list[ItemResult]) -> pd.DataFrame:
     """One row per item: ``item_id``, one column per dimension score (in [0, 1], NaN when
-    nothing parsed), ``overall``, counts of ``yes``/``no``/``unparsed``, tokens and seconds."""
+    nothing parsed), ``overall``, counts of ``yes``/``no``/``unparsed``/``error``, ``complete``,
+    tokens and seconds."""
     rows = []
     for r in results:
         row: dict[str, object] = {"item_id": r.item_id}
@@ -74,7 +91,8 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
             row[dim] = math.nan if score is None else score
         row["overall"] = math.nan if r.score_card.overall is None else r.score_card.overall
         totals = r.score_card.total_counts
-        row.update(yes=totals.yes, no=totals.no, unparsed=totals.unparsed,
+        row.update(yes=totals.yes, no=totals.no, unparsed=totals.unparsed, error=totals.error,
+                   complete=r.complete,
                    tokens=r.usage.total_tokens, lm_calls=r.usage.lm_calls, seconds=r.seconds)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -102,11 +120,13 @@ def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
             for r in results
         ]
         mean = sum(parsed) / len(parsed) if parsed else None
+        soft = [v for v in (_p_yes(r.score_card, dim) for r in results) if v is not None]
         out.append(DimensionSummary(
             dimension=dim, mean_score=mean,
             mean_scaled=None if mean is None else mean * (high - low) + low,
             items_scored=len(parsed), yes=sum(c.yes for c in counts if c), no=sum(c.no for c in counts if c),
-            unparsed=sum(c.unparsed for c in counts if c),
+            unparsed=sum(c.unparsed for c in counts if c), error=sum(c.error for c in counts if c),
+            mean_p_yes=sum(soft) / len(soft) if soft else None,
         ))
     n = len(results)
     prompt = sum(r.usage.prompt_tokens for r in results)
@@ -116,7 +136,39 @@ def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
         prompt_tokens=prompt, completion_tokens=completion,
         tokens_per_item=(prompt + completion) / n if n else 0.0,
         seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
+        cached_prompt_tokens=sum(r.usage.cached_prompt_tokens for r in results),
+        adapter_fallbacks=sum(r.usage.adapter_fallbacks for r in results),
+        items_incomplete=sum(1 for r in results if not r.complete),
+        questions_answered=sum(r.answered_count for r in results),
+        questions_total=sum(len(r.verdicts) for r in results),
     )
+
+
+def _p_yes(card: object, dim: str) -> float | None:
+    """An item's soft score (mean P(yes)) for `dim` or "overall", None without one."""
+    if dim == "overall":
+        return card.p_yes_overall
+    return (card.p_yes_scores or {}).get(dim)
+
+
+def usage_line(summary: RunSummary) -> str:
+    """One line of cost: calls, tokens (cached part), fallbacks, time per item."""
+    tokens = summary.prompt_tokens + summary.completion_tokens
+    cached = (f", {summary.cached_prompt_tokens} of {summary.prompt_tokens} prompt tokens from the provider's cache"
+              if summary.cached_prompt_tokens else "")
+    fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
+    return (f"{summary.lm_calls} LM calls, {tokens} tokens ({summary.tokens_per_item:.0f} per item{cached})"
+            f"{fallbacks}, {summary.seconds_per_item:.1f} s per item")
+
+
+def incomplete_line(summary: RunSummary) -> str | None:
+    """A warning line when some questions got no answer (failed calls), else None."""
+    if not summary.items_incomplete:
+        return None
+    failed = summary.questions_total - summary.questions_answered
+    return (f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
+            f"{summary.questions_total} questions have no answer (their LM call failed); scores use the "
+            "answered questions. Rerun the same command to ask just those again.")
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -133,13 +185,17 @@ def summary_table(summary: RunSummary) -> Table:
     table.add_column("yes", justify="right")
     table.add_column("no", justify="right")
     table.add_column("unparsed", justify="right")
+    table.add_column("error", justify="right")
+    soft = any(d.mean_p_yes is not None for d in summary.dimensions)
+    if soft:
+        table.add_column("mean P(yes)", justify="right")
     for d in summary.dimensions:
-        table.add_row(Text(d.dimension), _fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no),
-                      str(d.unparsed), style="bold" if d.dimension == "overall" else None)
-    table.caption = (
-        f"{summary.lm_calls} LM calls, {summary.prompt_tokens + summary.completion_tokens} tokens "
-        f"({summary.tokens_per_item:.0f} per item), {summary.seconds_per_item:.1f} s per item"
-    )
+        cells = [_fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no), str(d.unparsed), str(d.error)]
+        if soft:
+            cells.append(_fmt(d.mean_p_yes))
+        table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
+    warning = incomplete_line(summary)
+    table.caption = usage_line(summary) + (f"\n{warning}" if warning else "")
     return table
 
 
@@ -152,10 +208,12 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
         table.add_column(escape(d), justify="right")
     table.add_column("overall", justify="right")
     table.add_column("unparsed", justify="right")
+    table.add_column("error", justify="right")
     for r in results[:max_rows]:
         sc = r.score_card
-        table.add_row(Text(r.item_id), *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
-                      _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed))
+        item = Text(r.item_id) if r.complete else Text(f"{r.item_id} (incomplete)", style="yellow")
+        table.add_row(item, *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
+                      _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed), str(sc.total_counts.error))
     if len(results) > max_rows:
         table.caption = f"... {len(results) - max_rows} more items in results.jsonl"
     return table
@@ -166,14 +224,22 @@ def summary_markdown(summary: RunSummary) -> str:
     low, high = summary.scale
     lines = [
         f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed | error |"
+        " mean P(yes) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in summary.dimensions:
-        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {d.yes} | {d.no} | {d.unparsed} |")
-    lines += ["", f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt + "
+        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {d.yes} | {d.no} | "
+                     f"{d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
+    cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
+    lines += ["", f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
               f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
-              f"wall time {summary.seconds_per_item:.2f} s per item.", ""]
+              f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s per item.",
+              f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
+              f"incomplete items: {summary.items_incomplete}.", ""]
+    warning = incomplete_line(summary)
+    if warning:
+        lines += [f"**Warning:** {warning}", ""]
     return "\n".join(lines)
 
 

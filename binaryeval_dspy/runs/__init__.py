@@ -4,7 +4,7 @@ from binaryeval_dspy.runs.evaluation import (
     EvaluationOutcome,
     evaluate_items,
     judge_item,
-    usage_from_tracker,
+    run_resumable,
 )
 from binaryeval_dspy.runs.rejudge import (
     RejudgeOutcome,
@@ -14,6 +14,7 @@ from binaryeval_dspy.runs.rejudge import (
     rejudge_items,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.usage_meter import UsageMeter, measure_usage
 
 __all__ = [
@@ -28,5 +29,6 @@ __all__ = [
     "measure_usage",
     "plan_rejudge",
     "rejudge_items",
+    "run_resumable",
     "usage_from_tracker",
 ]

@@ -1,17 +1,25 @@
-"""Running BinEval over a list of items into a resumable run directory."""
+"""Running BinEval (or any per-item method) over items into a resumable run directory.
+
+`run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge,
+the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
+it runs items through `binaryeval_dspy.lm.call_pool.map_items`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import dspy
 
 from binaryeval_dspy.errors import RunStateError
+from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
@@ -19,46 +27,48 @@ from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[ItemResult | None, str], None]
+ProgressCallback = Callable[[Any, str], None]
+Judge = BinEval | VerdictJudge
 
 
 @dataclass
 class EvaluationOutcome:
-    """What one `evaluate_items` call did.
+    """What one resumable run call (`evaluate_items`, `run_resumable`) did.
 
     Attributes:
-        results: every result in the run directory (earlier sessions included).
-        new_items: how many items this call judged.
-        skipped_items: items already done by an earlier session, not recomputed.
-        failed: (item_id, error message) of items that could not be judged; they are
-            not stored, so a rerun retries them.
+        results: every result in the run directory (earlier sessions included), in
+            the order of the items given (results of other items first).
+        new_items: items stored by this call (complete or not).
+        skipped_items: items already complete from an earlier session, not recomputed.
+        resumed_items: items an earlier session left incomplete whose missing
+            questions this call asked.
+        incomplete: ids of stored items that still have questions without an answer
+            (their calls failed: ``error`` verdicts); a rerun asks just those again.
+        failed: (item_id, error message) of items that could not be judged at all
+            (e.g. the verdict pick failed); they are not stored, a rerun retries them.
         interrupted: True if stopped by Ctrl-C (results so far are kept).
+        stopped_early: why the loop stopped before the end (``--fail-on-errors``, or
+            an endpoint that failed every call of several items in a row), else None.
         seconds: wall time of this call.
+        usage: LM calls and tokens spent by this call (cache hits are free).
         manifest: the run manifest as written at the end.
     """
 
-    results: list[ItemResult]
+    results: list[Any]
     new_items: int
     skipped_items: int
+    resumed_items: int = 0
+    incomplete: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     interrupted: bool = False
+    stopped_early: str | None = None
     seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
     manifest: RunManifest | None = None
 
 
-def usage_from_tracker(tracker: object) -> Usage:
-    """Sum calls and tokens over every LM a `dspy.track_usage()` tracker saw."""
-    calls = prompt = completion = 0
-    for entries in getattr(tracker, "usage_data", {}).values():
-        for entry in entries:
-            calls += 1
-            prompt += int(entry.get("prompt_tokens") or entry.get("input_tokens") or 0)
-            completion += int(entry.get("completion_tokens") or entry.get("output_tokens") or 0)
-    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
-
-
-def judge_item(program: BinEval | VerdictJudge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
-    """Run `program` on one item and package the outcome as an `ItemResult`.
+def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
+    """Run `program` on one item (sequentially) and package the outcome as an `ItemResult`.
 
     Args:
         program: the BinEval (scores) or VerdictJudge (named verdict, with or
@@ -68,45 +78,76 @@ def judge_item(program: BinEval | VerdictJudge, item: dspy.Example, lm: LMHandle
         lm: the LM to use (None: whatever `dspy.configure` set).
 
     Raises:
-        Exception: whatever the LM call raised (the item is not judged).
+        Exception: what a non-question step raised (e.g. the verdict pick); a failed
+            question call is an ``error`` verdict instead.
     """
-    started = time.perf_counter()
-    context = lm.context() if lm is not None else dspy.context()
-    with context, dspy.track_usage() as tracker:
-        pred = program(input=item.input, output=item.output)
+    context = lm.context() if lm is not None else contextlib.nullcontext()
+    done: list[ItemDone] = []
+    with context:
+        map_items([item], lambda _i, it: program.item_work(it.input, it.output), done.append)
+    if done[0].error is not None:
+        raise done[0].error
+    return item_result(program, item, done[0])
+
+
+def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None) -> ItemResult:
+    """The `ItemResult` of one finished item (`done.result` is the program's prediction).
+
+    Usage and seconds of an earlier, incomplete attempt (`previous`) are added in.
+    """
+    pred = done.result
     extra = {k: v for k, v in item.items() if k not in {"item_id", "input", "output", "line"}}
+    usage, seconds = done.usage, done.seconds
+    if previous is not None:
+        usage, seconds = previous.usage + usage, previous.seconds + seconds
     return ItemResult(
         item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
         input_hash=text_hash(item.input),
         question_set_hash=program.question_set.content_hash, score_card=pred.get("score_card"),
-        verdicts=pred.verdicts, fields=extra, usage=usage_from_tracker(tracker),
-        seconds=round(time.perf_counter() - started, 3), named_verdict=pred.get("named_verdict"),
+        verdicts=pred.verdicts, fields=extra, usage=usage,
+        seconds=round(seconds, 3), named_verdict=pred.get("named_verdict"),
     )
 
 
+def _lm_answered_none(result: ItemResult) -> bool:
+    """True when every LM question of the item failed (an endpoint that is down)."""
+    asked = [v for v in result.verdicts if v.source == "lm"]
+    return bool(asked) and not any(v.answered for v in asked)
+
+
 def evaluate_items(
-    program: BinEval | VerdictJudge,
+    program: Judge,
     items: Sequence[dspy.Example],
     run_dir: RunDirectory,
     manifest: RunManifest,
     *,
     lm: LMHandle | None = None,
     on_progress: ProgressCallback | None = None,
+    concurrency: int = 1,
+    fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
 ) -> EvaluationOutcome:
-    """Judge every item not yet in `run_dir`, appending each result as soon as it is done.
+    """Judge every item not yet complete in `run_dir`, storing each result as soon as it is done.
+
+    A question whose LM call fails gets an ``error`` verdict; the item is stored anyway
+    with every answer it got, marked incomplete. Rerunning the same command asks only
+    the questions without an answer (yes, no and unparsed answers are kept).
 
     Args:
         program: the BinEval or VerdictJudge whose question set matches
             ``manifest.question_set_hash`` (a copy is frozen in the run directory).
         items: Examples from `binaryeval_dspy.data.load_items` (unique ``item_id``).
-        run_dir: where results go; items already stored there are skipped.
+        run_dir: where results go; complete items already stored there are skipped.
         manifest: the manifest for a new run (checked against an existing one).
-        lm: the LM to use (None: the configured one).
+        lm: the LM to use (None: the configured one). An embedded (in-process) LM
+            always runs with concurrency 1.
         on_progress: called after each item with (result or None, status) where
-            status is "done", "skipped" or "failed".
-        max_consecutive_failures: stop early after this many failed items in a row
-            (an unreachable LM should not burn through the whole list).
+            status is "done", "incomplete", "skipped" or "failed".
+        concurrency: LM calls in flight across items and questions (>= 1).
+        fail_on_errors: stop at the first item with a failed call (it is stored, the
+            calls in flight are dropped); the caller turns it into a failing exit.
+        max_consecutive_failures: stop early after this many items in a row whose LM
+            calls all failed (an unreachable LM should not burn through the list).
 
     Returns:
         An `EvaluationOutcome`.
@@ -116,46 +157,125 @@ def evaluate_items(
             another process is writing it, a stored item's input or output differs from
             the item given now, or a result cannot be written.
     """
+    return run_resumable(
+        items, run_dir, manifest,
+        plan=lambda item, stored: program.item_work(item.input, item.output,
+                                                    stored.verdicts if stored is not None else ()),
+        package=lambda item, done, stored: item_result(program, item, done, stored),
+        check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
+        lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
+        max_consecutive_failures=max_consecutive_failures,
+    )
+
+
+def run_resumable(
+    items: Sequence[dspy.Example],
+    run_dir: RunDirectory,
+    manifest: RunManifest,
+    *,
+    plan: Callable[[dspy.Example, Any], ItemWork],
+    package: Callable[[dspy.Example, ItemDone, Any], Any],
+    check_stored: Callable[[list[Any], Sequence[dspy.Example], RunManifest], None] | None = None,
+    freeze: Callable[[], None] | None = None,
+    lm: LMHandle | None = None,
+    on_progress: ProgressCallback | None = None,
+    concurrency: int = 1,
+    fail_on_errors: bool = False,
+    max_consecutive_failures: int = 3,
+) -> EvaluationOutcome:
+    """The resumable item loop over a run directory, for any kind of per-item result.
+
+    Takes the run's lock, checks the manifest and stored results, skips complete items,
+    hands incomplete ones their stored result to continue from, runs the rest through
+    `map_items` and appends each result as soon as its item completes. At the end the
+    results file is rewritten in item order, so it does not depend on `concurrency`.
+
+    Args:
+        items: the items (unique ``item_id``).
+        run_dir: the run directory (its ``result_model`` is the result type).
+        manifest: the manifest this invocation would write.
+        plan: ``plan(item, stored_result_or_None) -> ItemWork`` whose finish returns
+            what `package` needs.
+        package: ``package(item, ItemDone, stored_result_or_None) -> result`` to store.
+            A result with ``complete == False`` is stored and counted as incomplete.
+        check_stored: refuses stored results that do not belong to these items.
+        freeze: called once the run is started (e.g. to keep the question set).
+        lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures: as in
+            `evaluate_items`.
+
+    Returns:
+        An `EvaluationOutcome`.
+
+    Raises:
+        RunStateError: as `evaluate_items`.
+    """
     started = time.perf_counter()
+    if lm is not None and lm.embedded:
+        concurrency = 1  # one in-process llama.cpp model: calls are serialized, prefix reuse needs order
     run_dir.lock()
     try:
         run_dir.check(manifest)
         stored = run_dir.read_results()
-        check_stored_items(stored, items, manifest)
+        if check_stored is not None:
+            check_stored(stored, items, manifest)
         manifest = run_dir.start(manifest)
-        run_dir.freeze_question_set(program.question_set)
+        if freeze is not None:
+            freeze()
     except BaseException:
         run_dir.unlock()
         raise
-    done = {r.item_id for r in stored}
+    by_id = {r.item_id: r for r in stored}
+    complete = {i for i, r in by_id.items() if getattr(r, "complete", True)}
     wanted = {str(i.item_id) for i in items}
-    outcome = EvaluationOutcome(results=list(stored), new_items=0, skipped_items=len(done & wanted))
+    todo = [i for i in items if str(i.item_id) not in complete]
+    outcome = EvaluationOutcome(results=[], new_items=0, skipped_items=len(complete & wanted),
+                                resumed_items=sum(1 for i in todo if str(i.item_id) in by_id))
+    if on_progress:
+        for _ in range(outcome.skipped_items):
+            on_progress(None, "skipped")
     consecutive = 0
     stopped_by_error = True
-    try:
-        for item in items:
-            if str(item.item_id) in done:
-                if on_progress:
-                    on_progress(None, "skipped")
-                continue
-            try:
-                result = judge_item(program, item, lm)
-            except Exception as exc:  # LM transport errors come in many types; none is an answer
-                outcome.failed.append((str(item.item_id), f"{type(exc).__name__}: {exc}"))
-                logger.warning("item %s failed: %s", item.item_id, exc)
-                consecutive += 1
-                if on_progress:
-                    on_progress(None, "failed")
-                if consecutive >= max_consecutive_failures:
-                    logger.error("%d items failed in a row; stopping early", consecutive)
-                    break
-                continue
-            consecutive = 0
-            run_dir.append(result)
-            outcome.results.append(result)
-            outcome.new_items += 1
+    appended = False
+
+    def on_done(done: ItemDone) -> None:
+        nonlocal consecutive, appended
+        item = todo[done.index]
+        item_id = str(item.item_id)
+        outcome.usage += done.usage
+        if done.error is not None:
+            outcome.failed.append((item_id, error_text(done.error)))
+            logger.warning("item %s failed: %s", item_id, done.error)
+            consecutive += 1
             if on_progress:
-                on_progress(result, "done")
+                on_progress(None, "failed")
+            if consecutive >= max_consecutive_failures:
+                outcome.stopped_early = f"{consecutive} items in a row could not be judged"
+                raise StopItems
+            return
+        result = package(item, done, by_id.get(item_id))
+        run_dir.append(result)
+        appended = True
+        by_id[item_id] = result
+        outcome.new_items += 1
+        is_complete = getattr(result, "complete", True)
+        if not is_complete:
+            outcome.incomplete.append(item_id)
+        if on_progress:
+            on_progress(result, "done" if is_complete else "incomplete")
+        consecutive = consecutive + 1 if isinstance(result, ItemResult) and _lm_answered_none(result) else 0
+        if not is_complete and fail_on_errors:
+            outcome.stopped_early = f"item {item_id} has failed LM calls and --fail-on-errors is set"
+            raise StopItems
+        if consecutive >= max_consecutive_failures:
+            outcome.stopped_early = (f"every LM call of {consecutive} items in a row failed; the endpoint looks "
+                                     "unreachable")
+            raise StopItems
+
+    context = lm.context() if lm is not None else contextlib.nullcontext()
+    try:
+        with context:
+            map_items(todo, lambda _index, item: plan(item, by_id.get(str(item.item_id))), on_done,
+                      concurrency=concurrency)
         stopped_by_error = False
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -163,13 +283,28 @@ def evaluate_items(
     finally:
         outcome.seconds = time.perf_counter() - started
         try:
+            ordered = _in_item_order(list(by_id.values()), items)
+            if appended:
+                run_dir.rewrite_results(ordered)
+            outcome.results = ordered
+            outcome.incomplete = [r.item_id for r in ordered
+                                  if r.item_id in wanted and not getattr(r, "complete", True)]
             outcome.manifest = run_dir.finish(
                 manifest, items_done=outcome.new_items,
-                interrupted=outcome.interrupted or bool(outcome.failed) or stopped_by_error,
+                interrupted=(outcome.interrupted or bool(outcome.failed) or bool(outcome.incomplete)
+                             or stopped_by_error or outcome.stopped_early is not None),
             )
         finally:
             run_dir.unlock()
     return outcome
+
+
+def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[Any]:
+    """Results of other items first (in stored order), then those of `items` in item order."""
+    position = {str(item.item_id): index for index, item in enumerate(items)}
+    others = [r for r in results if r.item_id not in position]
+    ours = sorted((r for r in results if r.item_id in position), key=lambda r: position[r.item_id])
+    return others + ours
 
 
 def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], manifest: RunManifest) -> None:

@@ -211,6 +211,8 @@ def rejudge_items(
     aggregation: str,
     lm: LMHandle | None = None,
     on_progress: ProgressCallback | None = None,
+    concurrency: int = 1,
+    fail_on_errors: bool = False,
 ) -> RejudgeOutcome:
     """Re-judge the items whose output changed since `previous`, into the new run `run_dir`.
 
@@ -223,6 +225,7 @@ def rejudge_items(
         aggregation: the previous run's aggregation.
         lm: the LM (the same one as the previous run's).
         on_progress: progress callback for judged items.
+        concurrency, fail_on_errors: as in `evaluate_items`.
 
     Returns:
         A `RejudgeOutcome`; ``rejudge.json`` is written into `run_dir`.
@@ -239,7 +242,8 @@ def rejudge_items(
         raise RunStateError("the program's question set is not the one the previous run was judged with")
     previous_results = previous.read_results()
     plan = plan_rejudge(previous_results, items)
-    outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress)
+    outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress,
+                             concurrency=concurrency, fail_on_errors=fail_on_errors)
     stored = {r.item_id for r in run_dir.read_results()}
     for result in plan.carry:
         if result.item_id not in stored:

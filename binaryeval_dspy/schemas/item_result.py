@@ -20,13 +20,32 @@ def text_hash(text: str) -> str:
 
 
 class Usage(BaseModel):
-    """LM cost of one item: calls that reached the model and their tokens (cache hits are free)."""
+    """LM cost of one item or run: calls that reached the model and their tokens.
+
+    Calls answered from DSPy's own cache cost nothing and are not counted.
+
+    Attributes:
+        lm_calls: calls that reached a model (each retry in another adapter format counts).
+        prompt_tokens: their prompt (input) tokens, cached ones included.
+        completion_tokens: their completion (output) tokens.
+        cached_prompt_tokens: the part of `prompt_tokens` the provider served from its
+            prompt cache, as its usage reports it (OpenAI and vLLM:
+            ``prompt_tokens_details.cached_tokens``; Anthropic: ``cache_read_input_tokens``);
+            0 when the provider reports none.
+        adapter_fallbacks: calls that were second attempts in another output format after
+            a reply failed to parse (0 with our default adapters, which never retry).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     lm_calls: int = Field(default=0, ge=0)
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
+    cached_prompt_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    adapter_fallbacks: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
 
     @property
     def total_tokens(self) -> int:
@@ -54,6 +73,11 @@ class ItemResult(BaseModel):
         named_verdict: the named verdict with its grounds, fatal rule and pressure
             test, when the run's aggregation is "verdict" or "both"; left out of
             the JSON otherwise.
+        complete: False when some question got no answer because its LM call failed
+            (``error`` verdicts); a rerun of the same command asks just those again.
+            Set from `verdicts`, never by hand; written to JSON only when False.
+        questions_answered: for an incomplete item, how many questions got an answer
+            (yes, no or unparsed); None (and not written) for a complete one.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,9 +94,24 @@ class ItemResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     seconds: float = Field(default=0.0, ge=0)
     named_verdict: NamedVerdict | None = Field(default=None, exclude_if=lambda v: v is None)
+    complete: bool = Field(default=True, exclude_if=lambda v: v is True)
+    questions_answered: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _has_an_outcome(self) -> ItemResult:
         if self.score_card is None and self.named_verdict is None:
             raise ValueError("an item result needs a score_card, a named_verdict, or both")
+        answered = sum(1 for v in self.verdicts if v.answered)
+        self.complete = answered == len(self.verdicts)
+        self.questions_answered = None if self.complete else answered
         return self
+
+    @property
+    def answered_count(self) -> int:
+        """Questions with an answer (yes, no or unparsed)."""
+        return sum(1 for v in self.verdicts if v.answered)
+
+    @property
+    def errors(self) -> int:
+        """Questions whose LM call failed (no answer stored)."""
+        return len(self.verdicts) - self.answered_count

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-VerdictValue = Literal["yes", "no", "unparsed"]
+VerdictValue = Literal["yes", "no", "unparsed", "error"]
 VerdictSource = Literal["lm", "code"]
 
 
@@ -15,17 +15,24 @@ class QuestionVerdict(BaseModel):
 
     Attributes:
         question_id: id of the `BinaryQuestion` answered.
-        verdict: ``"yes"`` (satisfied), ``"no"`` (violated) or ``"unparsed"`` when the
-            LM's answer could not be read as yes/no. Unparsed is never counted as no:
-            scoring leaves it out of the denominator and reports it.
+        verdict: ``"yes"`` (satisfied), ``"no"`` (violated), ``"unparsed"`` when the
+            LM answered but its answer could not be read as yes/no, or ``"error"`` when
+            the LM call itself failed after DSPy's retries (rate limit, server error,
+            timeout, context overflow). Neither unparsed nor error is ever counted as
+            no: scoring leaves both out of the denominator and reports them. An error
+            is not an answer: a rerun of the run asks that question again.
         explanation: the one- or two-sentence justification ("" when unparsed).
         raw_answer: the LM's raw text when it could not be parsed, for debugging.
-        error: why the answer is unparsed (parser or LM error message), else None.
+        error: why the answer is unparsed (parser message) or, for ``"error"``, the
+            failed call's error type and message; else None.
         source: ``"lm"`` (answered by the evaluator LM) or ``"code"`` (answered by a
             registered check before any LM call). Omitted from JSON when "lm".
         evidence: for code checks, the check's machine-readable findings (counts,
             missing paths, ...); the human-readable line is in ``explanation``.
             Omitted from JSON when None.
+        p_yes: P(yes) in [0, 1] read from the LM's token log-probabilities at the
+            verdict's position, renormalized over yes/no; None when the LM returned
+            none (omitted from JSON then).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,8 +44,15 @@ class QuestionVerdict(BaseModel):
     error: str | None = None
     source: VerdictSource = Field(default="lm", exclude_if=lambda v: v == "lm")
     evidence: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    p_yes: float | None = Field(default=None, ge=0.0, le=1.0, exclude_if=lambda v: v is None)
 
     @property
     def parsed(self) -> bool:
-        """True for yes/no, False for unparsed."""
-        return self.verdict != "unparsed"
+        """True for yes/no, False for unparsed and error."""
+        return self.verdict in ("yes", "no")
+
+    @property
+    def answered(self) -> bool:
+        """True when the LM (or a check) gave an answer, even an unreadable one: every
+        outcome but ``error``. A resumed run asks again exactly the unanswered ones."""
+        return self.verdict != "error"

@@ -1,6 +1,6 @@
 """What each LM step takes and returns: one DSPy Signature per step, docstring = instruction."""
 
-from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
+from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.dimension_question import AnswerDimensionQuestion
@@ -24,6 +24,7 @@ __all__ = [
     "ExtractLessons",
     "InferDimensions",
     "JudgeBinaryQuestion",
+    "JudgeBinaryVerdict",
     "LabelOption",
     "PickVerdictLabel",
     "QuestionEvidence",

@@ -1,4 +1,5 @@
-"""Binary judgment: input + output + question -> yes/no verdict with explanation (paper 3.2).
+"""Binary judgment: input + output + question -> yes/no verdict with explanation (paper 3.2),
+or the verdict alone (`JudgeBinaryVerdict`, the verdict-only mode).
 
 The long shared fields (input, output) come first so that consecutive calls on one item
 share a prompt prefix, which llama.cpp, vLLM and provider prompt caches reuse.
@@ -24,3 +25,17 @@ class JudgeBinaryQuestion(dspy.Signature):
     violation_example: str = dspy.InputField(desc="an example of what would earn 'no' (may be empty)")
     verdict: Literal["yes", "no"] = dspy.OutputField(desc="yes or no")
     explanation: str = dspy.OutputField(desc="one or two sentences pointing at the evidence")
+
+
+class JudgeBinaryVerdict(dspy.Signature):
+    """You review one output against one yes/no question. Read the input the output was
+    produced from, then the output, then the question. Answer "yes" only if the output
+    satisfies what the question asks; answer "no" if it does not, or if the output gives
+    no evidence either way. Base the answer on the texts shown, not on outside knowledge
+    of how such outputs usually look. Give only the verdict."""
+
+    input: str = dspy.InputField(desc="the source the output was produced from (document, dialogue, instruction)")
+    output: str = dspy.InputField(desc="the output under review")
+    question: str = dspy.InputField(desc="the yes/no question; yes means the output satisfies it")
+    violation_example: str = dspy.InputField(desc="an example of what would earn 'no' (may be empty)")
+    verdict: Literal["yes", "no"] = dspy.OutputField(desc="yes or no")

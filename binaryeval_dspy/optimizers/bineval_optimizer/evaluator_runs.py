@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError, InputError
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id, run_items
+from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id, map_work
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -43,8 +43,12 @@ def require_items(items: Sequence[dspy.Example], name: str) -> None:
 def judge_items(
     program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
 ) -> list[list[QuestionVerdict] | None]:
-    """Verdicts of `program` on every item, in item order (None for an item whose LM call failed)."""
-    results = run_items(lambda item: program(input=item.input, output=item.output), items, num_threads=num_threads)
+    """Verdicts of `program` on every item, in item order (None for an item that could not be judged).
+
+    The questions of all items share `num_threads` calls in flight; a question whose
+    call failed is an ``error`` verdict (left out of every yes-rate).
+    """
+    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
     return [None if isinstance(result, Exception) else list(result.verdicts) for result in results]
 
 
