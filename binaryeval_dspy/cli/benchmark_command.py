@@ -29,6 +29,7 @@ from binaryeval_dspy.cli.common import (
     lm_options,
     out_console,
     quiet_libraries,
+    run_options,
     slug,
 )
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
@@ -101,11 +102,13 @@ def _print_main_table(report) -> None:
 @click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
               help="Bootstrap resamples for intervals and paired tests.")
 @click.option("--no-figures", is_flag=True, help="Write the report without figures (faster).")
+@run_options
 @lm_options
 @friendly_errors
 def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
                       data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
-                      logprobs: str, n_resamples: int, no_figures: bool, lm_spec: str, lm_model: str | None,
+                      logprobs: str, n_resamples: int, no_figures: bool, concurrency: int, fail_on_errors: bool,
+                      no_explanations: bool, lm_spec: str, lm_model: str | None,
                       api_key_env: str | None, max_tokens: int) -> None:
     """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
     quiet_libraries()
@@ -164,7 +167,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
-                                 on_method_start=on_start, on_progress=on_progress)
+                                 on_method_start=on_start, on_progress=on_progress, concurrency=concurrency,
+                                 explanations=not no_explanations, fail_on_errors=fail_on_errors)
     failed = {m: o.failed for m, o in outcomes.items() if o.failed}
     interrupted = any(o.interrupted for o in outcomes.values())
     md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
@@ -174,6 +178,13 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
         console.print(f"{METHOD_TITLES[method]}: {outcome.new_items} items now, {outcome.skipped_items} done "
                       f"before, {outcome.seconds:.1f} s")
     console.print(f"Report: {md_path} and {html_path}")
+    incomplete = {m: o.incomplete for m, o in outcomes.items() if o.incomplete}
+    for method, ids in incomplete.items():
+        console.print(f"[yellow]{METHOD_TITLES[method]}: {len(ids)} item(s) incomplete (failed LM calls); rerun the "
+                      "same command to ask only the failed questions.[/yellow]", highlight=False)
+    stopped = [o.stopped_early for o in outcomes.values() if o.stopped_early]
+    for reason in stopped:
+        console.print(f"[red]Stopped early:[/red] {reason}.", highlight=False)
     if failed:
         for method, items_failed in failed.items():
             for item_id, message in items_failed[:3]:
@@ -183,6 +194,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     if interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         raise SystemExit(130)
+    if stopped or (fail_on_errors and incomplete):
+        raise SystemExit(1)
 
 
 @click.command("report")

@@ -34,8 +34,45 @@ console = Console(stderr=True)
 out_console = _stdout_console()
 
 
+ADAPTER_POLICIES = ("auto", "json", "chat")
+_ADAPTER_KEY = "bineval_adapter"
+
+
+def remember_adapter(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Keep --adapter in the command's context, where `build_lm` reads it."""
+    ctx.meta[_ADAPTER_KEY] = value
+    return value
+
+
+def adapter_policy() -> str:
+    """The --adapter value of the running command ("auto" outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get(_ADAPTER_KEY) if ctx is not None else None
+    return str(value) if value else "auto"
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --concurrency (alias --threads), --fail-on-errors and --no-explanations."""
+    decorators = [
+        click.option("--concurrency", "--threads", "concurrency", default=1, show_default=True,
+                     type=click.IntRange(min=1),
+                     help="LM calls in flight across items and questions (served and hosted models; 8-64 is "
+                          "typical). The embedded model always runs one call at a time."),
+        click.option("--fail-on-errors", is_flag=True,
+                     help="Stop at the first item with a failed LM call and exit with status 1. Without it the "
+                          "run finishes the other items, stores incomplete ones with their answers, and a rerun "
+                          "asks only the questions that failed."),
+        click.option("--no-explanations", "no_explanations", is_flag=True,
+                     help="Ask for the verdict alone (no explanation): about 3x faster on a small model, fewer "
+                          "tokens everywhere; P(yes) is still recorded when the LM returns log-probabilities."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
 def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --lm, --lm-model, --api-key-env and --max-tokens to a command."""
+    """Add --lm, --lm-model, --api-key-env, --max-tokens and --adapter to a command."""
     decorators = [
         click.option("--lm", "lm_spec", default="local", show_default=True,
                      help="'local' (embedded SmolLM2-135M), a .gguf path, a LiteLLM id "
@@ -45,6 +82,11 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Environment variable holding the key for a base URL (the key is never logged)."),
         click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
                      help="Completion cap per LM call."),
+        click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default="auto", show_default=True,
+                     expose_value=False, callback=remember_adapter, is_eager=True,
+                     help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
+                          "where the endpoint supports it (OpenAI, vLLM, llama.cpp server, embedded models), "
+                          "chat fields otherwise. 'json' or 'chat' force one. Never retried in the other format."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -54,6 +96,8 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
              option: str = "--lm") -> LMHandle:
     """Make the LM, telling the user when the embedded model is being loaded.
+
+    The adapter policy comes from the command's ``--adapter`` option (`adapter_policy`).
 
     Args:
         option: the CLI option `lm_spec` came from (``--prompt-lm``, ``--source-lm``),
@@ -66,7 +110,8 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
         console.print(f"[dim]Using the embedded model ({escape(lm_spec)}); it runs offline and is too small "
                       "to judge well - pass --lm for real evaluations.[/dim]")
     try:
-        return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens)
+        return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
+                       adapter=adapter_policy())
     except LMConfigError as exc:
         if option == "--lm":
             raise

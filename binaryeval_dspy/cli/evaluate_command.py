@@ -29,6 +29,7 @@ from binaryeval_dspy.cli.common import (
     load_checks_modules,
     out_console,
     quiet_libraries,
+    run_options,
     slug,
 )
 from binaryeval_dspy.data.items import load_items
@@ -45,7 +46,7 @@ from binaryeval_dspy.reports.verdict_report import (
     print_item_verdicts,
     write_verdict_output,
 )
-from binaryeval_dspy.runs.evaluation import evaluate_items
+from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -74,8 +75,6 @@ def progress_note(result: ItemResult) -> str:
 @click.option("--output-field", default="output", show_default=True, help="Field holding the output y.")
 @click.option("--id-field", default=None, help="Field holding a unique item id (default: line number).")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Judge only the first N items.")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Concurrent question calls per item (helps remote LMs; the embedded model serializes).")
 @click.option("--scale", nargs=2, type=float, default=(0.0, 1.0), show_default=True,
               help="Map scores from [0,1] to [A,B], e.g. --scale 1 5.")
 @click.option("--aggregation", type=click.Choice(AGGREGATIONS), default="score", show_default=True,
@@ -86,10 +85,12 @@ def progress_note(result: ItemResult) -> str:
               show_default=True, help="In verdict modes: let the LM try to refute non-pass verdicts, every "
                                       "verdict, or none.")
 @checks_module_option
+@run_options
 @lm_options
 @friendly_errors
 def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | None, input_field: str,
-                     output_field: str, id_field: str | None, limit: int | None, threads: int,
+                     output_field: str, id_field: str | None, limit: int | None, concurrency: int,
+                     fail_on_errors: bool, no_explanations: bool,
                      scale: tuple[float, float], aggregation: str, pressure_test: str,
                      checks_modules: tuple[str, ...], lm_spec: str, lm_model: str | None,
                      api_key_env: str | None, max_tokens: int) -> None:
@@ -100,11 +101,12 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     question_set = QuestionSet.load(question_set_file)
     items = load_items(items_file, input_field=input_field, output_field=output_field,
                        id_field=id_field, limit=limit)
+    explanations = not no_explanations
     if aggregation == "score":
-        program = BinEval(question_set, scale=scale, num_threads=threads)
+        program = BinEval(question_set, scale=scale, explanations=explanations)
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
-                               num_threads=threads)
+                               explanations=explanations)
     if out_dir is None:
         suffix = "" if aggregation == "score" else f"-{aggregation}"
         out_dir = Path("runs") / f"{slug(items_file.stem)}-{slug(lm_spec)}-{question_set.content_hash[:8]}{suffix}"
@@ -112,7 +114,8 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     config: dict[str, object] = {
         "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
-        "threads": threads, "limit": limit, "max_tokens": max_tokens,
+        "concurrency": concurrency, "limit": limit, "max_tokens": max_tokens, "adapter": handle.adapter_name,
+        "explanations": explanations,
     }
     if aggregation != "score":
         config.update(aggregation=aggregation, pressure_test=pressure_test)
@@ -125,8 +128,10 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     )
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
+    in_flight = 1 if handle.embedded else concurrency
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
-                         f"{handle.name}, aggregation '{aggregation}' -> {out_dir}"))
+                         f"{handle.name} ({handle.adapter_name} adapter, {in_flight} call(s) in flight), "
+                         f"aggregation '{aggregation}' -> {out_dir}"))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
         task = progress.add_task("items", total=len(items), note="")
@@ -135,26 +140,47 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
             note = ""
             if result is not None:
                 note = escape(progress_note(result))
-            elif status != "done":
-                note = status
+            if status not in ("done",):
+                note = f"{note} ({status})" if note else status
             progress.update(task, advance=1, note=note)
 
-        outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, on_progress=on_progress)
+        outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, on_progress=on_progress,
+                                 concurrency=concurrency, fail_on_errors=fail_on_errors)
     wanted = {str(i.item_id) for i in items}
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test)
-    console.print(f"{outcome.new_items} items judged now, {outcome.skipped_items} already done before; "
+    resumed = f" ({outcome.resumed_items} of them resumed)" if outcome.resumed_items else ""
+    console.print(f"{outcome.new_items} items judged now{resumed}, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
+    exit_for_outcome(outcome, fail_on_errors=fail_on_errors)
+
+
+def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> None:
+    """Print what went wrong in a run and exit with its status (Inspect AI's convention).
+
+    0: every item complete, or some incomplete without ``--fail-on-errors`` (they are
+    stored with their answers; a rerun asks the rest). 1: items that could not be
+    judged at all, or an incomplete item with ``--fail-on-errors``, or a run stopped
+    early. 130: interrupted.
+    """
+    if outcome.incomplete:
+        console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
+                      f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
+                      f"{', ...' if len(outcome.incomplete) > 5 else ''}). Their answers are stored; rerun the "
+                      "same command to ask only the failed questions.[/yellow]", highlight=False)
+    if outcome.stopped_early:
+        console.print(f"[red]Stopped early:[/red] {escape(outcome.stopped_early)}.", highlight=False)
     if outcome.failed:
         for item_id, message in outcome.failed[:5]:
             console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
         console.print(f"[yellow]{len(outcome.failed)} items failed and were not stored; rerun the same "
                       "command to retry them.[/yellow]")
-        raise SystemExit(1)
     if outcome.interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         raise SystemExit(130)
+    if outcome.failed or outcome.stopped_early or (fail_on_errors and outcome.incomplete):
+        raise SystemExit(1)
 
 
 def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,

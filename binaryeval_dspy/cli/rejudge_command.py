@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
+    ADAPTER_POLICIES,
     build_lm,
     checks_module_option,
     console,
@@ -16,8 +17,9 @@ from binaryeval_dspy.cli.common import (
     load_checks_modules,
     out_console,
     quiet_libraries,
+    remember_adapter,
 )
-from binaryeval_dspy.cli.evaluate_command import report_results
+from binaryeval_dspy.cli.evaluate_command import exit_for_outcome, report_results
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
@@ -71,11 +73,16 @@ def changes_table(report: RejudgeReport) -> Table:
 @click.option("--lm-model", default=None, help="Model name served at a base URL given as --lm.")
 @click.option("--api-key-env", default=None, help="Environment variable holding the key for a base URL.")
 @click.option("--max-tokens", default=None, type=click.IntRange(min=16), help="Completion cap (default: the run's).")
+@click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default=None, expose_value=False,
+              callback=remember_adapter, is_eager=True, help="Adapter policy (default: the one the run used).")
+@click.option("--concurrency", "--threads", "concurrency", default=None, type=click.IntRange(min=1),
+              help="LM calls in flight across items and questions (default: the run's).")
+@click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
 @checks_module_option
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
                     lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
-                    checks_modules: tuple[str, ...]) -> None:
+                    concurrency: int | None, fail_on_errors: bool, checks_modules: tuple[str, ...]) -> None:
     """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
 
     Unchanged items are copied, changed and new ones judged again, and the command
@@ -105,12 +112,16 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     aggregation = str(config.get("aggregation", "score"))
     pressure_test = str(config.get("pressure_test", "non-pass"))
     scale = tuple(config.get("scale") or (0.0, 1.0))
-    threads = int(config.get("threads") or 1)
+    concurrency = concurrency or int(config.get("concurrency") or config.get("threads") or 1)
+    explanations = bool(config.get("explanations", True))
     if aggregation == "score":
-        program = BinEval(question_set, scale=scale, num_threads=threads)
+        program = BinEval(question_set, scale=scale, explanations=explanations)
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
-                               num_threads=threads)
+                               explanations=explanations)
+    ctx = click.get_current_context()
+    if ctx.meta.get("bineval_adapter") is None and config.get("adapter"):
+        ctx.meta["bineval_adapter"] = config["adapter"]  # the run's adapter unless --adapter says otherwise
     spec = lm_spec or config.get("lm_spec")
     if not spec:
         raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}). "
@@ -123,7 +134,8 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
                             "start a new baseline with `bineval evaluate`.")
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
-    new_config = {**config, "previous_run": str(run_dir_path)}
+    new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
+                  "adapter": handle.adapter_name}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(
@@ -135,7 +147,8 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     console.print(f"Re-judging changed items of {run_dir_path} ({len(items)} items in {items_file}) with "
                   f"{handle.name}, frozen question set {question_set.content_hash} -> {out_dir}")
     with console.status("judging changed items..."):
-        outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle)
+        outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle,
+                                concurrency=concurrency, fail_on_errors=fail_on_errors)
     report = outcome.report
     judged = {c.item_id for c in report.items if c.status in ("rejudged", "new")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
@@ -145,13 +158,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     console.print(f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}. "
                   f"Previous run left untouched; new run: {run_dir.path} (rejudge.json lists every item).",
                   highlight=False)
-    if outcome.evaluation.failed:
-        for item_id, message in outcome.evaluation.failed[:5]:
-            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
-        raise SystemExit(1)
-    if outcome.evaluation.interrupted:
-        console.print("[yellow]Interrupted. Rerun the same command to resume.[/yellow]")
-        raise SystemExit(130)
+    exit_for_outcome(outcome.evaluation, fail_on_errors=fail_on_errors)
 
 
 def _warn_changed_checks(recorded: list[dict], loaded: list[dict]) -> None:

@@ -44,6 +44,7 @@ class VerdictJudge(dspy.Module):
             for a large audit), "always", or "never".
         scale: [a, b] for the scaled scores (used with "both").
         num_threads: concurrent LM question calls per item.
+        explanations, logprobs: passed to the evidence `BinEval` (verdict-only mode, P(yes)).
 
     Raises:
         BinEvalError: no verdict policy, or an unknown aggregation or pressure-test mode.
@@ -62,6 +63,8 @@ class VerdictJudge(dspy.Module):
         pressure_test: PressureTestMode = "non-pass",
         scale: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 1,
+        explanations: bool = True,
+        logprobs: str = "auto",
     ) -> None:
         super().__init__()
         if aggregation not in ("verdict", "both"):
@@ -76,7 +79,8 @@ class VerdictJudge(dspy.Module):
             )
         self.aggregation = aggregation
         self.pressure_test_mode = pressure_test
-        self.evidence = BinEval(question_set, scale=scale, num_threads=num_threads)
+        self.evidence = BinEval(question_set, scale=scale, num_threads=num_threads, explanations=explanations,
+                               logprobs=logprobs)
         self.picker = LabelPicker(question_set.verdict_policy)
         self.pressure = PressureTest()
 

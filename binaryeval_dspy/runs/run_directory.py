@@ -34,9 +34,11 @@ _MUST_MATCH = {
     "lm": "the LM changed, so the run would mix two evaluators",
 }
 _CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_tokens", "aggregation",
-                      "pressure_test")
+                      "pressure_test", "explanations", "adapter")
 # What a key absent from an older manifest means (runs made before the key existed).
-_CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": "non-pass"}
+_CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": "non-pass", "explanations": True}
+# Keys compared only when both manifests record them (older runs did not say).
+_CONFIG_IF_RECORDED = ("adapter",)
 
 
 
@@ -195,6 +197,8 @@ class RunDirectory:
             for key in _CONFIG_MUST_MATCH:
                 default = _CONFIG_DEFAULTS.get(key)
                 old, new = existing.config.get(key, default), manifest.config.get(key, default)
+                if key in _CONFIG_IF_RECORDED and (old is None or new is None):
+                    continue
                 if _norm(old) != _norm(new):
                     raise RunStateError(
                         f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}. "

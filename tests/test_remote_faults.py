@@ -1,0 +1,188 @@
+"""A served model that misbehaves: no answered question is lost, and the numbers stay true.
+
+Every test drives `bineval evaluate` (or the library) over real HTTP against the scripted
+OpenAI-compatible endpoint in tests/fake_endpoint.py: rate limits, server errors, cut
+replies, latency. Nothing here is a model's judgment.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+from click.testing import CliRunner
+
+from binaryeval_dspy.cli.main import cli
+from binaryeval_dspy.lm.factory import make_lm
+from binaryeval_dspy.lm.usage import SharedUsageTracker
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.runs.usage_meter import measure_usage
+from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
+from tests.fake_endpoint import CUT, RATE_LIMIT, HttpFault, user_text, verdict_replies, when_user_contains
+
+QUESTIONS = [f"Is point {n} covered?" for n in range(1, 7)]
+SERVER_ERROR_NOW = HttpFault(500, "Internal server error (scripted)", retry_after=0)
+
+
+def question_set() -> QuestionSet:
+    return QuestionSet(
+        task_prompt="Summarize the article.", dimensions=["coverage", "style"],
+        questions=[BinaryQuestion(id=f"q{n}", dimension="coverage" if n <= 4 else "style", text=text)
+                   for n, text in enumerate(QUESTIONS, start=1)],
+    )
+
+
+def write_inputs(tmp_path: Path, n_items: int = 3) -> tuple[Path, Path]:
+    qs_path = question_set().save(tmp_path / "questions.json")
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"item-{i}", "input": f"Article {i} about a match.",
+                                         "output": f"Summary number {i}."}) + "\n" for i in range(n_items)),
+                     encoding="utf-8")
+    return qs_path, items
+
+
+def evaluate(endpoint, qs_path: Path, items: Path, out: Path, *extra: str):
+    args = ["evaluate", str(qs_path), str(items), "--id-field", "id", "--out", str(out),
+            "--lm", endpoint.base_url, "--lm-model", endpoint.model, *extra]
+    return CliRunner().invoke(cli, args)
+
+
+def stored(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def requests_for(endpoint, text: str) -> int:
+    return sum(1 for body in endpoint.requests if text in user_text(body))
+
+
+def test_a_question_that_keeps_getting_429_loses_nothing_and_a_rerun_asks_only_it(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path)
+    out = tmp_path / "run"
+    fake_endpoint.reply = verdict_replies({QUESTIONS[1]: "no"})
+    fake_endpoint.fault = when_user_contains(QUESTIONS[3], RATE_LIMIT)
+    result = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", "4")
+    assert result.exit_code == 0, result.output  # the run finishes; failures are not fatal by default
+    assert "incomplete" in result.output
+    before = stored(out)
+    assert [r["item_id"] for r in before] == ["item-0", "item-1", "item-2"]
+    for record in before:
+        verdicts = {v["question_id"]: v for v in record["verdicts"]}
+        assert record["complete"] is False and record["questions_answered"] == 5
+        assert verdicts["q4"]["verdict"] == "error" and "RateLimit" in verdicts["q4"]["error"]
+        assert [verdicts[f"q{n}"]["verdict"] for n in (1, 2, 3, 5, 6)] == ["yes", "no", "yes", "yes", "yes"]
+        # the error is in no denominator: coverage = 2 yes of 3 answered
+        assert record["score_card"]["counts"]["coverage"] == {"yes": 2, "no": 1, "unparsed": 0, "error": 1}
+        assert abs(record["score_card"]["dimension_scores"]["coverage"] - 2 / 3) < 1e-9
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["items_incomplete"] == 3 and summary["questions_answered"] == 15
+    assert summary["questions_total"] == 18
+    assert {d["dimension"]: d["error"] for d in summary["dimensions"]}["overall"] == 3
+
+    fake_endpoint.fault = None
+    fake_endpoint.reset()
+    result = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    assert len(fake_endpoint.requests) == 3  # one per item: the 4th question only
+    assert requests_for(fake_endpoint, QUESTIONS[3]) == 3
+    after = stored(out)
+    assert len(after) == 3 and all("complete" not in r for r in after)  # complete items omit the flag
+    for old, new in zip(before, after, strict=True):
+        kept = [v for v in old["verdicts"] if v["question_id"] != "q4"]
+        assert [v for v in new["verdicts"] if v["question_id"] != "q4"] == kept
+        assert new["usage"]["lm_calls"] > old["usage"]["lm_calls"]  # the earlier attempt's cost is kept
+    assert json.loads((out / "summary.json").read_text())["items_incomplete"] == 0
+
+
+def test_an_item_whose_every_call_fails_is_counted_not_dropped(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path)
+    out = tmp_path / "run"
+    fake_endpoint.fault = when_user_contains("Article 1 ", SERVER_ERROR_NOW)
+    fake_endpoint.reply = verdict_replies(default="yes")
+    result = evaluate(fake_endpoint, qs_path, items, out)
+    assert result.exit_code == 0, result.output
+    records = {r["item_id"]: r for r in stored(out)}
+    assert set(records) == {"item-0", "item-1", "item-2"}
+    broken = records["item-1"]
+    assert broken["complete"] is False and broken["questions_answered"] == 0
+    assert broken["score_card"]["overall"] is None  # no answers: no score, never 0 or 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["items"] == 3 and summary["items_incomplete"] == 1
+    overall = {d["dimension"]: d for d in summary["dimensions"]}["overall"]
+    assert overall["items_scored"] == 2 and overall["error"] == 6
+    assert "1 of 3 items incomplete" in (out / "summary.md").read_text()
+
+
+def test_fail_on_errors_stops_at_the_first_incomplete_item_and_exits_1(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=4)
+    out = tmp_path / "run"
+    fake_endpoint.fault = when_user_contains("Article 0 ", SERVER_ERROR_NOW)
+    result = evaluate(fake_endpoint, qs_path, items, out, "--fail-on-errors")
+    assert result.exit_code == 1, result.output
+    records = stored(out)
+    assert [r["item_id"] for r in records] == ["item-0"] and records[0]["complete"] is False
+    assert "Stopped early" in result.output and "--fail-on-errors" in result.output
+
+
+def test_a_reply_cut_at_max_tokens_is_unparsed_never_no(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=1)
+    out = tmp_path / "run"
+    fake_endpoint.fault = when_user_contains(QUESTIONS[0], CUT)
+    result = evaluate(fake_endpoint, qs_path, items, out, "--max-tokens", "16")
+    assert result.exit_code == 0, result.output
+    verdicts = {v["question_id"]: v for v in stored(out)[0]["verdicts"]}
+    assert verdicts["q1"]["verdict"] in ("unparsed", "yes")  # a cut JSON reply may still hold the verdict
+    assert verdicts["q1"]["verdict"] != "no"
+    assert sum(1 for body in fake_endpoint.requests if QUESTIONS[0] in user_text(body)) == 1  # no second format
+
+
+def test_items_overlap_and_results_do_not_depend_on_concurrency(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=4)
+    fake_endpoint.latency = 0.05
+    replies = verdict_replies({QUESTIONS[0]: "no", QUESTIONS[5]: "no"})
+    fake_endpoint.reply = replies
+    serial = tmp_path / "serial"
+    assert evaluate(fake_endpoint, qs_path, items, serial, "--concurrency", "1").exit_code == 0
+    assert fake_endpoint.max_in_flight == 1
+    fake_endpoint.reset()
+    from tests.fake_endpoint import fake_endpoint_running
+
+    with fake_endpoint_running(latency=0.05) as other:  # a fresh endpoint: nothing cached for it
+        other.reply = replies
+        pooled = tmp_path / "pooled"
+        result = evaluate(other, qs_path, items, pooled, "--concurrency", "12")
+        assert result.exit_code == 0, result.output
+        assert other.max_in_flight > 6  # more than one item's 6 questions at once
+        assert len(other.requests) == 24
+
+    def strip(records: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in ("seconds", "usage")} for r in records]
+
+    assert strip(stored(serial)) == strip(stored(pooled))
+    a = json.loads((serial / "summary.json").read_text())
+    b = json.loads((pooled / "summary.json").read_text())
+    assert a["dimensions"] == b["dimensions"] and a["lm_calls"] == b["lm_calls"] == 24
+
+
+def test_usage_is_true_under_threads_and_counts_cached_tokens(fake_endpoint):
+    fake_endpoint.cached_tokens = 7
+    handle = make_lm(fake_endpoint.base_url, model=fake_endpoint.model, cache=False)
+    program = BinEval(question_set(), num_threads=6)
+    with handle.context(), measure_usage() as meter:
+        pred = program(input="Article about a match.", output="A summary.")
+        # DSPy's own thread pool (dspy.Evaluate / Parallel) deep-copies the tracker per thread
+        dspy.Parallel(num_threads=3, disable_progress_bar=True)(
+            [(program, {"input": f"Article {i}.", "output": "S."}) for i in range(3)])
+    assert [v.verdict for v in pred.verdicts] == ["yes"] * 6
+    assert meter.lm_calls == len(fake_endpoint.requests) == 24
+    assert meter.cached_prompt_tokens == 7 * 24
+    assert meter.prompt_tokens > meter.cached_prompt_tokens
+
+
+def test_shared_tracker_survives_deepcopy():
+    import copy
+
+    tracker = SharedUsageTracker()
+    assert copy.deepcopy(tracker) is tracker
+    tracker.add_usage("m", {"prompt_tokens": 3, "completion_tokens": 1})
+    assert tracker.snapshot() == {"m": [{"prompt_tokens": 3, "completion_tokens": 1}]}
