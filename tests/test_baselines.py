@@ -93,6 +93,8 @@ def test_geval_uses_the_probability_weighted_score_when_logprobs_come_back():
     with dspy.context(lm=_lm(engine), adapter=dspy.JSONAdapter()):
         pred = GEvalJudge(RUBRIC)(input="Article.", output="Summary.")
     assert pred.details["consistency"]["raw"] == 4 and pred.details["consistency"]["source"] == "expected"
+    assert pred.details["consistency"]["score_source"] == "logprobs"
+    assert pred.details["consistency"]["value_format"] == "json"
     assert pred.scores["consistency"] == pytest.approx((4.5 - 1) / 4)
     assert pred.scores["fluency"] == pytest.approx((2.5 - 1) / 2)
     assert engine.asked and all(a == 20 for a in engine.asked)
@@ -127,6 +129,9 @@ def test_geval_auto_mode_falls_back_when_logprobs_are_refused():
         second = judge(input="A.", output="C.")
     assert first.scores["consistency"] == pytest.approx(0.25) and second.scores["consistency"] == pytest.approx(0.25)
     assert engine.asked == [None, None]  # the refused calls raised before being recorded; no retry with logprobs
+    for pred in (first, second):  # recorded, not silent
+        assert pred.details["consistency"]["score_source"] == "fallback"
+        assert pred.details["consistency"]["fallback_reason"] == "the LM refused log-probabilities"
 
 
 def test_unieval_scores_p_yes_or_the_answer():

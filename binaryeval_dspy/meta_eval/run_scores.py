@@ -4,20 +4,39 @@ Everything the report needs comes from the run directory; no LM and no data fold
 touched. Scores are kept normalized to [0, 1] per method (BinEval yes-rates, the
 holistic rating mapped from its scale, P(yes), ROUGE-L F) and mapped to each
 dimension's human scale for display with `on_human_scale`.
+
+Besides the stored methods, a derived method ``bineval_p_yes`` ("BinEval, P(yes)") is
+read from BinEval's own results when they carry soft scores (``score_card.p_yes_scores``:
+the mean P(yes) over a dimension's questions): the same calls, scored from the
+log-probabilities instead of the yes-rate. For the G-Eval- and UniEval-style baselines,
+`ScoreSources` counts how many scores were read from log-probabilities and how many fell
+back to the plain answer, and why (``details[d]["score_source"]`` / ``"fallback_reason"``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from binaryeval_dspy.meta_eval.benchmark_run import METHODS, BenchmarkRun, BenchmarkRunConfig
+from binaryeval_dspy.meta_eval.benchmark_run import METHOD_TITLES, METHODS, BenchmarkRun, BenchmarkRunConfig
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec, get_benchmark
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
+
+P_YES_METHOD = "bineval_p_yes"
+# Methods computed from another method's stored results (no LM calls of their own) -> that method.
+DERIVED_METHODS = {P_YES_METHOD: "bineval"}
+# Table order: each derived method right after the method it is read from.
+ALL_METHODS = tuple(x for m in METHODS for x in (m, *[d for d, src in DERIVED_METHODS.items() if src == m]))
+ALL_METHOD_TITLES = {**METHOD_TITLES, P_YES_METHOD: "BinEval, P(yes)"}
+LOGPROB_METHODS = ("geval", "unieval")
+LEGACY_REASON = "not recorded (result written before score sources were recorded)"
+NO_P_YES = "no P(yes) recorded"
 
 
 @dataclass
@@ -50,6 +69,121 @@ class MethodCost:
 
 
 @dataclass
+class ScoreSources:
+    """Where one method's scores came from: log-probabilities or the plain-answer fallback.
+
+    Counted per (item, dimension) score for the G-Eval- and UniEval-style baselines, and
+    per parsed question verdict for "BinEval, P(yes)".
+
+    Attributes:
+        unit: what is counted (``"scores"`` or ``"parsed verdicts"``).
+        logprobs: read from log-probabilities (G-Eval's weighted mean, P(yes)).
+        fallback: scored from the plain answer (integer, 1/0) instead.
+        unscored: left without a score because log-probabilities were required
+            (``logprobs="on"``) and could not be read (for "BinEval, P(yes)":
+            verdicts without a P(yes), left out of its means).
+        unscored_label: how `summary` describes ``unscored``.
+        reasons: fallback or unscored reason -> count.
+    """
+
+    unit: str = "scores"
+    unscored_label: str = "unscored (log-probabilities required)"
+    logprobs: int = 0
+    fallback: int = 0
+    unscored: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """logprobs + fallback + unscored (unparsed answers are not counted)."""
+        return self.logprobs + self.fallback + self.unscored
+
+    def add(self, source: str | None, reason: str | None) -> None:
+        """Count one score: `source` is ``"logprobs"``, ``"fallback"`` or None (unscored)."""
+        if source == "logprobs":
+            self.logprobs += 1
+            return
+        if source == "fallback":
+            self.fallback += 1
+        else:
+            self.unscored += 1
+        key = reason or "unknown"
+        self.reasons[key] = self.reasons.get(key, 0) + 1
+
+    def summary(self) -> str:
+        """One line, e.g. ``95 / 100 scores from log-probabilities; 5 fell back to the plain
+        answer (no logprobs returned: 3, value not located: 2)``."""
+        text = f"{self.logprobs} / {self.total} {self.unit} from log-probabilities"
+        if self.fallback:
+            text += f"; {self.fallback} fell back to the plain answer"
+        if self.unscored:
+            text += f"; {self.unscored} {self.unscored_label}"
+        if self.reasons:
+            text += " (" + ", ".join(f"{r}: {n}" for r, n in sorted(self.reasons.items(), key=lambda x: -x[1])) + ")"
+        return text
+
+
+def detail_source(detail: Any) -> tuple[str | None, str | None] | None:
+    """(score_source, fallback_reason) of one baseline ``details[d]`` entry.
+
+    Returns None when the entry holds no score and no log-probability failure (an
+    unparsed answer, which is not a score source). Results written before
+    ``score_source`` was recorded are read from ``source`` (``expected`` / ``p_yes`` ->
+    logprobs; ``integer`` / ``answer`` -> fallback, reason `LEGACY_REASON`).
+    """
+    if not isinstance(detail, Mapping):
+        return None
+    if "score_source" in detail:
+        source, reason = detail.get("score_source"), detail.get("fallback_reason")
+        if source is None and not reason:
+            return None
+        return source, reason
+    legacy = detail.get("source")
+    if legacy in ("expected", "p_yes"):
+        return "logprobs", None
+    if legacy in ("integer", "answer"):
+        return "fallback", LEGACY_REASON
+    return None
+
+
+def _card_value(card: Any, name: str) -> Any:
+    """A score card field, from a `ScoreCard` or a plain dict (None when absent)."""
+    if card is None:
+        return None
+    return card.get(name) if isinstance(card, Mapping) else getattr(card, name, None)
+
+
+def bineval_p_yes_scores(result: Any) -> dict[str, float | None] | None:
+    """The soft per-dimension scores (mean P(yes)) of a BinEval item result, or None."""
+    return _card_value(getattr(result, "score_card", None), "p_yes_scores")
+
+
+def method_frame(results: Sequence[Any], index: pd.Index, dimensions: Sequence[str],
+                 values_of: Callable[[Any], Mapping[str, float | None] | None]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Per-item scores of one method as a frame, and per dimension the stored items without a score.
+
+    Args:
+        results: item results (each with ``item_id``).
+        index: the selected item ids (rows).
+        dimensions: the benchmark's dimensions (columns).
+        values_of: result -> dimension -> score in [0, 1] or None (a None mapping counts
+            every dimension as missing).
+
+    Returns:
+        (frame of floats, NaN when missing; dimension -> count of missing scores).
+    """
+    frame = pd.DataFrame(index=index, columns=list(dimensions), dtype=float)
+    missing = {d: 0 for d in dimensions}
+    for r in results:
+        values = values_of(r) or {}
+        for d in dimensions:
+            v = values.get(d)
+            frame.loc[r.item_id, d] = np.nan if v is None else float(v)
+            missing[d] += v is None
+    return frame, missing
+
+
+@dataclass
 class RunScores:
     """A benchmark run as data frames.
 
@@ -62,7 +196,9 @@ class RunScores:
             [0, 1], NaN when the method has no score for that item).
         costs: method -> `MethodCost`.
         unparsed: method -> dimension -> items whose score is missing although a
-            result is stored (unparsed answers).
+            result is stored (unparsed answers; for "BinEval, P(yes)": no P(yes)).
+        score_sources: method -> `ScoreSources` for the methods that read
+            log-probabilities (``geval``, ``unieval``, ``bineval_p_yes``).
         bineval_results: BinEval item results (for the question analysis).
         question_set: the question set BinEval used (None if not saved).
     """
@@ -73,13 +209,14 @@ class RunScores:
     scores: dict[str, pd.DataFrame] = field(default_factory=dict)
     costs: dict[str, MethodCost] = field(default_factory=dict)
     unparsed: dict[str, dict[str, int]] = field(default_factory=dict)
+    score_sources: dict[str, ScoreSources] = field(default_factory=dict)
     bineval_results: list[ItemResult] = field(default_factory=list)
     question_set: QuestionSet | None = None
 
     @property
     def methods(self) -> list[str]:
-        """Methods with results, in table order."""
-        return [m for m in METHODS if m in self.scores]
+        """Methods with results, in table order (derived methods after their source)."""
+        return [m for m in ALL_METHODS if m in self.scores]
 
     def on_human_scale(self, method: str, dimension: str) -> pd.Series:
         """A method's scores for one dimension mapped affinely onto that dimension's
@@ -121,15 +258,12 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
         results = [r for r in results if r.item_id in wanted]
         if not results:
             continue
-        frame = pd.DataFrame(index=items.index, columns=list(spec.dimensions), dtype=float)
+        frame, missing = method_frame(
+            results, items.index, spec.dimensions,
+            (lambda r: r.score_card.dimension_scores if r.score_card is not None else None) if method == "bineval"
+            else (lambda r: r.scores))
         cost = MethodCost()
-        missing = {d: 0 for d in spec.dimensions}
         for r in results:
-            values = r.score_card.dimension_scores if method == "bineval" else r.scores  # type: ignore[union-attr]
-            for d in spec.dimensions:
-                v = values.get(d)
-                frame.loc[r.item_id, d] = np.nan if v is None else float(v)
-                missing[d] += v is None
             cost.items += 1
             cost.lm_calls += r.usage.lm_calls
             cost.prompt_tokens += r.usage.prompt_tokens
@@ -138,6 +272,34 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
         out.scores[method] = frame
         out.costs[method] = cost
         out.unparsed[method] = missing
+        if method in LOGPROB_METHODS:
+            sources = ScoreSources()
+            for r in results:
+                for d in spec.dimensions:
+                    found = detail_source(r.details.get(d))  # type: ignore[union-attr]
+                    if found is not None:
+                        sources.add(*found)
+            out.score_sources[method] = sources
         if method == "bineval":
             out.bineval_results = results  # type: ignore[assignment]
+            _add_p_yes_method(out, results, spec.dimensions)  # type: ignore[arg-type]
     return out
+
+
+def _add_p_yes_method(out: RunScores, results: Sequence[ItemResult], dimensions: Sequence[str]) -> None:
+    """Add "BinEval, P(yes)" when any BinEval result carries ``p_yes_scores``: its
+    frame (computed like BinEval's from ``dimension_scores``), cost (none of its own)
+    and how many parsed verdicts carried a P(yes)."""
+    soft = [r for r in results if bineval_p_yes_scores(r) is not None]
+    if not soft:
+        return
+    frame, missing = method_frame(results, out.items.index, dimensions, bineval_p_yes_scores)
+    out.scores[P_YES_METHOD] = frame
+    out.unparsed[P_YES_METHOD] = missing
+    out.costs[P_YES_METHOD] = MethodCost(items=len(soft))
+    sources = ScoreSources(unit="parsed verdicts", unscored_label="left out of the P(yes) means")
+    for r in results:
+        for v in r.verdicts:
+            if v.verdict in ("yes", "no"):
+                sources.add("logprobs" if getattr(v, "p_yes", None) is not None else None, NO_P_YES)
+    out.score_sources[P_YES_METHOD] = sources

@@ -15,7 +15,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
-from binaryeval_dspy.lm.logprobs import value_distribution
+from binaryeval_dspy.lm.logprobs import p_yes
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
@@ -56,12 +56,6 @@ def _salvage(raw: str) -> tuple[str, str] | None:
 
 LogprobMode = Literal["auto", "on", "off"]
 _TOP_LOGPROBS = 5
-
-
-def p_yes(logprobs: object) -> float | None:
-    """P(yes) at the verdict's position, renormalized over yes/no; None without log-probabilities."""
-    distribution = value_distribution(logprobs, "verdict", ("yes", "no"))
-    return None if distribution is None else distribution["yes"]
 
 
 def error_text(exc: BaseException, limit: int = 2000) -> str:

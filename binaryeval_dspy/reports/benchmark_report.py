@@ -6,7 +6,10 @@ benchmark's protocol level (Table 1: summary-level rho / tau on SummEval; Table 
 turn-level rho / tau on Topical-Chat; Table 8: pooled r / rho / tau on QAGS), plus
 Pearson's r, pooled and system-level correlations, bootstrap 95% intervals, paired
 bootstrap tests of BinEval against each baseline, the question analysis of section
-5.6, the cost of each method and the figures. `write_benchmark_report` writes
+5.6, the cost of each method, where each score came from (log-probabilities or the
+plain-answer fallback, counted per method) and the figures. When BinEval's results carry
+soft scores (mean P(yes) per dimension), a "BinEval, P(yes)" row is added to every
+table, computed from those scores exactly as BinEval's row is from its yes-rates. `write_benchmark_report` writes
 ``report.md`` (figures as PNG files), a self-contained ``report.html`` (figures
 embedded as base64 PNG) and ``metrics.json``.
 """
@@ -26,8 +29,14 @@ import numpy as np
 import pandas as pd
 
 from binaryeval_dspy.analysis.question_analysis import analyze_questions
-from binaryeval_dspy.meta_eval.benchmark_run import METHOD_TITLES, BenchmarkRun
-from binaryeval_dspy.meta_eval.run_scores import RunScores, load_run_scores
+from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun
+from binaryeval_dspy.meta_eval.run_scores import (
+    ALL_METHOD_TITLES,
+    DERIVED_METHODS,
+    P_YES_METHOD,
+    RunScores,
+    load_run_scores,
+)
 from binaryeval_dspy.metrics.bootstrap import correlation_ci, paired_bootstrap_test
 from binaryeval_dspy.metrics.correlation import (
     Method,
@@ -218,6 +227,8 @@ METHOD_DEFINITIONS = {
     "bineval": "BinEval = yes-rate over many binary questions per dimension (paper 3.2)",
     "geval": "G-Eval-style = one holistic integer score per dimension from criteria and evaluation steps, "
              "probability-weighted when the LM returns log-probabilities",
+    P_YES_METHOD: "BinEval, P(yes) = the same binary answers scored by the mean P(yes) over a dimension's "
+                  "questions, read from the log-probabilities of BinEval's own calls",
     "unieval": "UniEval-style = one yes/no question per dimension scored by P(yes)",
     "rouge": "ROUGE-L = F-measure against the reference (no LM)",
 }
@@ -238,7 +249,7 @@ def _constant_mark(info: dict) -> str:
 
 
 def _method_label(method: str) -> str:
-    return METHOD_TITLES.get(method, method)
+    return ALL_METHOD_TITLES.get(method, method)
 
 
 def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable:
@@ -494,7 +505,8 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
 
 def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     rows = []
-    for method in scores.methods:
+    derived = [m for m in scores.methods if m in DERIVED_METHODS]
+    for method in [m for m in scores.methods if m not in DERIVED_METHODS]:
         c = scores.costs[method]
         metrics.setdefault("cost", {})[method] = {
             "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
@@ -509,7 +521,46 @@ def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
                 "tokens / item", "wall s / item", "wall min total"],
         rows=rows,
         note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0); wall "
-             "time summed over items, measured on the machine that ran them.")
+             "time summed over items, measured on the machine that ran them."
+             + "".join(f" {_method_label(m)} is read from {_method_label(DERIVED_METHODS[m])}'s calls: no cost "
+                       "of its own." for m in derived))
+
+
+def score_source_lines(scores: RunScores) -> list[tuple[str, str]]:
+    """(method title, measured line) for each method that reads log-probabilities.
+
+    E.g. ``("G-Eval-style", "95 / 100 scores from log-probabilities; 5 fell back to the
+    plain answer (no logprobs returned: 5)")``; methods that have not run are left out.
+    """
+    return [(_method_label(m), scores.score_sources[m].summary()) for m in scores.methods
+            if m in scores.score_sources]
+
+
+def _score_source_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable | None:
+    rows = []
+    for method in scores.methods:
+        src = scores.score_sources.get(method)
+        if src is None:
+            continue
+        metrics.setdefault("score_sources", {})[method] = {
+            "unit": src.unit, "logprobs": src.logprobs, "fallback": src.fallback, "unscored": src.unscored,
+            "total": src.total, "reasons": dict(src.reasons)}
+        reasons = "; ".join(f"{r}: {n}" for r, n in sorted(src.reasons.items(), key=lambda x: -x[1]))
+        rows.append([_method_label(method), src.unit, f"{src.logprobs} / {src.total}", str(src.fallback),
+                     str(src.unscored), reasons])
+    if not rows:
+        return None
+    return ReportTable(
+        caption=f"Where the scores came from: log-probabilities or the plain answer - LM: {lm}",
+        header=["Method", "counted", "from log-probabilities", "fell back to the plain answer",
+                "unscored / left out", "reasons"],
+        rows=rows,
+        note="G-Eval-style scores are the probability-weighted mean over the scale (Liu et al., 2023) and "
+             "UniEval-style scores P(yes) (Zhong et al., 2022) only when the LM returned token "
+             "log-probabilities at the answer's position; otherwise the plain integer or 1/0 answer was "
+             "used (fell back), or, with --logprobs on, no score was given (unscored). "
+             "For BinEval, P(yes), parsed verdicts without a P(yes) are left out of its means. "
+             "Unparsed answers are not counted here (see the coverage table).")
 
 
 def _means_table(scores: RunScores, lm: str) -> ReportTable:
@@ -605,13 +656,14 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
         (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection})."
          + (f" BinEval question set {cfg.question_set_hash} ({cfg.question_set_source})."
             if cfg.question_set_hash else "")
-         + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities: {cfg.logprobs}."
-            if cfg.rubric_hash else "")),
+         + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities requested: "
+           f"{cfg.logprobs}." if cfg.rubric_hash else "")
+        + "".join(f" {title}: {line}." for title, line in score_source_lines(scores))),
         "Methods: " + "; ".join(METHOD_DEFINITIONS[m] for m in scores.methods if m in METHOD_DEFINITIONS) + ".",
     ]
     missing = [m for m in cfg.methods if m not in scores.methods]
     partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.methods
-               if scores.costs[m].items < len(scores.items)]
+               if m not in DERIVED_METHODS and scores.costs[m].items < len(scores.items)]
     if missing or partial:
         report.intro.append("Incomplete run: " + "; ".join(
             ([f"no results yet for {', '.join(missing)}"] if missing else [])
@@ -628,7 +680,9 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
                                 _ci_and_tests(calc, scores, lm, n_resamples, seed, metrics)))
         report.sections.append(("Cost", [_cost_table(scores, lm, metrics)]))
         report.sections.append(("Score distributions", [_means_table(scores, lm)]))
-        report.sections.append(("Coverage", [_diagnostics_table(calc, scores, metrics)]))
+        sources_table = _score_source_table(scores, lm, metrics)
+        report.sections.append(("Coverage", [_diagnostics_table(calc, scores, metrics)]
+                                + ([sources_table] if sources_table is not None else [])))
     report.sections.append(("Why decomposition works: question analysis (paper 5.6)",
                             _question_blocks(scores, lm, metrics, figures=figures)))
     if figures and scores.methods:
