@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
-import dspy
-import pytest
+# LiteLLM fetches its model cost map from GitHub at import unless told to use its bundled
+# copy: tests talk to 127.0.0.1 only.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy  # noqa: E402
+import pytest  # noqa: E402
 
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
+from tests.fake_endpoint import FakeEndpoint, fake_endpoint_running
 from tests.fakes import field_value, scripted_lm
+from tests.llama_server import LlamaServer, running_llama_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,3 +75,18 @@ def items_file(tmp_path: Path) -> Path:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def fake_endpoint() -> Iterator[FakeEndpoint]:
+    """A scripted OpenAI-compatible endpoint on 127.0.0.1 (see tests/fake_endpoint.py)."""
+    with fake_endpoint_running() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory) -> Iterator[LlamaServer]:
+    """`python -m llama_cpp.server` with SmolLM2 on 127.0.0.1, one per test session
+    (skips without the `server` extra; see tests/llama_server.py)."""
+    with running_llama_server(tmp_path_factory.mktemp("llama-server")) as server:
+        yield server

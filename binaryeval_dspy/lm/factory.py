@@ -10,7 +10,9 @@ Accepted values:
   the provider's usual environment variable (e.g. ``OPENAI_API_KEY``).
 * an OpenAI-compatible base URL (``http://host:8000/v1``) together with a model name.
 
-Every LM is built with temperature 0, as in the paper (section 4).
+Every LM is built with temperature 0, as in the paper (section 4), as a `CacheScopedLM`
+(DSPy's response cache keyed on the endpoint or engine too, see `cache_identity`), with
+an adapter chosen per endpoint (``adapter="auto"``, see `adapters.choose_adapter`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 import dspy
 
 from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, AdapterStats, choose_adapter
+from binaryeval_dspy.lm.cache_identity import CacheScopedLM, cache_identity_of, normalize_base_url
 from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
 
@@ -36,12 +40,18 @@ class LMHandle:
     """A ready `dspy.LM` with what a run needs to know about it.
 
     Attributes:
-        lm: the `dspy.LM` to pass to `dspy.configure` / `dspy.context`.
-        adapter: the adapter to use with it (JSONAdapter for embedded models, whose
-            schema-constrained decoding needs it); None means DSPy's default.
+        lm: the `dspy.LM` to pass to `dspy.configure` / `dspy.context` (a
+            `CacheScopedLM` when built by `make_lm`).
+        adapter: the adapter to use with it (see `choose_adapter`); None means DSPy's
+            default ChatAdapter (which retries a reply that does not parse in JSON).
         name: a display and manifest name for the LM, never containing a key.
         embedded: True for in-process llama.cpp models (calls are serialized).
         engine: the llama.cpp engine when embedded, else None.
+        adapter_name: ``"json"`` or ``"chat"``, for run manifests (derived from
+            `adapter` when not given).
+        adapter_reason: why that adapter was chosen (one sentence, for logs/manifests).
+        adapter_stats: the adapter's counters (`AdapterStats`), or None for an adapter
+            not built by `choose_adapter`.
     """
 
     lm: dspy.LM
@@ -49,6 +59,27 @@ class LMHandle:
     name: str
     embedded: bool
     engine: LlamaCppEngine | None = field(default=None, repr=False)
+    adapter_name: str = ""
+    adapter_reason: str = ""
+    adapter_stats: AdapterStats | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.adapter_name:
+            self.adapter_name = "json" if isinstance(self.adapter, dspy.JSONAdapter) else "chat"
+        if self.adapter_stats is None:
+            self.adapter_stats = getattr(self.adapter, "stats", None)
+
+    @property
+    def adapter_fallbacks(self) -> int:
+        """Requests beyond one per judgment (0 if not counted): second calls in another format
+        after a reply did not parse, plus requests re-sent because the server refused the
+        schema's ``response_format`` form (`AdapterStats.extra_calls`)."""
+        return self.adapter_stats.extra_calls if self.adapter_stats is not None else 0
+
+    @property
+    def cache_identity(self) -> str:
+        """What DSPy's cache key holds besides the request: the endpoint or engine (no key in it)."""
+        return cache_identity_of(self.lm)
 
     def context(self) -> object:
         """`dspy.context(lm=..., adapter=...)` for this LM."""
@@ -58,16 +89,54 @@ class LMHandle:
         return dspy.context(**kwargs)
 
 
+def _with_adapter(handle: LMHandle, policy: str, spec: str) -> LMHandle:
+    adapter, name, reason = choose_adapter(policy, handle.lm, spec=spec)
+    handle.adapter, handle.adapter_name, handle.adapter_reason = adapter, name, reason
+    handle.adapter_stats = adapter.stats
+    if isinstance(handle.lm, CacheScopedLM):
+        handle.lm.adapter_stats = adapter.stats  # counts format_retries
+    return handle
+
+
+def _refuse_chat_for_embedded(policy: str, spec: str) -> None:
+    """Fail before loading a model when chat format is asked for an embedded one."""
+    if policy == "chat":
+        choose_adapter("chat", None, spec=spec)  # raises LMConfigError: embedded models need JSON
+
+
 def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool) -> LMHandle:
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", path.stem)
     engine = LlamaCppEngine(path, n_ctx=n_ctx, default_max_tokens=max_tokens)
-    # The model string keys DSPy's cache (the engine is not part of the key): it names
-    # the file and every engine setting that changes what the model returns.
+    # The model string names the file and the engine settings that change what the model
+    # returns; CacheScopedLM adds the engine's identity (file size and mtime, settings) to
+    # the cache key as well.
     model = f"custom/{stem}-{digest}-s{engine.max_string_chars}"
-    lm = dspy.LM(model, engine=engine, temperature=0.0, max_tokens=max_tokens, cache=cache)
+    lm = CacheScopedLM(model, engine=engine, temperature=0.0, max_tokens=max_tokens, cache=cache)
     engine.llama  # load now: a bad file fails here, not at the first item  # noqa: B018
-    return LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name=f"{path.name} (llama.cpp)", embedded=True, engine=engine)
+    return LMHandle(lm=lm, adapter=None, name=f"{path.name} (llama.cpp)", embedded=True, engine=engine)
+
+
+# LiteLLM prefixes that name a self-hosted OpenAI-compatible server (vLLM constrains
+# decoding with a JSON schema sent as response_format, whatever model it serves).
+_SELF_HOSTED_SCHEMA_PREFIXES = frozenset({"hosted_vllm"})
+
+
+def _declared_response_schema(lm: CacheScopedLM) -> bool | None:
+    """True when a LiteLLM id's endpoint takes a JSON schema but DSPy's tables do not say so.
+
+    None keeps DSPy's capabilities (they already say yes, or nothing says yes).
+    """
+    if lm.model.split("/", 1)[0] in _SELF_HOSTED_SCHEMA_PREFIXES:
+        return True
+    try:
+        if lm.supports_response_schema:
+            return None
+        from dspy.clients.lm import _get_litellm
+
+        return True if _get_litellm().supports_response_schema(model=lm.model) else None
+    except Exception:  # noqa: BLE001 - unknown provider/model: no declaration
+        return None
 
 
 def make_lm(
@@ -78,6 +147,7 @@ def make_lm(
     max_tokens: int = 512,
     n_ctx: int = 8192,
     cache: bool = True,
+    adapter: str = "auto",
 ) -> LMHandle:
     """Build the LM an `--lm` value names (see the module docstring for the forms).
 
@@ -88,16 +158,25 @@ def make_lm(
             call time, never stored in a manifest or log).
         max_tokens: completion cap per call.
         n_ctx: context window for embedded GGUF models.
-        cache: use DSPy's response cache (on by default; reruns cost nothing).
+        cache: use DSPy's response cache (on by default; reruns cost nothing). Entries
+            are scoped to the endpoint (normalized base URL) or engine (model file and
+            settings), so two servers or engines behind one model id never share them.
+        adapter: adapter policy, ``auto`` (JSON with the schema sent as
+            ``response_format`` where the endpoint takes one: base URLs, embedded
+            models, providers DSPy/LiteLLM list as supporting a response schema; chat
+            otherwise), ``json`` or ``chat``; see `choose_adapter`. The chat adapter
+            never retries in JSON: one request per judgment.
 
     Returns:
-        An `LMHandle`.
+        An `LMHandle` whose ``lm`` is a `CacheScopedLM` and whose ``adapter`` /
+        ``adapter_name`` / ``adapter_reason`` / ``adapter_stats`` record the choice.
 
     Raises:
         LMConfigError: the value fits none of the accepted forms, a URL comes
             without a model name, `model` / `api_key_env` are given without a URL,
             the key variable is unset, `max_tokens` < 1, or the embedded model / GGUF
-            file cannot be loaded (checked here, before any run starts).
+            file cannot be loaded (checked here, before any run starts), `adapter` is
+            not a known policy, or ``adapter="chat"`` is asked for an embedded model.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise LMConfigError(f"--lm must be a non-empty string, got {spec!r}. Fix: e.g. --lm local.")
@@ -105,6 +184,10 @@ def make_lm(
         raise LMConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
         raise LMConfigError(f"n_ctx must be an integer >= 256, got {n_ctx!r}")
+    if not isinstance(adapter, str) or adapter.strip().lower() not in ADAPTER_POLICIES:
+        raise LMConfigError(f"--adapter must be one of {', '.join(ADAPTER_POLICIES)}, got {adapter!r}. "
+                            "Fix: --adapter auto (JSON with a schema where the endpoint takes one, else chat).")
+    policy = adapter.strip().lower()
     spec = spec.strip()
     is_url = spec.startswith(("http://", "https://"))
     if not is_url and (model or api_key_env):
@@ -113,12 +196,15 @@ def make_lm(
             "Fix: drop them, or pass the server's URL as --lm."
         )
     if spec == LOCAL:
-        return _gguf_handle(find_smollm2_gguf(), max_tokens=max_tokens, n_ctx=n_ctx, cache=cache)
+        _refuse_chat_for_embedded(policy, spec)
+        return _with_adapter(_gguf_handle(find_smollm2_gguf(), max_tokens=max_tokens, n_ctx=n_ctx, cache=cache),
+                             policy, spec)
     if spec.endswith(".gguf"):
         path = Path(spec).expanduser()
         if not path.is_file():
             raise LMConfigError(f"--lm {spec}: GGUF file not found. Fix: give an existing .gguf path.")
-        return _gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache)
+        _refuse_chat_for_embedded(policy, spec)
+        return _with_adapter(_gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache), policy, spec)
     if spec.startswith(("http://", "https://")):
         if not model:
             raise LMConfigError(
@@ -131,14 +217,26 @@ def make_lm(
             if not api_key:
                 raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set. "
                                     "Fix: export it, or drop the option for a server without keys.")
-        lm = dspy.LM(
+        normalize_base_url(spec)  # a malformed URL fails here, naming the fix
+        # OpenAI-compatible servers (vLLM, llama.cpp's servers, ...) take a JSON schema as
+        # response_format; DSPy cannot know that for a served model name, so say so. The
+        # form is OpenAI's until the server refuses it (llama-cpp-python's server takes
+        # {"type": "json_object", "schema": ...} instead), see schema_format.
+        lm = CacheScopedLM(
             f"openai/{model}", api_base=spec, api_key=api_key or "not-needed",
             temperature=0.0, max_tokens=max_tokens, cache=cache,
+            response_schema=True, schema_dialect="auto",
+            # LiteLLM sends the cap as `max_tokens`, which every OpenAI-compatible server reads;
+            # DSPy's own client sends only `max_completion_tokens`, which llama-cpp-python's
+            # server ignores (a judgment then generated for minutes, unbounded).
+            engine="litellm",
         )
-        return LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False)
+        return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False),
+                             policy, spec)
     if _LITELLM_ID.match(spec):
-        lm = dspy.LM(spec, temperature=0.0, max_tokens=max_tokens, cache=cache)
-        return LMHandle(lm=lm, adapter=None, name=spec, embedded=False)
+        lm = CacheScopedLM(spec, temperature=0.0, max_tokens=max_tokens, cache=cache)
+        lm._declared_response_schema = _declared_response_schema(lm)
+        return _with_adapter(LMHandle(lm=lm, adapter=None, name=spec, embedded=False), policy, spec)
     raise LMConfigError(
         f"--lm {spec!r} is not a model this tool knows how to reach. Expected 'local', a path "
         "ending in .gguf, a LiteLLM id like 'openai/gpt-4o-mini', or an http(s) base URL "

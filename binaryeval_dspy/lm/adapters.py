@@ -1,0 +1,258 @@
+"""Adapter policy per endpoint: JSON with a schema where the endpoint takes one, chat otherwise.
+
+`choose_adapter` turns a policy (``auto``, ``json``, ``chat``) and an LM into the DSPy
+adapter every judgment of a run goes through, so that:
+
+* an endpoint that constrains decoding with a JSON schema (vLLM, llama.cpp's server,
+  providers whose models LiteLLM / DSPy list as supporting a response schema, the
+  embedded llama.cpp engine) gets `dspy.JSONAdapter` and the schema in
+  ``response_format``: the reply parses by construction;
+* any other endpoint gets `dspy.ChatAdapter` *without* DSPy's JSON fallback
+  (``use_json_adapter_fallback=False``). With the fallback, a reply that does not parse
+  costs a second call in another format, and alternating formats throws away the
+  server's prompt-prefix reuse (measured on llama.cpp's server: ~880 of ~1,035 prompt
+  tokens re-evaluated per call). Without it, a reply that does not parse raises
+  `AdapterParseError` after one call and `BinEval` records the verdict as ``unparsed``
+  (salvaging a yes/no when the text holds one).
+
+The adapters count what they did in an `AdapterStats` (thread-safe): judgments, second
+calls made in another format (``fallback_calls``, 0 with the adapters built here: DSPy
+3.4's JSONAdapter picks its format before the call and never retries in another one,
+and the ChatAdapter's fallback is off), replies that did not parse, JSON calls sent
+without a schema, and requests re-sent because a server refused the schema's
+``response_format`` form (``format_retries``, counted by `CacheScopedLM`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import dspy
+import pydantic
+from dspy.utils.exceptions import AdapterParseError
+
+from binaryeval_dspy.errors import LMConfigError
+
+ADAPTER_POLICIES = ("auto", "json", "chat")
+
+
+class AdapterStats:
+    """Thread-safe counters of one adapter's work; read them with `as_dict` or the attributes.
+
+    Attributes:
+        calls: adapter invocations (one per judgment / predictor call).
+        fallback_calls: second LM calls made in another format after a reply did not
+            parse (each costs one extra request).
+        parse_failures: calls that ended in `AdapterParseError` (recorded as unparsed).
+        schema_not_sent: JSON-adapter calls whose request carried no JSON schema
+            (``json_object`` mode or no ``response_format``: the endpoint declares no
+            structured output, or the signature has no closed schema).
+        format_retries: requests sent again with the schema in another
+            ``response_format`` form after the server rejected the first form
+            (`CacheScopedLM` with ``schema_dialect="auto"``; at most a few per run).
+    """
+
+    _FIELDS = ("calls", "fallback_calls", "parse_failures", "schema_not_sent", "format_retries")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(self._FIELDS, 0)
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Add `n` to counter `name` (one of the attributes). Raises KeyError for another name."""
+        if name not in self._counts:
+            raise KeyError(f"unknown adapter counter {name!r}; expected one of {self._FIELDS}")
+        with self._lock:
+            self._counts[name] += n
+
+    def as_dict(self) -> dict[str, int]:
+        """A snapshot ``{"calls", "fallback_calls", "parse_failures", "schema_not_sent", "format_retries"}`` -> int."""
+        with self._lock:
+            return dict(self._counts)
+
+    def _get(self, name: str) -> int:
+        with self._lock:
+            return self._counts[name]
+
+    calls = property(lambda self: self._get("calls"), doc="Adapter invocations (one per judgment).")
+    fallback_calls = property(lambda self: self._get("fallback_calls"),
+                              doc="Second LM calls made in another format after a reply did not parse.")
+    parse_failures = property(lambda self: self._get("parse_failures"),
+                              doc="Calls that ended in AdapterParseError.")
+    schema_not_sent = property(lambda self: self._get("schema_not_sent"),
+                               doc="JSON-adapter calls whose request carried no JSON schema.")
+    format_retries = property(lambda self: self._get("format_retries"),
+                              doc="Requests re-sent with the schema in another response_format form.")
+
+    @property
+    def extra_calls(self) -> int:
+        """LM requests beyond one per judgment: ``fallback_calls + format_retries``."""
+        counts = self.as_dict()
+        return counts["fallback_calls"] + counts["format_retries"]
+
+    def __repr__(self) -> str:
+        return f"AdapterStats({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+
+
+class _CountingAdapter:
+    """Mixin counting calls, parse failures and format fallbacks into ``self.stats``."""
+
+    stats: AdapterStats
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        own = {name for name in ("format", "parse") if name in cls.__dict__}
+        super().__init_subclass__(**kwargs)
+        # dspy.Adapter wraps format/parse with callbacks in every subclass, so inherited
+        # ones would be wrapped twice (callbacks fired twice): keep the parent's wrapper.
+        for name in ("format", "parse"):
+            if name not in own and name in cls.__dict__:
+                delattr(cls, name)
+
+    def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list, inputs: dict) -> Any:
+        self.stats.add("calls")
+        try:
+            return super().__call__(lm, lm_kwargs, signature, demos, inputs)  # type: ignore[misc]
+        except AdapterParseError:
+            self.stats.add("parse_failures")
+            raise
+
+    async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list, inputs: dict) -> Any:
+        self.stats.add("calls")
+        try:
+            return await super().acall(lm, lm_kwargs, signature, demos, inputs)  # type: ignore[misc]
+        except AdapterParseError:
+            self.stats.add("parse_failures")
+            raise
+
+    def _make_json_adapter_fallback(self) -> Any:
+        # DSPy calls this only when it is about to make a second call in JSON format.
+        self.stats.add("fallback_calls")
+        return super()._make_json_adapter_fallback()  # type: ignore[misc]
+
+
+class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
+    """`dspy.ChatAdapter` that counts into an `AdapterStats`; no JSON retry by default.
+
+    Args:
+        stats: where to count (a new `AdapterStats` if None); also ``adapter.stats``.
+        use_json_adapter_fallback: DSPy's second call in JSON format after a reply that
+            does not parse; off by default (one request per judgment). When on, each
+            such call is counted in ``stats.fallback_calls``.
+        callbacks: DSPy callbacks, as for `dspy.ChatAdapter`.
+    """
+
+    def __init__(self, *, stats: AdapterStats | None = None, use_json_adapter_fallback: bool = False,
+                 callbacks: list | None = None) -> None:
+        super().__init__(callbacks=callbacks, use_json_adapter_fallback=use_json_adapter_fallback)
+        self.stats = stats if stats is not None else AdapterStats()
+
+
+class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
+    """`dspy.JSONAdapter` that counts into an `AdapterStats`, including calls sent without a schema.
+
+    DSPy 3.4's JSONAdapter chooses its ``response_format`` before the call (the
+    signature's JSON schema when the LM declares ``supports_response_schema`` and
+    ``response_format`` in ``supported_params``; ``json_object`` or nothing otherwise) and
+    never retries in another format; a reply that does not parse raises
+    `AdapterParseError` after one call.
+
+    Args:
+        stats: where to count (a new `AdapterStats` if None); also ``adapter.stats``.
+        callbacks: DSPy callbacks, as for `dspy.JSONAdapter`.
+    """
+
+    def __init__(self, *, stats: AdapterStats | None = None, callbacks: list | None = None) -> None:
+        super().__init__(callbacks=callbacks)
+        self.stats = stats if stats is not None else AdapterStats()
+
+    def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        if not _carries_schema(lm_kwargs.get("response_format")):
+            self.stats.add("schema_not_sent")
+
+
+def _carries_schema(response_format: Any) -> bool:
+    if isinstance(response_format, type) and issubclass(response_format, pydantic.BaseModel):
+        return True
+    return isinstance(response_format, dict) and response_format.get("type") == "json_schema"
+
+
+def schema_support(lm: Any) -> bool:
+    """Whether `dspy.JSONAdapter` would send `lm` a JSON schema as ``response_format``.
+
+    True when the LM declares ``supports_response_schema`` and lists ``response_format``
+    in ``supported_params`` (DSPy's capabilities for known models, a custom engine's own
+    declaration, or `CacheScopedLM(response_schema=True)` for a base URL). A capability
+    lookup that fails (unknown provider) counts as False.
+    """
+    try:
+        return bool(lm.supports_response_schema) and "response_format" in set(lm.supported_params or ())
+    except Exception:  # noqa: BLE001 - an unknown provider is "no schema", not a crash
+        return False
+
+
+def _is_embedded(lm: Any, spec: str | None) -> bool:
+    from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+
+    if isinstance(getattr(lm, "_engine_spec", None), LlamaCppEngine):
+        return True
+    return spec is not None and (spec.strip() == "local" or spec.strip().endswith(".gguf"))
+
+
+def choose_adapter(
+    policy: str,
+    lm: Any,
+    *,
+    spec: str | None = None,
+    stats: AdapterStats | None = None,
+) -> tuple[dspy.Adapter, str, str]:
+    """The adapter for `lm` under `policy`, its name and why it was chosen.
+
+    Args:
+        policy: ``auto`` (JSON when the endpoint takes a JSON schema, see
+            `schema_support`; embedded GGUF models always JSON; chat otherwise),
+            ``json`` or ``chat``.
+        lm: the `dspy.LM` the adapter will drive (for its capabilities and engine).
+        spec: the ``--lm`` value it was built from (``local`` / ``*.gguf`` mark an
+            embedded model; used in the reason), if known.
+        stats: the `AdapterStats` to count into (a new one if None).
+
+    Returns:
+        ``(adapter, name, reason)``: a `CountingJSONAdapter` or `CountingChatAdapter`
+        (``adapter.stats`` is `stats`), ``"json"`` or ``"chat"``, and one sentence for
+        logs and manifests.
+
+    Raises:
+        LMConfigError: `policy` is not one of ``auto``, ``json``, ``chat``; or ``chat``
+            is asked for an embedded GGUF model (its small models need
+            schema-constrained decoding, which only the JSON adapter requests).
+    """
+    if not isinstance(policy, str) or policy.strip().lower() not in ADAPTER_POLICIES:
+        raise LMConfigError(f"adapter policy must be one of {', '.join(ADAPTER_POLICIES)}, got {policy!r}. "
+                            "Fix: --adapter auto (JSON with a schema where the endpoint supports it, else chat).")
+    policy = policy.strip().lower()
+    stats = stats if stats is not None else AdapterStats()
+    embedded = _is_embedded(lm, spec)
+    schema = schema_support(lm)
+    where = spec or getattr(lm, "model", "the LM")
+    if embedded:
+        if policy == "chat":
+            raise LMConfigError(
+                f"--adapter chat cannot be used with the embedded model {where}: it answers reliably only under "
+                "schema-constrained decoding, which the JSON adapter requests. Fix: --adapter auto or json."
+            )
+        return CountingJSONAdapter(stats=stats), "json", f"embedded model {where}: JSON schema constrains decoding"
+    if policy == "chat":
+        return (CountingChatAdapter(stats=stats), "chat",
+                f"chat format asked for {where}; one request per judgment (no JSON retry)")
+    if policy == "json":
+        reason = (f"JSON asked for {where}; schema sent as response_format" if schema else
+                  f"JSON asked for {where}, which declares no structured output: the schema is not sent, the "
+                  "prompt asks for JSON")
+        return CountingJSONAdapter(stats=stats), "json", reason
+    if schema:
+        return (CountingJSONAdapter(stats=stats), "json",
+                f"auto: {where} takes a JSON schema as response_format")
+    return (CountingChatAdapter(stats=stats), "chat",
+            f"auto: {where} declares no JSON-schema output; chat format, one request per judgment (no JSON retry)")

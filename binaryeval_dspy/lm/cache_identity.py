@@ -1,0 +1,473 @@
+"""Cache identity: DSPy's response cache scoped to the endpoint or engine that answered.
+
+DSPy 3.4 keys a cached answer on the request (model id, messages, generation options)
+but leaves out ``api_key``, ``api_base`` and ``base_url``, and never looks at a custom
+engine object. Two servers behind one model id, or two in-process engines behind one
+``custom/...`` id, therefore share entries: the second one is served the first one's
+answers without a request being sent, both from the on-disk cache (across runs) and
+from the in-memory cache (in one process).
+
+`CacheScopedLM` is a `dspy.LM` that adds one field, its *cache identity*, to the cache
+key of every call. The identity names what produced the answer:
+
+* an HTTP endpoint: ``endpoint=<normalized base URL>`` from the call's ``api_base`` /
+  ``base_url`` (or the LM's), else from LiteLLM's environment override for the
+  provider (``<PROVIDER>_API_BASE`` / ``<PROVIDER>_BASE_URL``, read at call time), else
+  ``provider-default=<provider>``;
+* a custom engine: ``engine=<module:Class>|<what the engine declares>``. An engine
+  declares itself with an attribute (or property, or zero-argument method)
+  ``cache_identity`` returning a string or JSON-able data; `LlamaCppEngine` is
+  identified by its model file (resolved path, size, modification time) and settings.
+  An engine that declares nothing gets a random token of its own, so two such
+  engines never share entries (and nothing is reused across processes); a warning
+  says so once per engine.
+
+The identity is only part of the cache key: it is never sent to the provider or the
+engine (the request goes out as DSPy builds it; the only rewrite this class can make
+is the ``response_format`` form, see `schema_format`), and it never contains a
+credential (user:password in a URL is dropped, a query string is kept only as a hash,
+the API key is not used). Adapter, signature instructions and inputs are in the key
+already, through the rendered messages and ``response_format``.
+
+`ensure_cache_identity` turns an LM a user built with ``dspy.LM(...)`` into a
+`CacheScopedLM` copy, so programs handed such an LM get the same guarantee.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import dspy
+from dspy.clients import execution as _execution
+from dspy.clients._deprecation import warn_legacy_lm, warn_openai_messages
+from dspy.utils.callback import with_callbacks
+from dspy.utils.exceptions import LMError, is_retryable_lm_error
+
+from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.schema_format import (
+    as_json_object,
+    check_dialect,
+    is_openai_schema,
+    rejects_response_format,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
+CACHE_SCOPE_FIELD = "_bineval_cache_identity"
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# LiteLLM providers whose base-URL environment variables use another prefix.
+_ENV_PREFIX = {"ollama_chat": "OLLAMA", "text-completion-openai": "OPENAI"}
+
+
+def normalize_base_url(url: str) -> str:
+    """A base URL in the form used as cache identity: the same server gives the same string.
+
+    Lower-cases scheme and host, drops a default port (80 for http, 443 for https),
+    user:password, the fragment and trailing slashes; a query string (which may hold a
+    key or select a deployment) is kept only as a 12-hex-digit hash. Host names are
+    not resolved: ``localhost`` and ``127.0.0.1`` stay distinct.
+
+    Args:
+        url: an ``http://`` or ``https://`` base URL, e.g. ``http://Host:8000/v1/``.
+
+    Returns:
+        e.g. ``http://host:8000/v1``, or ``https://api.example.com/v1?q#3f2a...``.
+
+    Raises:
+        LMConfigError: `url` is not an http(s) URL with a host.
+    """
+    text = str(url).strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise LMConfigError(f"base URL {text!r} is not a valid URL ({exc}). Fix: pass e.g. http://host:8000/v1.") from exc
+    scheme = (parts.scheme or "").lower()
+    host = (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise LMConfigError(f"base URL {text!r} is not an http(s) URL with a host. Fix: pass e.g. http://host:8000/v1.")
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+    path = parts.path.rstrip("/")
+    out = f"{scheme}://{netloc}{path}"
+    if parts.query:
+        out += "?q#" + hashlib.sha256(parts.query.encode()).hexdigest()[:12]
+    return out
+
+
+def _safe_base_url(url: Any) -> str:
+    """`normalize_base_url`, or a hash for a value that is not an http(s) URL (never raises)."""
+    try:
+        return normalize_base_url(str(url))
+    except LMConfigError:
+        return "unparsed#" + hashlib.sha256(str(url).encode()).hexdigest()[:16]
+
+
+def endpoint_identity(model: str, options: Mapping[str, Any]) -> str:
+    """The identity of the HTTP endpoint a LiteLLM/lm15 call goes to.
+
+    Args:
+        model: the LM's model id, e.g. ``openai/my-model`` (its prefix names the provider).
+        options: the call's options (the LM's kwargs updated with the call's own);
+            ``api_base`` / ``base_url`` are read, nothing else.
+
+    Returns:
+        ``endpoint=<normalize_base_url(url)>`` when a base URL is set in `options` or
+        in the provider's environment variables (``<PROVIDER>_API_BASE`` or
+        ``<PROVIDER>_BASE_URL``: ``OPENAI_BASE_URL``, ``HOSTED_VLLM_API_BASE``,
+        ``OLLAMA_API_BASE``, ..., read now), else ``provider-default=<provider>``.
+    """
+    url = options.get("api_base") or options.get("base_url")
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    if not url:
+        prefix = _ENV_PREFIX.get(provider, provider.upper().replace("-", "_"))
+        url = os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")
+    if url:
+        return f"endpoint={_safe_base_url(url)}"
+    return f"provider-default={provider}"
+
+
+_TOKENS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_PINNED: dict[int, tuple[Any, str]] = {}  # engines that cannot be weakly referenced (kept alive: ids never reused)
+_TOKENS_LOCK = threading.Lock()
+
+
+def _object_token(engine: Any) -> str:
+    """A random token owned by `engine` for its lifetime (warns once per engine)."""
+    with _TOKENS_LOCK:
+        try:
+            token = _TOKENS.get(engine)
+        except TypeError:  # not weakly referenceable or not hashable
+            pinned = _PINNED.get(id(engine))
+            token = pinned[1] if pinned is not None and pinned[0] is engine else None
+        if token is not None:
+            return token
+        token = os.urandom(8).hex()
+        try:
+            _TOKENS[engine] = token
+        except TypeError:
+            _PINNED[id(engine)] = (engine, token)
+    warnings.warn(
+        f"engine {type(engine).__module__}.{type(engine).__qualname__} declares no `cache_identity`, so its "
+        "cached answers are kept apart from every other engine object's and are not reused by another "
+        "process. Declare `cache_identity` (e.g. the model file and settings) on the engine to reuse them.",
+        RuntimeWarning, stacklevel=4,
+    )
+    return token
+
+
+def _llama_identity(engine: Any) -> str | None:
+    """Model file (resolved path, size, mtime) and decoding settings of a `LlamaCppEngine`."""
+    from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+
+    if not isinstance(engine, LlamaCppEngine):
+        return None
+    path = Path(engine.model_path).expanduser()
+    try:
+        resolved = path.resolve()
+        stat = resolved.stat()
+        file_part = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    except OSError:
+        file_part = {"path": str(path), "missing": True}
+    settings = {"n_ctx": engine.n_ctx, "max_string_chars": engine.max_string_chars,
+                "default_max_tokens": engine.default_max_tokens}
+    return json.dumps({"file": file_part, "settings": settings}, sort_keys=True)
+
+
+def engine_identity(engine: Any) -> str:
+    """The identity of a custom engine object (see the module docstring).
+
+    Args:
+        engine: an object with ``complete(Request) -> Response`` passed as ``dspy.LM(engine=...)``.
+
+    Returns:
+        ``engine=<module:Class>|<identity>``; the identity is the engine's declared
+        ``cache_identity`` (string, or JSON-able data serialized with sorted keys),
+        `LlamaCppEngine`'s file and settings, or a per-object random token
+        (``object#<hex>``, with a RuntimeWarning the first time).
+
+    Raises:
+        LMConfigError: the engine's ``cache_identity`` is empty or cannot be serialized.
+    """
+    kind = f"{type(engine).__module__}:{type(engine).__qualname__}"
+    declared = getattr(engine, "cache_identity", None)
+    if callable(declared):
+        declared = declared()
+    if declared is not None:
+        if isinstance(declared, str):
+            text = declared
+        else:
+            try:
+                text = json.dumps(declared, sort_keys=True)
+            except (TypeError, ValueError) as exc:
+                raise LMConfigError(
+                    f"engine {kind}: its cache_identity {declared!r:.80} cannot be serialized ({exc}). "
+                    "Fix: make cache_identity a string or JSON data (model file, version, settings)."
+                ) from exc
+        if not text.strip():
+            raise LMConfigError(f"engine {kind}: its cache_identity is empty. Fix: name the model file and settings.")
+        return f"engine={kind}|{text}"
+    llama = _llama_identity(engine)
+    if llama is not None:
+        return f"engine={kind}|{llama}"
+    return f"engine={kind}|object#{_object_token(engine)}"
+
+
+def cache_identity_of(lm: dspy.LM, options: Mapping[str, Any] | None = None) -> str:
+    """What a call of `lm` (with call options `options`) would add to DSPy's cache key.
+
+    Args:
+        lm: a `dspy.LM` (plain or `CacheScopedLM`).
+        options: the call's own keyword arguments, if any (they override ``lm.kwargs``).
+
+    Returns:
+        The identity string (no credential in it; safe for manifests and logs).
+    """
+    spec = getattr(lm, "_engine_spec", "auto")
+    if not isinstance(spec, str):
+        return engine_identity(spec)
+    merged = {**(getattr(lm, "kwargs", None) or {}), **dict(options or {})}
+    return endpoint_identity(lm.model, merged)
+
+
+def _scoped(call: Any, identity: str) -> Any:
+    """Give a prepared DSPy call a cache key that also holds `identity`."""
+    original = call.key
+
+    def key(lm: Any, asynchronous: bool) -> dict[str, Any]:
+        out = dict(original(lm, asynchronous))
+        out[CACHE_SCOPE_FIELD] = identity
+        return out
+
+    call.key = key
+    return call
+
+
+class CacheScopedLM(dspy.LM):
+    """A `dspy.LM` whose cached answers are only served back for the same endpoint or engine.
+
+    Built like ``dspy.LM`` (same arguments), plus:
+
+    Args:
+        response_schema: True declares that the endpoint honours a JSON schema sent as
+            ``response_format`` (vLLM, llama.cpp's servers, most OpenAI-compatible
+            servers), so `dspy.JSONAdapter` sends its schema even when the model id is
+            unknown to DSPy's capability tables (``openai/<served name>`` at a base URL
+            is). None (default) keeps DSPy's capabilities.
+        schema_dialect: how a JSON schema goes out (see `schema_format`): None
+            (default) leaves ``response_format`` as DSPy sends it; ``json_schema``
+            likewise; ``json_object`` rewrites it as ``{"type": "json_object",
+            "schema": ...}`` (llama-cpp-python's server); ``auto`` sends OpenAI's form
+            and switches this LM to ``json_object`` the first time the server rejects
+            a request for its ``response_format`` (that request is sent again, once).
+        adapter_stats: an `AdapterStats` in which such re-sent requests are counted
+            (``format_retries``), or None.
+
+    Every call (``lm(...)`` and ``await lm.acall(...)``, as adapters make them) adds
+    `cache_identity_of` to the cache key; the identity is never sent. Copies
+    (``lm.copy(api_base=...)``) stay scoped and recompute the identity from their own
+    settings. Calling ``lm.forward`` directly bypasses DSPy's public call path and
+    this scoping, as it bypasses history.
+
+    Attributes:
+        schema_dialect: the dialect in use (``auto`` until a schema call succeeded or
+            was rejected, then ``json_schema`` or ``json_object``); None if not managed.
+
+    Saved state (``dump_state``) records this class; loading it back needs
+    ``allow_unsafe_lm_state=True`` like any LM class outside DSPy.
+    """
+
+    def __init__(self, model: str, *args: Any, response_schema: bool | None = None,
+                 schema_dialect: str | None = None, adapter_stats: Any = None, **kwargs: Any):
+        super().__init__(model, *args, **kwargs)
+        self._declared_response_schema = response_schema
+        self.schema_dialect = check_dialect(schema_dialect)
+        self.adapter_stats = adapter_stats
+
+    @property
+    def cache_identity(self) -> str:
+        """This LM's identity in DSPy's cache key (without call-time overrides)."""
+        return cache_identity_of(self)
+
+    @property
+    def supports_response_schema(self) -> bool:
+        """DSPy's capability, unless `response_schema` was declared at construction."""
+        declared = getattr(self, "_declared_response_schema", None)
+        return bool(declared) if declared is not None else super().supports_response_schema
+
+    @property
+    def supported_params(self) -> set[str]:
+        """DSPy's supported parameters, with ``response_format`` when a schema is declared supported."""
+        params = set(super().supported_params)
+        if getattr(self, "_declared_response_schema", None):
+            params.add("response_format")
+        return params
+
+    # ----- the call path: DSPy's own (prepare, execute, finalize), with a scoped cache key
+
+    def _shaped(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Call options with ``response_format`` in this LM's schema dialect."""
+        if getattr(self, "schema_dialect", None) == "json_object" and is_openai_schema(kwargs.get("response_format")):
+            return {**kwargs, "response_format": as_json_object(kwargs["response_format"])}
+        return kwargs
+
+    def _probing(self, kwargs: dict[str, Any]) -> bool:
+        return getattr(self, "schema_dialect", None) == "auto" and is_openai_schema(kwargs.get("response_format"))
+
+    def _format_rejected(self, exc: BaseException) -> bool:
+        """After a failed probe: switch to ``json_object`` if the server refused the format."""
+        if not rejects_response_format(exc):
+            return False
+        self.schema_dialect = "json_object"
+        stats = getattr(self, "adapter_stats", None)
+        if stats is not None:
+            stats.add("format_retries")
+        logger.warning("%s rejected a JSON schema in OpenAI's response_format form; sending "
+                       "{'type': 'json_object', 'schema': ...} from now on.", self.model)
+        return True
+
+    def _single_attempt(self) -> CacheScopedLM:
+        probe = copy.copy(self)  # shares history, kwargs and connection pools; only retries differ
+        probe.num_retries = 0
+        return probe
+
+    def _run(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+        call = _execution.prepare(runner, prompt, messages, kwargs)
+        if not call.managed:  # pragma: no cover - only for LM subclasses overriding forward
+            warn_legacy_lm()
+        warn_openai_messages(self, messages)
+        if call.cache:
+            _scoped(call, cache_identity_of(self, kwargs))
+        return _execution.finalize(self, call, _execution.execute(runner, call))
+
+    async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+        import asyncio
+
+        call = await asyncio.to_thread(_execution.prepare, runner, prompt, messages, kwargs, asynchronous=True)
+        if not call.managed:  # pragma: no cover
+            warn_legacy_lm()
+        warn_openai_messages(self, messages)
+        if call.cache:
+            _scoped(call, cache_identity_of(self, kwargs))
+        return _execution.finalize(self, call, await _execution.aexecute(runner, call))
+
+    @with_callbacks
+    def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        """As `dspy.LM.__call__`, with the cache key scoped to this LM's endpoint or engine."""
+        kwargs = self._shaped(kwargs)
+        if self._probing(kwargs):
+            try:
+                outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
+            except LMError as exc:
+                if self._format_rejected(exc):
+                    kwargs = self._shaped(kwargs)
+                elif not is_retryable_lm_error(exc):
+                    raise
+            else:
+                self.schema_dialect = "json_schema"
+                return outputs
+        return self._run(self, prompt, messages, kwargs)
+
+    @with_callbacks
+    async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        """As `dspy.LM.acall`, with the cache key scoped to this LM's endpoint or engine."""
+        kwargs = self._shaped(kwargs)
+        if self._probing(kwargs):
+            try:
+                outputs = await self._arun(self._single_attempt(), prompt, messages, kwargs)
+            except LMError as exc:
+                if self._format_rejected(exc):
+                    kwargs = self._shaped(kwargs)
+                elif not is_retryable_lm_error(exc):
+                    raise
+            else:
+                self.schema_dialect = "json_schema"
+                return outputs
+        return await self._arun(self, prompt, messages, kwargs)
+
+    def dump_state(self) -> dict[str, Any]:
+        """`dspy.LM.dump_state`, plus the declared `response_schema` and `schema_dialect` when set."""
+        state = super().dump_state()
+        if getattr(self, "_declared_response_schema", None) is not None:
+            state["response_schema"] = self._declared_response_schema
+        if getattr(self, "schema_dialect", None) is not None:
+            state["schema_dialect"] = self.schema_dialect
+        return state
+
+
+def _uses_response_cache(lm: Any) -> bool:
+    """Whether DSPy would look `lm`'s calls up in its response cache at all."""
+    if not getattr(lm, "cache", False) or not getattr(lm, "_cache_responses", True):
+        return False
+    if not isinstance(lm, dspy.LM):
+        return False  # BaseLM subclasses with their own forward() are not cached by DSPy
+    return all(getattr(type(lm), name) is getattr(dspy.LM, name) for name in ("forward", "aforward"))
+
+
+def ensure_cache_identity(lm: dspy.BaseLM) -> dspy.BaseLM:
+    """An LM whose DSPy cache entries are scoped to its endpoint or engine.
+
+    For an LM a user built with ``dspy.LM(...)`` and handed to this package's programs:
+    answers cached for another server or engine behind the same model id are then
+    never served to it.
+
+    Args:
+        lm: any DSPy LM.
+
+    Returns:
+        `lm` itself when it is already a `CacheScopedLM` or does not use DSPy's
+        response cache (``cache=False``, `DummyLM`, legacy ``forward()`` LMs); for a
+        plain ``dspy.LM``, a `CacheScopedLM` copy (``lm.copy()``: same settings, engine
+        and connection pools, fresh history; `lm` itself is not modified).
+
+    Raises:
+        LMConfigError: `lm` is not a DSPy LM, or is a ``dspy.LM`` subclass with its own
+            call path that uses the response cache (its cache key cannot be scoped
+            from outside).
+    """
+    if isinstance(lm, CacheScopedLM):
+        return lm
+    if not isinstance(lm, dspy.BaseLM):
+        raise LMConfigError(f"expected a dspy.LM, got {type(lm).__name__}. Fix: pass dspy.LM(...) or make_lm(...).lm.")
+    if not _uses_response_cache(lm):
+        return lm
+    if type(lm) is not dspy.LM:
+        raise LMConfigError(
+            f"{type(lm).__qualname__} is a dspy.LM subclass whose cache key cannot be scoped to its endpoint, so "
+            "answers cached for another endpoint behind the same model id could be served to it. "
+            "Fix: build it with dspy.LM(...) or binaryeval_dspy.make_lm(...), or pass cache=False."
+        )
+    scoped = lm.copy()
+    scoped.__class__ = CacheScopedLM
+    scoped._declared_response_schema = None
+    scoped.schema_dialect = None
+    scoped.adapter_stats = None
+    return scoped
+
+
+def _check_dspy_internals() -> None:
+    """Fail at import, not at the first cached call, if DSPy's call path moved."""
+    missing = [name for name in ("prepare", "execute", "aexecute", "finalize", "PreparedCall")
+               if not hasattr(_execution, name)]
+    if missing or not callable(getattr(getattr(_execution, "PreparedCall", None), "key", None)):
+        raise ImportError(
+            f"binaryeval_dspy.lm.cache_identity needs dspy.clients.execution.{{prepare, execute, aexecute, finalize, "
+            f"PreparedCall.key}} (DSPy 3.4); missing: {missing or ['PreparedCall.key']}. Install dspy>=3.4,<3.5."
+        )
+
+
+_check_dspy_internals()
