@@ -186,3 +186,20 @@ def test_shared_tracker_survives_deepcopy():
     assert copy.deepcopy(tracker) is tracker
     tracker.add_usage("m", {"prompt_tokens": 3, "completion_tokens": 1})
     assert tracker.snapshot() == {"m": [{"prompt_tokens": 3, "completion_tokens": 1}]}
+
+
+def test_usage_under_dspy_evaluate_and_the_optimizers_item_runs_counts_every_call(small_question_set):
+    from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import run_items
+    from tests.conftest import judge_script
+    from tests.fakes import scripted_lm
+
+    lm, engine = scripted_lm(judge_script({}))
+    program = BinEval(small_question_set, logprobs="off")
+    devset = [dspy.Example(input=f"Article {i}.", output=f"Summary {i}.").with_inputs("input", "output")
+              for i in range(4)]
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), measure_usage() as meter:
+        dspy.Evaluate(devset=devset, metric=lambda example, pred, trace=None: 1.0, num_threads=4,
+                      display_progress=False)(program)
+        run_items(lambda item: program(input=item.input, output=item.output), devset, num_threads=3)
+    assert len(engine.calls) == 24
+    assert meter.lm_calls == 24 and meter.prompt_tokens == 240  # 10 prompt tokens per scripted call

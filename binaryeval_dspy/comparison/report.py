@@ -52,8 +52,9 @@ class OptimizerResult(BaseModel):
         lm: the task LM (evaluator or generator) name.
         prompt_lm: the LM of proposals / lessons / reflection.
         compile_lm_calls, compile_tokens, compile_seconds: cost of optimizing (LM calls
-            that reached a model, prompt + completion tokens, wall time).
-        test_lm_calls, test_seconds: cost of the test evaluation.
+            that reached a model on any thread, prompt + completion tokens, wall time).
+        compile_cached_tokens: prompt tokens of those calls served from the provider's cache.
+        test_lm_calls, test_tokens, test_seconds: cost of the test evaluation.
         prompt_chars: characters of the compiled program's instructions (all predictors).
         demos: few-shot demos in the compiled program.
         instructions: the compiled instructions by predictor name.
@@ -73,7 +74,9 @@ class OptimizerResult(BaseModel):
     compile_lm_calls: int = Field(default=0, ge=0)
     compile_tokens: int = Field(default=0, ge=0)
     compile_seconds: float = Field(default=0.0, ge=0)
+    compile_cached_tokens: int = Field(default=0, ge=0)
     test_lm_calls: int = Field(default=0, ge=0)
+    test_tokens: int = Field(default=0, ge=0)
     test_seconds: float = Field(default=0.0, ge=0)
     prompt_chars: int = Field(default=0, ge=0)
     demos: int = Field(default=0, ge=0)
@@ -227,11 +230,12 @@ def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[s
     secondary = {"summeval": ["spearman", "human_agreement"] if mode == "cross_model" else ["human_agreement"],
                  "ifbench": ["strict_accuracy"] if primary == "loose_accuracy" else []}[kind]
     header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary], "LM calls",
-              "tokens", "wall time (s)", "prompt chars", "notes"]
+              "tokens (cached)", "wall time (s)", "test LM calls", "prompt chars", "notes"]
     body = []
     for result, m in zip(results, metrics, strict=True):
         body.append([result.optimizer, _fmt(m.get(primary)), *[_fmt(m.get(s)) for s in secondary],
-                     str(result.compile_lm_calls), str(result.compile_tokens), f"{result.compile_seconds:.1f}",
+                     str(result.compile_lm_calls), f"{result.compile_tokens} ({result.compile_cached_tokens})",
+                     f"{result.compile_seconds:.1f}", str(result.test_lm_calls),
                      str(result.prompt_chars), result.notes.replace("|", "/")[:120]])
     return header, body
 
@@ -259,8 +263,9 @@ def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult]) 
         f"- Split sizes: {setup['sizes']} (seed {config.get('seed')}; limit {config.get('limit')})",
         f"- Metric every optimizer optimized: {config['metric']}",
         f"- Test metric: {config['test_metric']}; 95% CIs by percentile bootstrap over test items (1,000 resamples).",
-        ("- Cost columns (LM calls, tokens, wall time) cover optimization only, not the shared test evaluation;"
-         " calls answered from DSPy's cache are not counted."),
+        ("- Cost columns (LM calls, tokens, wall time) cover optimization, on every thread; 'test LM calls' is the"
+         " test evaluation. Tokens in parentheses were served from the provider's prompt cache. Calls answered"
+         " from DSPy's cache are not counted."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",

@@ -46,7 +46,9 @@ class MethodCost:
     Attributes:
         items: items with a stored result.
         lm_calls / prompt_tokens / completion_tokens: summed (cache hits cost nothing).
+        cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
         seconds: summed per-item wall time.
+        incomplete: items stored with failed LM calls (``error`` verdicts; BinEval only).
     """
 
     items: int = 0
@@ -54,6 +56,8 @@ class MethodCost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cached_prompt_tokens: int = 0
+    incomplete: int = 0
 
     @property
     def tokens_per_item(self) -> float:
@@ -268,6 +272,8 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
             cost.lm_calls += r.usage.lm_calls
             cost.prompt_tokens += r.usage.prompt_tokens
             cost.completion_tokens += r.usage.completion_tokens
+            cost.cached_prompt_tokens += r.usage.cached_prompt_tokens
+            cost.incomplete += 0 if getattr(r, "complete", True) else 1
             cost.seconds += r.seconds
         out.scores[method] = frame
         out.costs[method] = cost

@@ -497,10 +497,11 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
                 ])
     return ReportTable(
         caption="Coverage and degenerate cases",
-        header=["Method", "Dimension / split", "items scored", "unparsed", "distinct scores", "std [0,1]",
+        header=["Method", "Dimension / split", "items scored", "unparsed or error", "distinct scores", "std [0,1]",
                 "groups skipped (constant human)", "groups with constant method score (counted as 0)", "note"],
         rows=rows,
-        note="Unparsed answers are left out of every correlation, never counted as a low score.")
+        note=("Unparsed answers and failed LM calls are left out of every correlation, never counted as a low "
+              "score."))
 
 
 def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
@@ -510,18 +511,22 @@ def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
         c = scores.costs[method]
         metrics.setdefault("cost", {})[method] = {
             "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens, "seconds": c.seconds,
-            "tokens_per_item": c.tokens_per_item, "seconds_per_item": c.seconds_per_item}
-        rows.append([_method_label(method), str(c.items), str(c.lm_calls), _fmt(c.calls_per_item, 1),
-                     str(c.prompt_tokens), str(c.completion_tokens), _fmt(c.tokens_per_item, 0),
+            "completion_tokens": c.completion_tokens, "cached_prompt_tokens": c.cached_prompt_tokens,
+            "seconds": c.seconds, "tokens_per_item": c.tokens_per_item, "seconds_per_item": c.seconds_per_item,
+            "items_incomplete": c.incomplete}
+        rows.append([_method_label(method), str(c.items), str(c.incomplete), str(c.lm_calls),
+                     _fmt(c.calls_per_item, 1), str(c.prompt_tokens), str(c.cached_prompt_tokens),
+                     str(c.completion_tokens), _fmt(c.tokens_per_item, 0),
                      _fmt(c.seconds_per_item, 2), _fmt(c.seconds / 60, 1)])
     return ReportTable(
         caption=f"Cost per method - LM: {lm}",
-        header=["Method", "items", "LM calls", "calls / item", "prompt tokens", "completion tokens",
-                "tokens / item", "wall s / item", "wall min total"],
+        header=["Method", "items", "incomplete", "LM calls", "calls / item", "prompt tokens",
+                "of them cached", "completion tokens", "tokens / item", "wall s / item", "wall min total"],
         rows=rows,
-        note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0); wall "
-             "time summed over items, measured on the machine that ran them."
+        note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0; "
+             "'cached' = served from the provider's prompt cache); wall time summed over items, measured on "
+             "the machine that ran them. 'incomplete' = items stored with failed LM calls (their scores use "
+             "the questions answered; rerun the benchmark to ask the rest)."
              + "".join(f" {_method_label(m)} is read from {_method_label(DERIVED_METHODS[m])}'s calls: no cost "
                        "of its own." for m in derived))
 
@@ -610,7 +615,7 @@ def _question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool
     }
     blocks: list[Any] = [
         ReportTable(caption=f"Yes-rate per binary question ({len(scores.bineval_results)} items) - LM: {lm}",
-                    header=["id", "dimension", "question", "yes-rate", "yes", "no", "unparsed"], rows=rate_rows),
+                    header=["id", "dimension", "question", "yes-rate", "yes", "no", "unparsed or error"], rows=rate_rows),
         ReportTable(caption=f"Question redundancy per dimension (phi coefficient) - LM: {lm}",
                     header=["dimension", "questions", "mean off-diagonal phi", "share |phi| < 0.3",
                             "undefined pairs", "yes-rate spread"], rows=dim_rows,

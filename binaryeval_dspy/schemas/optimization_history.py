@@ -91,6 +91,7 @@ class IterationRecord(BaseModel):
         lm_calls: LM calls that reached a model during this iteration.
         prompt_tokens: their prompt tokens.
         completion_tokens: their completion tokens.
+        cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
         seconds: wall time of this iteration.
     """
 
@@ -112,6 +113,7 @@ class IterationRecord(BaseModel):
     lm_calls: int = Field(default=0, ge=0)
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
+    cached_prompt_tokens: int = Field(default=0, ge=0)
     seconds: float = Field(default=0.0, ge=0)
 
 

@@ -35,11 +35,12 @@ class EvidenceEntry(BaseModel):
         question_id / question / dimension: the question answered.
         answered_by: "code" (a registered check, run before any LM) or "lm".
         check: the check's name when answered by code, else None.
-        answer: yes / no / unparsed (unparsed: no usable answer; never counted as no).
+        answer: yes / no / unparsed / error (unparsed: no usable answer; error: the LM call
+            failed, a rerun asks again; neither is ever counted as no).
         detail: the LM's explanation, or the check's evidence line.
         data: the check's machine-readable findings (counts, missing paths, ...).
         fatal: True when a "no" here forces the fatal label.
-        error: why the answer is unparsed, else None.
+        error: why the answer is unparsed, or the failed call's error, else None.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -17,7 +17,7 @@ class EvidenceLine(BaseModel):
 
     question_id: str
     question: str
-    answer: str = Field(description="yes, no, or unparsed (no usable answer)")
+    answer: str = Field(description="yes, no, unparsed (no usable answer) or error (the question could not be asked)")
     detail: str = Field(description="the explanation, or the code check's finding")
     answered_by: str = Field(description="'code' for a deterministic check, 'reviewer' for an LM judgment")
     fatal: bool = Field(description="true when a 'no' here rules out every passing verdict")

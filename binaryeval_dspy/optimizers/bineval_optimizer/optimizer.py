@@ -241,6 +241,7 @@ class BinEvalOptimizer(Teleprompter):
                             stop = "no rewrite could be applied"
             record.lm_calls, record.prompt_tokens = meter.lm_calls, meter.prompt_tokens
             record.completion_tokens, record.seconds = meter.completion_tokens, round(meter.seconds, 3)
+            record.cached_prompt_tokens = meter.cached_prompt_tokens
             history.iterations.append(record)
             self._say(f"iteration {iteration}: scores {record.scores}")
             if history_path is not None:
