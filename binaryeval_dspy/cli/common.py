@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 
 PIPED_WIDTH = 200  # rich assumes 80 columns without a terminal, which cuts wide tables to "QAGS…"
@@ -34,7 +35,6 @@ console = Console(stderr=True)
 out_console = _stdout_console()
 
 
-ADAPTER_POLICIES = ("auto", "json", "chat")
 _ADAPTER_KEY = "bineval_adapter"
 
 
@@ -175,6 +175,31 @@ def check_writable_file(path: Path) -> None:
         raise InputError(f"cannot create the folder ({exc.strerror})", path=path.parent) from exc
     if not os.access(path.parent, os.W_OK):
         raise InputError("the folder is not writable", path=path.parent)
+
+
+def endpoint_config(handle: LMHandle) -> dict[str, object]:
+    """What a run's manifest records about how its LM is reached (never a key)."""
+    return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
+            "cache_identity": handle.cache_identity}
+
+
+def adapter_note(handle: LMHandle) -> str | None:
+    """One line on adapter trouble during the run (fallbacks, schema-form retries, unparsed
+    replies), or None when there was none."""
+    stats = handle.adapter_stats
+    if stats is None:
+        return None
+    counts = stats.as_dict()
+    parts = []
+    if counts.get("fallback_calls"):
+        parts.append(f"{counts['fallback_calls']} second calls in another format")
+    if counts.get("format_retries"):
+        dialect = getattr(handle.lm, "schema_dialect", None)
+        parts.append(f"{counts['format_retries']} request(s) re-sent after the server refused the schema form"
+                     + (f" (now sending the {dialect} form)" if dialect else ""))
+    if counts.get("parse_failures"):
+        parts.append(f"{counts['parse_failures']} replies that did not parse (recorded as unparsed)")
+    return f"{handle.adapter_name} adapter: " + "; ".join(parts) if parts else None
 
 
 def quiet_libraries() -> None:

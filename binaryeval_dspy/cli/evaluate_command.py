@@ -20,10 +20,12 @@ from rich.progress import (
 )
 
 from binaryeval_dspy.cli.common import (
+    adapter_note,
     build_lm,
     check_scale,
     checks_module_option,
     console,
+    endpoint_config,
     friendly_errors,
     lm_options,
     load_checks_modules,
@@ -114,7 +116,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     config: dict[str, object] = {
         "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
-        "concurrency": concurrency, "limit": limit, "max_tokens": max_tokens, "adapter": handle.adapter_name,
+        "concurrency": concurrency, "limit": limit, "max_tokens": max_tokens, **endpoint_config(handle),
         "explanations": explanations,
     }
     if aggregation != "score":
@@ -153,6 +155,9 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     resumed = f" ({outcome.resumed_items} of them resumed)" if outcome.resumed_items else ""
     console.print(f"{outcome.new_items} items judged now{resumed}, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
+    note = adapter_note(handle)
+    if note:
+        console.print(f"[dim]{escape(note)}[/dim]")
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)
 
 

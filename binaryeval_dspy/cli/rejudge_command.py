@@ -13,6 +13,7 @@ from binaryeval_dspy.cli.common import (
     build_lm,
     checks_module_option,
     console,
+    endpoint_config,
     friendly_errors,
     load_checks_modules,
     out_console,
@@ -135,7 +136,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
-                  "adapter": handle.adapter_name}
+                  **endpoint_config(handle)}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(

@@ -399,7 +399,8 @@ def run_benchmark(
             if previous is None or "max_tokens" in previous.config:  # runs made before it was recorded resume
                 config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
-            config.update(adapter=handle.adapter_name, explanations=explanations)  # type: ignore[union-attr]
+            config.update(adapter=handle.adapter_name, adapter_reason=handle.adapter_reason,  # type: ignore[union-attr]
+                          explanations=explanations)
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,

@@ -20,6 +20,7 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.cache_identity import ensure_cache_identity
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -47,12 +48,16 @@ class JudgedOutput:
 
 
 def lm_context(lm: LMHandle | dspy.LM | None) -> Any:
-    """A context that runs DSPy calls on `lm` (with its adapter for an `LMHandle`); no-op for None."""
+    """A context that runs DSPy calls on `lm` (with its adapter for an `LMHandle`); no-op for None.
+
+    A bare `dspy.LM` is given its endpoint's cache identity first (`ensure_cache_identity`),
+    so two LMs with one model id on different endpoints never share cached answers.
+    """
     if lm is None:
         return nullcontext()
     if isinstance(lm, LMHandle):
         return lm.context()
-    return dspy.context(lm=lm)
+    return dspy.context(lm=ensure_cache_identity(lm))
 
 
 class BinEvalMetric:
