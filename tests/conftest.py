@@ -11,8 +11,8 @@ from pathlib import Path
 # copy: tests talk to 127.0.0.1 only.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
-import pytest  # noqa: E402
+import dspy
+import pytest
 
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet

@@ -112,7 +112,7 @@ CUT = CutFault()
 
 ReplyValue = Union[str, dict, Reply, Fault]
 ReplyFn = Callable[[dict], ReplyValue]
-FaultFn = Callable[[dict, int], Union[Fault, None]]
+FaultFn = Callable[[dict, int], Fault | None]
 
 
 def first_n(n: int, fault: Fault) -> FaultFn:
@@ -434,7 +434,7 @@ class _Handler(BaseHTTPRequestHandler):
         # client's delayed ACK hold the body back about 40 ms per response on a kept-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _send_json(self, status: int, payload: dict, headers: dict | None = None) -> None:
@@ -463,19 +463,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode("utf-8"))
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
                 {"id": self.owner.model, "object": "model", "created": 0, "owned_by": "tests"}]})
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):

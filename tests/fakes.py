@@ -67,3 +67,39 @@ def field_value(user_text: str, field: str) -> str:
     rest = user_text[start + len(marker):]
     ends = [i for i in (rest.find("[[ ##"), rest.find("\n\nRespond with")) if i >= 0]
     return (rest[: min(ends)] if ends else rest).strip()
+
+
+class LogprobEngine:
+    """A scripted engine that also returns token logprobs when asked (as OpenAI, vLLM or
+    llama.cpp's server do); `script(user_text)` -> (text, lm15 tokens or None for
+    "no logprobs returned"). Records in ``asked`` what each request asked for.
+
+    Args:
+        script: the reply function.
+        response_schema: whether it declares schema-constrained output (JSONAdapter
+            sends a schema) - True for JSON-replying fakes, False for chat-format ones.
+    """
+
+    def __init__(self, script: Callable[[str], Any], *, response_schema: bool = True):
+        self.script = script
+        self.asked: list[object] = []
+        self.supports_response_schema = response_schema
+        params = {"temperature", "max_tokens", "logprobs", "top_logprobs"}
+        self.supported_params = frozenset(params | ({"response_format"} if response_schema else set()))
+
+    def complete(self, request):
+        user = "\n".join(m.text or "" for m in request.messages)
+        self.asked.append(request.config.logprobs)
+        text, tokens = self.script(user)
+        return Response(id=None, model="x", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=10, output_tokens=3),
+                        logprobs=tokens if request.config.logprobs is not None else None)
+
+    def close(self) -> None:
+        pass
+
+
+def logprob_lm(engine: LogprobEngine) -> dspy.LM:
+    """A `dspy.LM` around `engine` with a unique model string and no cache."""
+    return dspy.LM(f"custom/lp-{uuid.uuid4().hex[:12]}", engine=engine, cache=False)
+

@@ -2,12 +2,11 @@
 
 import json
 import math
-import uuid
 
 import dspy
 import numpy as np
 import pytest
-from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
+from dspy.lm15 import TokenLogprob, TopLogprob
 
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.llama_engine import LogprobRecorder
@@ -16,7 +15,7 @@ from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
 from binaryeval_dspy.programs.unieval import UniEvalJudge
 from binaryeval_dspy.schemas.rubric import Rubric
-from tests.fakes import field_value, scripted_lm
+from tests.fakes import LogprobEngine, field_value, logprob_lm, scripted_lm
 
 RUBRIC = Rubric(benchmark="toy", dimensions={
     "consistency": {"criterion": "Facts match the source.", "evaluation_steps": ["Compare.", "Score."],
@@ -33,32 +32,6 @@ def _logprob_json(prefix: str, value_tokens: dict[str, float], chosen: str, suff
               TokenLogprob(token=chosen, logprob=math.log(value_tokens[chosen]), top=top),
               TokenLogprob(token=suffix, logprob=-0.01))
     return prefix + chosen + suffix, tokens
-
-
-class LogprobEngine:
-    """A scripted engine that also returns logprobs when asked (like OpenAI or llama.cpp)."""
-
-    supports_response_schema = True
-    supported_params = frozenset({"response_format", "temperature", "max_tokens", "logprobs", "top_logprobs"})
-
-    def __init__(self, script):
-        self.script = script
-        self.asked: list[object] = []
-
-    def complete(self, request):
-        user = "\n".join(m.text or "" for m in request.messages)
-        self.asked.append(request.config.logprobs)
-        text, tokens = self.script(user)
-        return Response(id=None, model="x", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=10, output_tokens=3),
-                        logprobs=tokens if request.config.logprobs is not None else None)
-
-    def close(self):
-        pass
-
-
-def _lm(engine) -> dspy.LM:
-    return dspy.LM(f"custom/lp-{uuid.uuid4().hex[:8]}", engine=engine, cache=False)
 
 
 def test_value_distribution_and_expected_score():
@@ -90,7 +63,7 @@ def test_geval_uses_the_probability_weighted_score_when_logprobs_come_back():
         return _logprob_json('{"score": ', {"4": 0.5, "5": 0.5}, "4", "}")
 
     engine = LogprobEngine(script)
-    with dspy.context(lm=_lm(engine), adapter=dspy.JSONAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.JSONAdapter()):
         pred = GEvalJudge(RUBRIC)(input="Article.", output="Summary.")
     assert pred.details["consistency"]["raw"] == 4 and pred.details["consistency"]["source"] == "expected"
     assert pred.details["consistency"]["score_source"] == "logprobs"
@@ -124,7 +97,7 @@ def test_geval_auto_mode_falls_back_when_logprobs_are_refused():
 
     engine = Refusing(lambda user: ('{"score": 2}', ()))
     judge = GEvalJudge(RUBRIC, dimensions=["consistency"])
-    with dspy.context(lm=_lm(engine), adapter=dspy.JSONAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.JSONAdapter()):
         first = judge(input="A.", output="B.")
         second = judge(input="A.", output="C.")
     assert first.scores["consistency"] == pytest.approx(0.25) and second.scores["consistency"] == pytest.approx(0.25)
@@ -136,7 +109,7 @@ def test_geval_auto_mode_falls_back_when_logprobs_are_refused():
 
 def test_unieval_scores_p_yes_or_the_answer():
     engine = LogprobEngine(lambda user: _logprob_json('{"answer": "', {"yes": 0.8, "no": 0.2}, "yes", '"}'))
-    with dspy.context(lm=_lm(engine), adapter=dspy.JSONAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.JSONAdapter()):
         pred = UniEvalJudge(RUBRIC)(input="A.", output="B.")
     assert pred.scores == {"consistency": pytest.approx(0.8), "fluency": pytest.approx(0.8)}
     lm, _ = scripted_lm(lambda s, u: {"answer": "no"} if "facts" in field_value(u, "question") else "garbage")

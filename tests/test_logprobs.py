@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from pathlib import Path
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
+from dspy.lm15 import TokenLogprob, TopLogprob
 
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.factory import LMHandle
@@ -36,7 +35,7 @@ from binaryeval_dspy.programs.unieval import UniEvalJudge
 from binaryeval_dspy.reports.benchmark_report import build_benchmark_report
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
-from tests.fakes import field_value
+from tests.fakes import LogprobEngine, field_value, logprob_lm
 
 SCORES = ["1", "2", "3", "4", "5"]
 RUBRIC = Rubric(benchmark="toy", dimensions={
@@ -170,31 +169,9 @@ def chat_tokens(field: str, value: str, top: dict[str, float], *, tail: str = ""
     return "".join(t for t, _ in pieces), tokens
 
 
-class ChatLogprobEngine:
-    """Answers in DSPy's chat format, with logprobs when asked (as an OpenAI-compatible
-    server does); `script(user)` -> (text, tokens or None for 'no logprobs returned')."""
-
-    supports_response_schema = False
-    supported_params = frozenset({"temperature", "max_tokens", "logprobs", "top_logprobs"})
-
-    def __init__(self, script):
-        self.script = script
-        self.asked: list[object] = []
-
-    def complete(self, request):
-        user = "\n".join(m.text or "" for m in request.messages)
-        self.asked.append(request.config.logprobs)
-        text, tokens = self.script(user)
-        return Response(id=None, model="x", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=10, output_tokens=3),
-                        logprobs=tokens if request.config.logprobs is not None else None)
-
-    def close(self):
-        pass
-
-
-def _lm(engine) -> dspy.LM:
-    return dspy.LM(f"custom/chat-lp-{uuid.uuid4().hex[:8]}", engine=engine, cache=False)
+def ChatLogprobEngine(script):
+    """A `LogprobEngine` answering in DSPy's chat format (no schema-constrained output)."""
+    return LogprobEngine(script, response_schema=False)
 
 
 def test_geval_on_chat_format_replies_is_logprob_weighted_not_the_integer():
@@ -204,7 +181,7 @@ def test_geval_on_chat_format_replies_is_logprob_weighted_not_the_integer():
         return chat_tokens("score", "4", {"4": 0.5, "5": 0.375, "3": 0.125})
 
     engine = ChatLogprobEngine(script)
-    with dspy.context(lm=_lm(engine), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.ChatAdapter()):
         pred = GEvalJudge(RUBRIC)(input="Article.", output="Summary.")
     consistency = pred.details["consistency"]
     assert consistency["raw"] == 4 and consistency["score_source"] == "logprobs"
@@ -217,7 +194,7 @@ def test_geval_on_chat_format_replies_is_logprob_weighted_not_the_integer():
 def test_unieval_on_chat_format_replies_scores_p_yes():
     # (DSPy's parser takes only the literal "yes" / "no", but the alternatives count in any casing)
     engine = ChatLogprobEngine(lambda user: chat_tokens("answer", "yes", {"yes": 0.5, " Yes": 0.2, "No": 0.3}))
-    with dspy.context(lm=_lm(engine), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.ChatAdapter()):
         pred = UniEvalJudge(RUBRIC)(input="A.", output="B.")
     assert pred.scores == {"consistency": pytest.approx(0.7), "fluency": pytest.approx(0.7)}
     assert all(d["score_source"] == "logprobs" and d["p_yes"] == pytest.approx(0.7) for d in pred.details.values())
@@ -230,7 +207,7 @@ def test_a_fallback_is_recorded_with_its_reason_never_silent():
             return chat_tokens("score", "2", {"2": 0.6, "3": 0.4})[0], None  # text but no logprobs
         return chat_tokens("score", "4", {})  # logprobs without alternatives
 
-    with dspy.context(lm=_lm(ChatLogprobEngine(script)), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(ChatLogprobEngine(script)), adapter=dspy.ChatAdapter()):
         pred = GEvalJudge(RUBRIC)(input="Article.", output="Summary.")
     fluency, consistency = pred.details["fluency"], pred.details["consistency"]
     assert pred.scores["fluency"] == pytest.approx(0.5) and fluency["source"] == "integer"
@@ -238,7 +215,7 @@ def test_a_fallback_is_recorded_with_its_reason_never_silent():
     assert consistency["score_source"] == "fallback" and consistency["fallback_reason"] == NO_ALTERNATIVES
     assert consistency["distribution"] is None
 
-    with dspy.context(lm=_lm(ChatLogprobEngine(script)), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(ChatLogprobEngine(script)), adapter=dspy.ChatAdapter()):
         strict = GEvalJudge(RUBRIC, logprobs="require")(input="Article.", output="Summary.")
     assert strict.scores == {"consistency": None, "fluency": None}  # required: unscored, not the integer
     assert "log-probabilities required" in strict.details["fluency"]["error"]
@@ -246,7 +223,7 @@ def test_a_fallback_is_recorded_with_its_reason_never_silent():
     assert GEvalJudge(RUBRIC, logprobs="on").logprobs_required
 
     engine = ChatLogprobEngine(lambda user: chat_tokens("answer", "no", {"yes": 0.4, "no": 0.6}))
-    with dspy.context(lm=_lm(engine), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.ChatAdapter()):
         off = UniEvalJudge(RUBRIC, logprobs="off")(input="A.", output="B.")
     assert off.scores == {"consistency": 0.0, "fluency": 0.0} and engine.asked == [None, None]
     assert all(d["score_source"] == "fallback" and d["fallback_reason"] == "log-probabilities off"
@@ -259,7 +236,7 @@ def test_a_located_value_that_is_not_the_answer_is_not_trusted():
     # the parsed answer is "no" but the tokens say "yes" at the located position
     engine = ChatLogprobEngine(lambda user: ("[[ ## answer ## ]]\nno\n\n[[ ## completed ## ]]",
                                              chat_tokens("answer", "yes", {"yes": 0.9, "no": 0.1})[1]))
-    with dspy.context(lm=_lm(engine), adapter=dspy.ChatAdapter()):
+    with dspy.context(lm=logprob_lm(engine), adapter=dspy.ChatAdapter()):
         pred = UniEvalJudge(RUBRIC, dimensions=["consistency"])(input="A.", output="B.")
     detail = pred.details["consistency"]
     assert pred.scores["consistency"] == 0.0 and detail["score_source"] == "fallback"
@@ -320,7 +297,7 @@ def _benchmark(tmp_path: Path, methods: list[str]) -> BenchmarkRun:
     questions = QuestionSet.model_validate({"dimensions": list(DIMS), "questions": [
         {"id": f"{d}-0{n}", "dimension": d, "text": f"Is it good {n}?", "origin": "manual"}
         for d in DIMS for n in (1, 2)]})
-    handle = LMHandle(lm=_lm(ChatLogprobEngine(_chat_script)), adapter=dspy.ChatAdapter(), name="chat-judge",
+    handle = LMHandle(lm=logprob_lm(ChatLogprobEngine(_chat_script)), adapter=dspy.ChatAdapter(), name="chat-judge",
                       embedded=False)
     run = BenchmarkRun(tmp_path / "run")
     items = _items()
@@ -415,7 +392,8 @@ def test_bineval_p_yes_row_is_computed_like_bineval(tmp_path):
 def test_geval_over_http_with_chat_format_reads_the_logprobs(fake_endpoint):
     """The remote path for real: LiteLLM/lm15 over HTTP to an OpenAI-compatible server,
     DSPy's ChatAdapter, logprobs in OpenAI's shape, the value token split as ``"\\n4"``."""
-    from tests.fake_endpoint import Reply, TokenLogprob as EndpointToken, tokenize
+    from tests.fake_endpoint import Reply, tokenize
+    from tests.fake_endpoint import TokenLogprob as EndpointToken
 
     def reply(body):
         text = "[[ ## score ## ]]\n4\n\n[[ ## completed ## ]]"

@@ -19,7 +19,14 @@ from binaryeval_dspy.lm.usage import SharedUsageTracker
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.usage_meter import measure_usage
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
-from tests.fake_endpoint import CUT, RATE_LIMIT, HttpFault, user_text, verdict_replies, when_user_contains
+from tests.fake_endpoint import (
+    CUT,
+    RATE_LIMIT,
+    HttpFault,
+    user_text,
+    verdict_replies,
+    when_user_contains,
+)
 
 QUESTIONS = [f"Is point {n} covered?" for n in range(1, 7)]
 SERVER_ERROR_NOW = HttpFault(500, "Internal server error (scripted)", retry_after=0)

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import dspy
@@ -101,7 +102,7 @@ def _measured(call: Callable[[], T]) -> tuple[T | None, BaseException | None, di
     with dspy.track_usage() as tracker:
         try:
             return call(), None, dict(tracker.usage_data), started
-        except Exception as exc:  # an item's failure, reported through ItemDone
+        except Exception as exc:  # noqa: BLE001 - an item's failure, whatever its type, is reported through ItemDone
             return None, exc, dict(tracker.usage_data), started
 
 
@@ -166,7 +167,7 @@ def _map_sequential(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             results.append(value)
         result = None
         if error is None:
-            result, error, entries, _ = _measured(lambda: work.finish(results))
+            result, error, entries, _ = _measured(partial(work.finish, results))
             usage += usage_from_entries(entries)
         try:
             on_done(ItemDone(index=index, result=result, error=error, usage=usage,
@@ -188,7 +189,7 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
 
     def submit(pending: _Pending, position: int | None) -> None:
         if position is None:
-            call = lambda: pending.work.finish(pending.results)  # noqa: E731
+            call = lambda: pending.work.finish(pending.results)
         else:
             call = pending.work.calls[position]
         context = contextvars.copy_context()

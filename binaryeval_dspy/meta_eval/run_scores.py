@@ -23,7 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from binaryeval_dspy.meta_eval.benchmark_run import METHOD_TITLES, METHODS, BenchmarkRun, BenchmarkRunConfig
+from binaryeval_dspy.meta_eval.benchmark_run import (
+    METHOD_TITLES,
+    METHODS,
+    BenchmarkRun,
+    BenchmarkRunConfig,
+)
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec, get_benchmark
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet

@@ -195,7 +195,7 @@ class BinEval(dspy.Module):
                 question_id=question.id, verdict="unparsed", raw_answer=raw[:2000],
                 error=f"{type(exc).__name__}: could not read a yes/no verdict",
             )
-        except Exception as exc:  # transport, rate limit, timeout, context overflow: not an answer
+        except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         verdict = str(pred.verdict).strip().lower()
         explanation = str(getattr(pred, "explanation", "") or "").strip()

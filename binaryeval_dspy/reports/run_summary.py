@@ -224,19 +224,20 @@ def summary_markdown(summary: RunSummary) -> str:
     low, high = summary.scale
     lines = [
         f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed | error |"
-        " mean P(yes) |",
+        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed | error |"
+         " mean P(yes) |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in summary.dimensions:
         lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {d.yes} | {d.no} | "
                      f"{d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
-    lines += ["", f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
-              f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
-              f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s per item.",
-              f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
-              f"incomplete items: {summary.items_incomplete}.", ""]
+    lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
+                   f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
+                   f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
+                   "per item."),
+              (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
+               f"incomplete items: {summary.items_incomplete}."), ""]
     warning = incomplete_line(summary)
     if warning:
         lines += [f"**Warning:** {warning}", ""]

@@ -1,5 +1,6 @@
 """Run directories (manifest + append-only results) and the resumable evaluation loop."""
 
+from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.evaluation import (
     EvaluationOutcome,
     evaluate_items,
@@ -14,7 +15,6 @@ from binaryeval_dspy.runs.rejudge import (
     rejudge_items,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.usage_meter import UsageMeter, measure_usage
 
 __all__ = [
