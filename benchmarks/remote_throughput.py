@@ -1,0 +1,159 @@
+"""Served-model targets as ratios measured in one run: throughput, prefix reuse, verdict-only speed.
+
+Usage (from the repository root, with the ``local`` and ``server`` extras installed):
+
+    python benchmarks/remote_throughput.py                 # all three parts
+    python benchmarks/remote_throughput.py --parts throughput,server
+    python benchmarks/remote_throughput.py --latency 0.5 --questions 12
+
+1. **throughput**: the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py
+   (its own process, a fixed latency per request, every answer "yes") judged through
+   LiteLLM and DSPy by BinEval's item loop. Ratio = ideal seconds / measured seconds,
+   ideal = calls x latency / concurrency. Target at concurrency 64: >= 0.9.
+2. **server**: a real ``llama_cpp.server`` with the bundled SmolLM2 GGUF on 127.0.0.1.
+   Per adapter: prompt tokens the server evaluated over prompt tokens sent (from its
+   log's prefix-match lines; the first request of a run, with nothing to reuse, counts
+   as evaluated in full) and LM calls per question. Target: <= 0.15 evaluated again, 1.0
+   call per question.
+3. **embedded**: the in-process SmolLM2 model, seconds per item with explanations over
+   seconds per item verdict-only (``--no-explanations``). Target: >= 2.5x.
+
+DSPy's cache is off everywhere, so every call reaches a model. The figures are ratios of
+runs made on the same machine in the same process; absolute seconds are printed only to
+show what the ratios came from. No figure here is a quality claim: the fake endpoint
+answers "yes" to everything and SmolLM2-135M is too small to judge well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests/ holds the fake endpoint and the server helper
+
+from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
+from binaryeval_dspy.lm.call_pool import map_items
+from binaryeval_dspy.runs.usage_meter import measure_usage
+from binaryeval_dspy.schemas.question_set import BinaryQuestion
+
+EXAMPLE = ROOT / "examples" / "summeval"
+
+
+def _questions(n: int) -> QuestionSet:
+    return QuestionSet(task_prompt="Summarize the article.", dimensions=["coverage"],
+                       questions=[BinaryQuestion(id=f"q{i:02d}", dimension="coverage",
+                                                 text=f"Does the summary state point {i} of the article?")
+                                  for i in range(1, n + 1)])
+
+
+def _judge(program: BinEval, handle, pairs: list[tuple[str, str]], concurrency: int):
+    """Judge `pairs` through the item loop; returns (seconds, usage meter, predictions)."""
+    done = []
+    with handle.context(), measure_usage() as meter:
+        started = time.perf_counter()
+        map_items(pairs, lambda _i, pair: program.item_work(*pair), done.append, concurrency=concurrency)
+        seconds = time.perf_counter() - started
+    failed = [d.error for d in done if d.error is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} items failed: {failed[0]}")
+    return seconds, meter, [d.result for d in done]
+
+
+def throughput(latency: float, n_questions: int) -> None:
+    print(f"\n## 1. Throughput against a scripted endpoint ({latency:g} s per request, {n_questions} questions "
+          "per item, every answer 'yes')")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_endpoint", "--latency", str(latency)],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = proc.stdout.readline().strip()
+        handle = make_lm(base_url, model="fake-x", cache=False)
+        program = BinEval(_questions(n_questions), logprobs="off")
+        article = "The match ended two to one after a late goal. " * 20
+        _judge(program, handle, [(article, "warm-up")], 4)  # connections, imports, metadata: not measured
+        print("| concurrency | items | calls | seconds | ideal s | items/s | ratio to ideal |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for concurrency, n_items in ((1, 4), (8, 16), (64, 64)):
+            pairs = [(article + f" Item {i}.", f"Summary {i}.") for i in range(n_items)]
+            seconds, meter, _ = _judge(program, handle, pairs, concurrency)
+            ideal = meter.lm_calls * latency / concurrency
+            print(f"| {concurrency} | {n_items} | {meter.lm_calls} | {seconds:.2f} | {ideal:.2f} | "
+                  f"{n_items / seconds:.2f} | {ideal / seconds:.2f} |")
+    finally:
+        proc.kill()
+    print("Target: ratio >= 0.9 at concurrency 64 (0.11 before the shared item loop).")
+
+
+def server(n_items: int) -> None:
+    from tests.llama_server import running_llama_server
+
+    print(f"\n## 2. Prefix reuse on a real llama.cpp server (SmolLM2-135M, {n_items} SummEval items)")
+    questions = QuestionSet.load(EXAMPLE / "questions.json")
+    items = load_items(EXAMPLE / "items.jsonl", input_field="source", output_field="summary", id_field="id",
+                       limit=n_items)
+    pairs = [(item.input, item.output) for item in items]
+    with tempfile.TemporaryDirectory() as log_dir, running_llama_server(Path(log_dir)) as srv:
+        print("| adapter | questions | LM calls | calls/question | prompt tokens sent | evaluated | "
+              "evaluated / sent | s/item |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for policy in ("json", "chat"):
+            handle = make_lm(srv.base_url, model=srv.model, cache=False, adapter=policy)
+            program = BinEval(questions, logprobs="off")
+            offset = srv.log_offset()
+            seconds, meter, preds = _judge(program, handle, pairs, 1)
+            stats = srv.prefix_stats(offset)
+            asked = sum(1 for p in preds for v in p.verdicts if v.source == "lm")
+            # Requests without a prefix line reused nothing: all their prompt tokens were evaluated.
+            reused = stats.hits
+            evaluated = meter.prompt_tokens - reused
+            print(f"| {handle.adapter_name} | {asked} | {meter.lm_calls} | {meter.lm_calls / max(1, asked):.2f} | "
+                  f"{meter.prompt_tokens} | {evaluated} | {evaluated / max(1, meter.prompt_tokens):.2f} | "
+                  f"{seconds / len(pairs):.1f} |")
+    print("Target: evaluated / sent <= 0.15 and 1.0 call per question (about 0.85 and up to 2 before).")
+
+
+def embedded(n_items: int) -> None:
+    print(f"\n## 3. Embedded model: explanations vs verdict-only ({n_items} SummEval items, in-process)")
+    handle = make_lm("local", cache=False)
+    questions = QuestionSet.load(EXAMPLE / "questions.json")
+    items = load_items(EXAMPLE / "items.jsonl", input_field="source", output_field="summary", id_field="id",
+                       limit=n_items + 1)
+    pairs = [(item.input, item.output) for item in items]
+    _judge(BinEval(questions, explanations=False, logprobs="off"), handle, pairs[:1], 1)  # load and warm up
+    rows = {}
+    for label, explanations in (("verdict + explanation", True), ("verdict only", False)):
+        seconds, meter, _ = _judge(BinEval(questions, explanations=explanations, logprobs="off"), handle,
+                                   pairs[1:], 1)
+        rows[label] = seconds / n_items
+        print(f"- {label}: {rows[label]:.1f} s per item, {meter.completion_tokens / n_items:.0f} completion "
+              f"tokens per item ({handle.name})")
+    print(f"Ratio: {rows['verdict + explanation'] / rows['verdict only']:.2f}x faster verdict-only "
+          "(target >= 2.5x).")
+
+
+def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM unwinds like Ctrl-C: servers are stopped
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="throughput,server,embedded")
+    parser.add_argument("--latency", type=float, default=0.5, help="fake endpoint latency, seconds")
+    parser.add_argument("--questions", type=int, default=12, help="questions per item for the throughput part")
+    parser.add_argument("--server-items", type=int, default=2)
+    parser.add_argument("--embedded-items", type=int, default=3)
+    args = parser.parse_args()
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if "throughput" in parts:
+        throughput(args.latency, args.questions)
+    if "server" in parts:
+        server(args.server_items)
+    if "embedded" in parts:
+        embedded(args.embedded_items)
+
+
+if __name__ == "__main__":
+    main()
