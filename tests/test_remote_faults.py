@@ -210,3 +210,16 @@ def test_usage_under_dspy_evaluate_and_the_optimizers_item_runs_counts_every_cal
         run_items(lambda item: program(input=item.input, output=item.output), devset, num_threads=3)
     assert len(engine.calls) == 24
     assert meter.lm_calls == 24 and meter.prompt_tokens == 240  # 10 prompt tokens per scripted call
+
+
+def test_a_request_that_never_answers_times_out_into_an_error_verdict(tmp_path, fake_endpoint):
+    from tests.fake_endpoint import TimeoutFault
+
+    qs_path, items = write_inputs(tmp_path, n_items=1)
+    out = tmp_path / "run"
+    fake_endpoint.fault = when_user_contains(QUESTIONS[2], TimeoutFault(seconds=5))
+    result = evaluate(fake_endpoint, qs_path, items, out, "--timeout", "0.5", "--concurrency", "6")
+    assert result.exit_code == 0, result.output
+    verdicts = {v["question_id"]: v for v in stored(out)[0]["verdicts"]}
+    assert verdicts["q3"]["verdict"] == "error" and "timeout" in verdicts["q3"]["error"].lower()
+    assert all(verdicts[f"q{n}"]["verdict"] == "yes" for n in (1, 2, 4, 5, 6))

@@ -36,12 +36,25 @@ out_console = _stdout_console()
 
 
 _ADAPTER_KEY = "bineval_adapter"
+_TIMEOUT_KEY = "bineval_timeout"
 
 
 def remember_adapter(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Keep --adapter in the command's context, where `build_lm` reads it."""
     ctx.meta[_ADAPTER_KEY] = value
     return value
+
+
+def remember_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    """Keep --timeout in the command's context, where `build_lm` reads it."""
+    ctx.meta[_TIMEOUT_KEY] = value
+    return value
+
+
+def request_timeout() -> float | None:
+    """The --timeout value of the running command (None: the client's default)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_TIMEOUT_KEY) if ctx is not None else None
 
 
 def adapter_policy() -> str:
@@ -72,7 +85,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --lm, --lm-model, --api-key-env, --max-tokens and --adapter to a command."""
+    """Add --lm, --lm-model, --api-key-env, --max-tokens, --timeout and --adapter to a command."""
     decorators = [
         click.option("--lm", "lm_spec", default="local", show_default=True,
                      help="'local' (embedded SmolLM2-135M), a .gguf path, a LiteLLM id "
@@ -82,6 +95,10 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Environment variable holding the key for a base URL (the key is never logged)."),
         click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
                      help="Completion cap per LM call."),
+        click.option("--timeout", "request_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                     expose_value=False, callback=remember_timeout,
+                     help="Seconds one request to a served or hosted model may take before it fails (it is then "
+                          "retried; a call that still fails is an 'error' verdict). Default: LiteLLM's, 600."),
         click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default="auto", show_default=True,
                      expose_value=False, callback=remember_adapter, is_eager=True,
                      help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
@@ -97,7 +114,8 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
              option: str = "--lm") -> LMHandle:
     """Make the LM, telling the user when the embedded model is being loaded.
 
-    The adapter policy comes from the command's ``--adapter`` option (`adapter_policy`).
+    The adapter policy and request timeout come from the command's ``--adapter`` and
+    ``--timeout`` options (`adapter_policy`, `request_timeout`).
 
     Args:
         option: the CLI option `lm_spec` came from (``--prompt-lm``, ``--source-lm``),
@@ -106,12 +124,13 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     Raises:
         LMConfigError: as `make_lm`, with `option` named.
     """
-    if lm_spec == "local" or lm_spec.endswith(".gguf"):
+    embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
+    if embedded:
         console.print(f"[dim]Using the embedded model ({escape(lm_spec)}); it runs offline and is too small "
                       "to judge well - pass --lm for real evaluations.[/dim]")
     try:
         return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
-                       adapter=adapter_policy())
+                       adapter=adapter_policy(), timeout=None if embedded else request_timeout())
     except LMConfigError as exc:
         if option == "--lm":
             raise

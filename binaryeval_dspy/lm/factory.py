@@ -148,6 +148,7 @@ def make_lm(
     n_ctx: int = 8192,
     cache: bool = True,
     adapter: str = "auto",
+    timeout: float | None = None,
 ) -> LMHandle:
     """Build the LM an `--lm` value names (see the module docstring for the forms).
 
@@ -166,6 +167,9 @@ def make_lm(
             models, providers DSPy/LiteLLM list as supporting a response schema; chat
             otherwise), ``json`` or ``chat``; see `choose_adapter`. The chat adapter
             never retries in JSON: one request per judgment.
+        timeout: seconds one request to a served or hosted model may take before it
+            fails (then DSPy retries it; a call that still fails is an ``error``
+            verdict). None keeps LiteLLM's default (600 s). Not used for embedded models.
 
     Returns:
         An `LMHandle` whose ``lm`` is a `CacheScopedLM` and whose ``adapter`` /
@@ -176,7 +180,8 @@ def make_lm(
             without a model name, `model` / `api_key_env` are given without a URL,
             the key variable is unset, `max_tokens` < 1, or the embedded model / GGUF
             file cannot be loaded (checked here, before any run starts), `adapter` is
-            not a known policy, or ``adapter="chat"`` is asked for an embedded model.
+            not a known policy, ``adapter="chat"`` is asked for an embedded model, or
+            `timeout` is not a positive number.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise LMConfigError(f"--lm must be a non-empty string, got {spec!r}. Fix: e.g. --lm local.")
@@ -187,6 +192,10 @@ def make_lm(
     if not isinstance(adapter, str) or adapter.strip().lower() not in ADAPTER_POLICIES:
         raise LMConfigError(f"--adapter must be one of {', '.join(ADAPTER_POLICIES)}, got {adapter!r}. "
                             "Fix: --adapter auto (JSON with a schema where the endpoint takes one, else chat).")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise LMConfigError(f"--timeout must be a positive number of seconds, got {timeout!r}. Fix: e.g. --timeout 120.")
+    client = {"timeout": float(timeout)} if timeout is not None else {}
     policy = adapter.strip().lower()
     spec = spec.strip()
     is_url = spec.startswith(("http://", "https://"))
@@ -229,12 +238,12 @@ def make_lm(
             # LiteLLM sends the cap as `max_tokens`, which every OpenAI-compatible server reads;
             # DSPy's own client sends only `max_completion_tokens`, which llama-cpp-python's
             # server ignores (a judgment then generated for minutes, unbounded).
-            engine="litellm",
+            engine="litellm", **client,
         )
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False),
                              policy, spec)
     if _LITELLM_ID.match(spec):
-        lm = CacheScopedLM(spec, temperature=0.0, max_tokens=max_tokens, cache=cache)
+        lm = CacheScopedLM(spec, temperature=0.0, max_tokens=max_tokens, cache=cache, **client)
         lm._declared_response_schema = _declared_response_schema(lm)
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=spec, embedded=False), policy, spec)
     raise LMConfigError(
