@@ -223,3 +223,21 @@ def test_a_request_that_never_answers_times_out_into_an_error_verdict(tmp_path, 
     verdicts = {v["question_id"]: v for v in stored(out)[0]["verdicts"]}
     assert verdicts["q3"]["verdict"] == "error" and "timeout" in verdicts["q3"]["error"].lower()
     assert all(verdicts[f"q{n}"]["verdict"] == "yes" for n in (1, 2, 4, 5, 6))
+
+
+def test_rejudge_completes_an_incomplete_item_asking_only_its_failed_questions(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=2)
+    first = tmp_path / "run"
+    fake_endpoint.fault = when_user_contains(QUESTIONS[3], RATE_LIMIT)
+    assert evaluate(fake_endpoint, qs_path, items, first).exit_code == 0
+    assert all(r["complete"] is False for r in stored(first))
+    fake_endpoint.fault = None
+    fake_endpoint.reset()
+    again = tmp_path / "again"
+    result = CliRunner().invoke(cli, ["rejudge", str(first), str(items), "--out", str(again)])
+    assert result.exit_code == 0, result.output
+    assert len(fake_endpoint.requests) == 2 and requests_for(fake_endpoint, QUESTIONS[3]) == 2
+    report = json.loads((again / "rejudge.json").read_text())
+    assert {i["item_id"]: i["status"] for i in report["items"]} == {"item-0": "completed", "item-1": "completed"}
+    assert all("complete" not in r for r in stored(again))
+    assert all("complete" in r for r in stored(first))  # the previous run is never modified

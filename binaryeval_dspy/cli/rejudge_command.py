@@ -150,7 +150,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
         outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle,
                                 concurrency=concurrency, fail_on_errors=fail_on_errors)
     report = outcome.report
-    judged = {c.item_id for c in report.items if c.status in ("rejudged", "new")}
+    judged = {c.item_id for c in report.items if c.status in ("rejudged", "completed", "new")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test, print_only=judged)
     out_console.print(changes_table(report))

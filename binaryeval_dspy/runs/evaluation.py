@@ -126,6 +126,7 @@ def evaluate_items(
     concurrency: int = 1,
     fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
+    seed_results: dict[str, ItemResult] | None = None,
 ) -> EvaluationOutcome:
     """Judge every item not yet complete in `run_dir`, storing each result as soon as it is done.
 
@@ -148,6 +149,9 @@ def evaluate_items(
             calls in flight are dropped); the caller turns it into a failing exit.
         max_consecutive_failures: stop early after this many items in a row whose LM
             calls all failed (an unreachable LM should not burn through the list).
+        seed_results: item id -> an incomplete result from elsewhere (a re-judge's
+            previous run) to continue from when `run_dir` has none for that item: its
+            answers are kept and only its unanswered questions are asked.
 
     Returns:
         An `EvaluationOutcome`.
@@ -164,7 +168,7 @@ def evaluate_items(
         package=lambda item, done, stored: item_result(program, item, done, stored),
         check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
         lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
-        max_consecutive_failures=max_consecutive_failures,
+        max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
     )
 
 
@@ -182,6 +186,7 @@ def run_resumable(
     concurrency: int = 1,
     fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
+    seed_results: dict[str, Any] | None = None,
 ) -> EvaluationOutcome:
     """The resumable item loop over a run directory, for any kind of per-item result.
 
@@ -200,8 +205,8 @@ def run_resumable(
             A result with ``complete == False`` is stored and counted as incomplete.
         check_stored: refuses stored results that do not belong to these items.
         freeze: called once the run is started (e.g. to keep the question set).
-        lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures: as in
-            `evaluate_items`.
+        lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures,
+            seed_results: as in `evaluate_items`.
 
     Returns:
         An `EvaluationOutcome`.
@@ -225,6 +230,7 @@ def run_resumable(
         run_dir.unlock()
         raise
     by_id = {r.item_id: r for r in stored}
+    seeds = {i: r for i, r in (seed_results or {}).items() if i not in by_id}
     complete = {i for i, r in by_id.items() if getattr(r, "complete", True)}
     wanted = {str(i.item_id) for i in items}
     todo = [i for i in items if str(i.item_id) not in complete]
@@ -252,7 +258,7 @@ def run_resumable(
                 outcome.stopped_early = f"{consecutive} items in a row could not be judged"
                 raise StopItems
             return
-        result = package(item, done, by_id.get(item_id))
+        result = package(item, done, by_id.get(item_id) or seeds.get(item_id))
         run_dir.append(result)
         appended = True
         by_id[item_id] = result
@@ -274,8 +280,8 @@ def run_resumable(
     context = lm.context() if lm is not None else contextlib.nullcontext()
     try:
         with context:
-            map_items(todo, lambda _index, item: plan(item, by_id.get(str(item.item_id))), on_done,
-                      concurrency=concurrency)
+            map_items(todo, lambda _index, item: plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id))),
+                      on_done, concurrency=concurrency)
         stopped_by_error = False
     except KeyboardInterrupt:
         outcome.interrupted = True

@@ -100,9 +100,13 @@ class RejudgePlan:
     """Which items a re-judge copies, judges again, and drops.
 
     Attributes:
-        carry: previous results of items whose output is unchanged (copied as they are).
-        judge: items whose output changed, or that are new.
-        changed_ids / new_ids: ids of the judged items, by reason.
+        carry: previous results of items whose output is unchanged and that were
+            complete (copied as they are).
+        judge: items whose output changed, that are new, or whose previous result is
+            incomplete (failed LM calls).
+        changed_ids / new_ids / completed_ids: ids of the judged items, by reason; a
+            "completed" item keeps its previous answers and is asked only its
+            unanswered questions.
         removed_ids: previous items absent from the items file.
     """
 
@@ -110,6 +114,7 @@ class RejudgePlan:
     judge: list[dspy.Example]
     changed_ids: list[str] = field(default_factory=list)
     new_ids: list[str] = field(default_factory=list)
+    completed_ids: list[str] = field(default_factory=list)
     removed_ids: list[str] = field(default_factory=list)
 
 
@@ -126,6 +131,9 @@ def plan_rejudge(previous: Sequence[ItemResult], items: Sequence[dspy.Example]) 
         elif before.output_hash != text_hash(item.output):
             plan.judge.append(item)
             plan.changed_ids.append(item_id)
+        elif not before.complete:
+            plan.judge.append(item)
+            plan.completed_ids.append(item_id)
         else:
             plan.carry.append(before)
     wanted = {str(i.item_id) for i in items}
@@ -156,7 +164,7 @@ def compare_runs(
     new = {r.item_id: r for r in current}
     scored = aggregation in ("score", "both")
     changes: list[ItemChange] = []
-    judged = set(plan.changed_ids) | set(plan.new_ids)
+    judged = set(plan.changed_ids) | set(plan.new_ids) | set(plan.completed_ids)
     for item_id in order:
         before, after = old.get(item_id), new.get(item_id)
         if item_id in failed or (item_id in judged and after is None):
@@ -165,12 +173,15 @@ def compare_runs(
             status = "new"
         elif item_id in plan.changed_ids:
             status = "rejudged"
+        elif item_id in plan.completed_ids:
+            status = "completed"
         else:
             status = "unchanged"
+        judged_again = status in ("rejudged", "completed")
         if aggregation == "score":
-            changed = status == "rejudged" and _overall(before) != _overall(after)
+            changed = judged_again and _overall(before) != _overall(after)
         else:
-            changed = status == "rejudged" and _label(before) != _label(after)
+            changed = judged_again and _label(before) != _label(after)
         changes.append(ItemChange(
             item_id=item_id, status=status, old_verdict=_label(before),
             new_verdict=_label(after) if status != "failed" else None,
@@ -242,8 +253,9 @@ def rejudge_items(
         raise RunStateError("the program's question set is not the one the previous run was judged with")
     previous_results = previous.read_results()
     plan = plan_rejudge(previous_results, items)
+    seeds = {r.item_id: r for r in previous_results if r.item_id in set(plan.completed_ids)}
     outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress,
-                             concurrency=concurrency, fail_on_errors=fail_on_errors)
+                             concurrency=concurrency, fail_on_errors=fail_on_errors, seed_results=seeds)
     stored = {r.item_id for r in run_dir.read_results()}
     for result in plan.carry:
         if result.item_id not in stored:

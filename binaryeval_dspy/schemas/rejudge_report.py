@@ -16,7 +16,9 @@ class ItemChange(BaseModel):
         item_id: the item.
         status: "unchanged" (same output: result copied, not re-judged), "rejudged"
             (output changed), "new" (not in the previous run), "removed" (in the
-            previous run, not in the items file now) or "failed" (re-judging raised;
+            previous run, not in the items file now), "completed" (same output, but the
+            previous result was incomplete: its answers were kept and only the questions
+            whose LM call had failed were asked) or "failed" (re-judging raised;
             nothing stored, rerun to retry).
         old_verdict / new_verdict: named labels (verdict modes), else None.
         old_overall / new_overall: overall yes-rates in [0, 1] (aggregation "score"
@@ -29,7 +31,7 @@ class ItemChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     item_id: str
-    status: Literal["unchanged", "rejudged", "new", "removed", "failed"]
+    status: Literal["unchanged", "rejudged", "completed", "new", "removed", "failed"]
     old_verdict: str | None = None
     new_verdict: str | None = None
     old_overall: float | None = Field(default=None, exclude_if=lambda v: v is None)
