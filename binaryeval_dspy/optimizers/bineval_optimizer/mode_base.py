@@ -70,11 +70,19 @@ class UpdateMode:
 
 
 def lm_name(lm: object) -> str:
-    """A display name for an LM, an `LMHandle` or None (the configured LM)."""
+    """A display name for an LM, an `LMHandle` or None (the configured LM).
+
+    A served model is named with its endpoint (``openai/m @ http://host:8000/v1``), as
+    `make_lm` names it, so one model id on two servers reads as two LMs.
+    """
     if lm is None:
-        configured = dspy.settings.lm
-        return str(getattr(configured, "model", "unconfigured"))
+        lm = dspy.settings.lm
+        if lm is None:
+            return "unconfigured"
     name = getattr(lm, "name", None)
     if isinstance(name, str):
         return name
-    return str(getattr(lm, "model", lm))
+    model = str(getattr(lm, "model", lm))
+    kwargs = getattr(lm, "kwargs", None)
+    base = (kwargs.get("api_base") or kwargs.get("base_url")) if isinstance(kwargs, dict) else None
+    return f"{model} @ {base}" if base else model
