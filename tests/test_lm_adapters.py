@@ -105,6 +105,18 @@ def test_schema_form_refused_once_then_sent_as_json_object_schema(endpoint):
     assert handle.adapter_fallbacks == 1
 
 
+def test_with_many_calls_in_flight_the_schema_form_is_refused_once_not_once_per_worker(endpoint):
+    endpoint.fault = refuse_openai_schema_form
+    endpoint.latency = 0.05
+    handle = make_lm(endpoint.base_url, model="fake-x", cache=False)
+    with handle.context():
+        verdicts = BinEval(question_set(), num_threads=3, logprobs="off")(input=ARTICLE, output=SUMMARY).verdicts
+    assert [v.verdict for v in verdicts] == ["yes", "no", "yes"]
+    types = [(b.get("response_format") or {}).get("type") for b in endpoint.requests]
+    assert types.count("json_schema") == 1 and types.count("json_object") == 3
+    assert handle.adapter_stats.format_retries == 1
+
+
 def test_other_errors_are_not_taken_for_a_refused_schema_form(endpoint):
     endpoint.fault = lambda body, index: HttpFault(400, "model fake-x does not exist")
     handle = make_lm(endpoint.base_url, model="fake-x", cache=False)

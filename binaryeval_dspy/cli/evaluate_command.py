@@ -111,7 +111,8 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                                explanations=explanations)
     if out_dir is None:
         suffix = "" if aggregation == "score" else f"-{aggregation}"
-        out_dir = Path("runs") / f"{slug(items_file.stem)}-{slug(lm_spec)}-{question_set.content_hash[:8]}{suffix}"
+        lm_part = slug(f"{lm_spec}-{lm_model}" if lm_model else lm_spec)  # one URL may serve several models
+        out_dir = Path("runs") / f"{slug(items_file.stem)}-{lm_part}-{question_set.content_hash[:8]}{suffix}"
     run_dir = RunDirectory(out_dir)  # a bad --out fails before the LM is loaded
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
     config: dict[str, object] = {
@@ -128,6 +129,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
         question_set_path=str(question_set_file), items_path=str(items_file), config=config,
     )
+    run_dir.check(manifest)  # a resume with other settings is refused before anything is shown or asked
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
     in_flight = 1 if handle.embedded else concurrency
@@ -152,13 +154,30 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test)
-    resumed = f" ({outcome.resumed_items} of them resumed)" if outcome.resumed_items else ""
-    console.print(f"{outcome.new_items} items judged now{resumed}, {outcome.skipped_items} already done before; "
+    record_endpoint_outcome(run_dir, outcome, handle)
+    resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
+    now_incomplete = len({i for i in outcome.incomplete} & wanted)
+    stored_now = (f"{outcome.new_items} items stored now ({outcome.new_items - now_incomplete} complete, "
+                  f"{now_incomplete} incomplete{resumed})" if now_incomplete or outcome.resumed_items
+                  else f"{outcome.new_items} items judged now")
+    console.print(f"{stored_now}, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
     note = adapter_note(handle)
     if note:
         console.print(f"[dim]{escape(note)}[/dim]")
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)
+
+
+def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, handle) -> None:
+    """Add to the run's manifest what was learned about the endpoint during the run: the
+    schema form it accepted and the adapter's counters (re-sent requests, parse failures)."""
+    manifest = outcome.manifest
+    if manifest is None:
+        return
+    stats = handle.adapter_stats.as_dict() if handle.adapter_stats is not None else {}
+    dialect = getattr(handle.lm, "schema_dialect", None)
+    manifest.config.update(adapter_stats=stats, **({"schema_dialect": dialect} if dialect else {}))
+    run_dir.write_manifest(manifest)
 
 
 def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> None:

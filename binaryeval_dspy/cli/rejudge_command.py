@@ -19,7 +19,7 @@ from binaryeval_dspy.cli.common import (
     quiet_libraries,
     remember_adapter,
 )
-from binaryeval_dspy.cli.evaluate_command import exit_for_outcome, report_results
+from binaryeval_dspy.cli.evaluate_command import exit_for_outcome, record_endpoint_outcome, report_results
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
@@ -158,6 +158,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     console.print(f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}. "
                   f"Previous run left untouched; new run: {run_dir.path} (rejudge.json lists every item).",
                   highlight=False)
+    record_endpoint_outcome(run_dir, outcome.evaluation, handle)
     exit_for_outcome(outcome.evaluation, fail_on_errors=fail_on_errors)
 
 

@@ -63,6 +63,8 @@ from binaryeval_dspy.lm.schema_format import (
 )
 
 logger = logging.getLogger(__name__)
+# Serializes schema-dialect probes (rare: only until an LM's first schema call settles it).
+_PROBE_LOCK = threading.Lock()
 
 #: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
@@ -367,19 +369,27 @@ class CacheScopedLM(dspy.LM):
 
     @with_callbacks
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        """As `dspy.LM.__call__`, with the cache key scoped to this LM's endpoint or engine."""
+        """As `dspy.LM.__call__`, with the cache key scoped to this LM's endpoint or engine.
+
+        While the schema dialect is unknown, one thread probes and the others wait for
+        its outcome, so a run with many calls in flight sends one refused request, not
+        one per worker.
+        """
         kwargs = self._shaped(kwargs)
         if self._probing(kwargs):
-            try:
-                outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
-            except LMError as exc:
-                if self._format_rejected(exc):
-                    kwargs = self._shaped(kwargs)
-                elif not is_retryable_lm_error(exc):
-                    raise
-            else:
-                self.schema_dialect = "json_schema"
-                return outputs
+            with _PROBE_LOCK:
+                kwargs = self._shaped(kwargs)  # another thread may have settled the dialect meanwhile
+                if self._probing(kwargs):
+                    try:
+                        outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
+                    except LMError as exc:
+                        if self._format_rejected(exc):
+                            kwargs = self._shaped(kwargs)
+                        elif not is_retryable_lm_error(exc):
+                            raise
+                    else:
+                        self.schema_dialect = "json_schema"
+                        return outputs
         return self._run(self, prompt, messages, kwargs)
 
     @with_callbacks
