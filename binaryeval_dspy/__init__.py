@@ -13,6 +13,13 @@ Public API (everything else is an implementation detail):
 * self-improvement: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
 """
 
+import os as _os
+
+# LiteLLM (and DSPy through it) otherwise downloads its model table from the network at
+# import, which fails or stalls offline; the table bundled with the installed LiteLLM is
+# used instead (set the variable to "False" before importing to get the online one).
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 from binaryeval_dspy.data import load_csv, load_items, load_jsonl
 from binaryeval_dspy.errors import (
     BinEvalError,
