@@ -239,5 +239,29 @@ def test_rejudge_completes_an_incomplete_item_asking_only_its_failed_questions(t
     assert len(fake_endpoint.requests) == 2 and requests_for(fake_endpoint, QUESTIONS[3]) == 2
     report = json.loads((again / "rejudge.json").read_text())
     assert {i["item_id"]: i["status"] for i in report["items"]} == {"item-0": "completed", "item-1": "completed"}
+    assert all(i["flipped_questions"] == [] for i in report["items"])  # error -> yes is an answer, not a flip
     assert all("complete" not in r for r in stored(again))
     assert all("complete" in r for r in stored(first))  # the previous run is never modified
+
+
+def test_an_endpoint_where_nothing_answers_fails_the_run_with_the_cause(tmp_path):
+    qs_path, items = write_inputs(tmp_path, n_items=2)
+    result = CliRunner().invoke(cli, ["evaluate", str(qs_path), str(items), "--id-field", "id",
+                                      "--out", str(tmp_path / "run"), "--lm", "http://127.0.0.1:9/v1",
+                                      "--lm-model", "nothing-here", "--timeout", "2", "--concurrency", "12"])
+    assert result.exit_code == 1, result.output
+    assert "No LM call succeeded" in result.output and "First failed call" in result.output
+    assert "onnect" in result.output  # the connection error itself is shown, not only in results.jsonl
+    assert all(r["complete"] is False for r in stored(tmp_path / "run"))
+
+
+def test_an_empty_reply_is_an_error_verdict_and_keeps_the_other_answers(tmp_path, fake_endpoint):
+    from tests.fake_endpoint import Reply
+
+    qs_path, items = write_inputs(tmp_path, n_items=1)
+    base = fake_endpoint.reply
+    fake_endpoint.reply = lambda body: Reply(text="") if QUESTIONS[4] in user_text(body) else base(body)
+    result = evaluate(fake_endpoint, qs_path, items, tmp_path / "run", "--concurrency", "3")
+    assert result.exit_code == 0, result.output
+    verdicts = {v["question_id"]: v["verdict"] for v in stored(tmp_path / "run")[0]["verdicts"]}
+    assert verdicts["q5"] in ("error", "unparsed") and sum(v == "yes" for v in verdicts.values()) == 5

@@ -26,6 +26,7 @@ from binaryeval_dspy.cli.common import (
     check_writable_file,
     console,
     friendly_errors,
+    leave_after_interrupt,
     lm_options,
     out_console,
     quiet_libraries,
@@ -193,7 +194,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
         raise SystemExit(1)
     if interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
-        raise SystemExit(130)
+        leave_after_interrupt(130)
     if stopped or (fail_on_errors and incomplete):
         raise SystemExit(1)
 

@@ -7,6 +7,8 @@ import logging
 import math
 import os
 import re
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -194,6 +196,34 @@ def check_writable_file(path: Path) -> None:
         raise InputError(f"cannot create the folder ({exc.strerror})", path=path.parent) from exc
     if not os.access(path.parent, os.W_OK):
         raise InputError("the folder is not writable", path=path.parent)
+
+
+def leave_after_interrupt(code: int = 130, grace_seconds: float = 3.0) -> None:
+    """Exit with `code` after Ctrl-C / SIGTERM, without waiting long for calls in flight.
+
+    The item loop's worker threads (``bineval-call-*``) may sit in a request to a hung
+    endpoint until its timeout (LiteLLM's default: 600 s) and DSPy's retries end, and
+    Python waits for them before exiting. Results are already stored and the run
+    directory released when this is called, so after `grace_seconds` the process ends
+    without them. With no worker thread busy this is a plain ``SystemExit(code)``.
+
+    Raises:
+        SystemExit: always.
+    """
+    busy = [t for t in threading.enumerate() if t.name.startswith("bineval-call") and t.is_alive()]
+    if busy:
+        console.print(f"[dim]{len(busy)} LM call(s) still in flight are abandoned; their items are asked again on "
+                      "the next run.[/dim]")
+
+        def _quit() -> None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+        timer = threading.Timer(grace_seconds, _quit)
+        timer.daemon = True
+        timer.start()
+    raise SystemExit(code)
 
 
 def endpoint_config(handle: LMHandle) -> dict[str, object]:

@@ -27,6 +27,7 @@ from binaryeval_dspy.cli.common import (
     console,
     endpoint_config,
     friendly_errors,
+    leave_after_interrupt,
     lm_options,
     load_checks_modules,
     out_console,
@@ -185,14 +186,20 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
 
     0: every item complete, or some incomplete without ``--fail-on-errors`` (they are
     stored with their answers; a rerun asks the rest). 1: items that could not be
-    judged at all, or an incomplete item with ``--fail-on-errors``, or a run stopped
-    early. 130: interrupted.
+    judged at all, an incomplete item with ``--fail-on-errors``, a run stopped early,
+    or a run in which no LM call succeeded (wrong address or key). 130: interrupted.
     """
     if outcome.incomplete:
         console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
                       f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
                       f"{', ...' if len(outcome.incomplete) > 5 else ''}). Their answers are stored; rerun the "
                       "same command to ask only the failed questions.[/yellow]", highlight=False)
+    if outcome.first_error:
+        console.print(f"[yellow]First failed call:[/yellow] {escape(outcome.first_error[:400])}", highlight=False)
+    no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None
+    if no_answer:
+        console.print("[red]No LM call succeeded in this run.[/red] Fix: check --lm / --lm-model, the server's "
+                      "address and the API key, then rerun the same command (nothing is lost).", highlight=False)
     if outcome.stopped_early:
         console.print(f"[red]Stopped early:[/red] {escape(outcome.stopped_early)}.", highlight=False)
     if outcome.failed:
@@ -202,8 +209,8 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
                       "command to retry them.[/yellow]")
     if outcome.interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
-        raise SystemExit(130)
-    if outcome.failed or outcome.stopped_early or (fail_on_errors and outcome.incomplete):
+        leave_after_interrupt(130)
+    if outcome.failed or outcome.stopped_early or no_answer or (fail_on_errors and outcome.incomplete):
         raise SystemExit(1)
 
 

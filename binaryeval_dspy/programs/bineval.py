@@ -197,6 +197,9 @@ class BinEval(dspy.Module):
             )
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
+        if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
+            return QuestionVerdict(question_id=question.id, verdict="error",
+                                   error="EmptyReply: the LM's reply held no answer (no choices or no text)")
         verdict = str(pred.verdict).strip().lower()
         explanation = str(getattr(pred, "explanation", "") or "").strip()
         if verdict not in ("yes", "no"):

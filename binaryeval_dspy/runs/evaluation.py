@@ -51,6 +51,9 @@ class EvaluationOutcome:
             an endpoint that failed every call of several items in a row), else None.
         seconds: wall time of this call.
         usage: LM calls and tokens spent by this call (cache hits are free).
+        lm_answers: questions the LM answered (yes, no or unparsed) in items stored by
+            this call; 0 with items stored means no LM call succeeded at all.
+        first_error: the first failed call's error (type and message) in this call.
         manifest: the run manifest as written at the end.
     """
 
@@ -64,6 +67,8 @@ class EvaluationOutcome:
     stopped_early: str | None = None
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    lm_answers: int = 0
+    first_error: str | None = None
     manifest: RunManifest | None = None
 
 
@@ -259,11 +264,16 @@ def run_resumable(
                 raise StopItems
             return
         result = package(item, done, by_id.get(item_id) or seeds.get(item_id))
-        run_dir.append(result)
+        by_id[item_id] = result  # first: an interrupt during the append must not leave it out of the rewrite
         appended = True
-        by_id[item_id] = result
+        run_dir.append(result)
         outcome.new_items += 1
         is_complete = getattr(result, "complete", True)
+        for verdict in getattr(result, "verdicts", ()):
+            if verdict.source == "lm" and verdict.answered:
+                outcome.lm_answers += 1
+            elif verdict.verdict == "error" and outcome.first_error is None:
+                outcome.first_error = verdict.error
         if not is_complete:
             outcome.incomplete.append(item_id)
         if on_progress:
@@ -290,7 +300,7 @@ def run_resumable(
         outcome.seconds = time.perf_counter() - started
         try:
             ordered = _in_item_order(list(by_id.values()), items)
-            if appended:
+            if appended and not outcome.interrupted:  # item order is restored by the next uninterrupted run
                 run_dir.rewrite_results(ordered)
             outcome.results = ordered
             outcome.incomplete = [r.item_id for r in ordered

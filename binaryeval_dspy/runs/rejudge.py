@@ -142,8 +142,11 @@ def plan_rejudge(previous: Sequence[ItemResult], items: Sequence[dspy.Example]) 
 
 
 def _flipped(old: ItemResult, new: ItemResult) -> list[str]:
+    """Questions whose answer differs; a failed call (``error``) on either side is no answer, so not a flip."""
     before = {v.question_id: v.verdict for v in old.verdicts}
-    return [v.question_id for v in new.verdicts if before.get(v.question_id) != v.verdict]
+    return [v.question_id for v in new.verdicts
+            if v.verdict != "error" and before.get(v.question_id) not in (None, "error")
+            and before[v.question_id] != v.verdict]
 
 
 def _label(result: ItemResult | None) -> str | None:
