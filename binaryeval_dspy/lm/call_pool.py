@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.metadata_cache import memoize_model_metadata
+from binaryeval_dspy.lm.metadata_cache import memoize_model_metadata, memoize_response_schemas
 from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -144,7 +144,8 @@ def map_items(
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BinEvalError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    memoize_model_metadata()  # DSPy's per-call metadata scan costs more CPU than the rest of a call
+    memoize_model_metadata()  # DSPy's per-call metadata scan and schema build cost more CPU
+    memoize_response_schemas()  # than the rest of a call (see lm/metadata_cache.py)
     if concurrency == 1:
         _map_sequential(items, plan, on_done)
     else:
