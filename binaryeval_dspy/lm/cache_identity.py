@@ -335,6 +335,9 @@ class CacheScopedLM(dspy.LM):
         if not rejects_response_format(exc):
             return False
         self.schema_dialect = "json_object"
+        route = getattr(self, "json_object_route", None)
+        if route is not None:  # a client that can carry the json_object + schema form
+            self.model, self._engine_spec = route
         stats = getattr(self, "adapter_stats", None)
         if stats is not None:
             stats.add("format_retries")
