@@ -15,6 +15,8 @@ from typing import Any
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from binaryeval_dspy.lm.evaluated_text import DATA_BEGIN, DATA_END
+
 
 class ScriptedEngine:
     """Answers each request with `script(system_text, user_text)` -> str or dict.
@@ -58,15 +60,22 @@ def scripted_lm(script: Callable[[str, str], Any]) -> tuple[dspy.LM, ScriptedEng
     return lm, engine
 
 
-def field_value(user_text: str, field: str) -> str:
-    """The value of an input field as JSONAdapter/ChatAdapter render it: ``[[ ## field ## ]]\\nvalue``."""
+def field_value(user_text: str, field: str, *, raw: bool = False) -> str:
+    """The value of an input field as JSONAdapter/ChatAdapter render it: ``[[ ## field ## ]]\nvalue``.
+
+    Evaluated texts (input, output) reach the prompt fenced by
+    `binaryeval_dspy.lm.evaluated_text`; the fence lines are removed unless `raw`.
+    """
     marker = f"[[ ## {field} ## ]]"
     start = user_text.rfind(marker)
     if start < 0:
         return ""
     rest = user_text[start + len(marker):]
     ends = [i for i in (rest.find("[[ ##"), rest.find("\n\nRespond with")) if i >= 0]
-    return (rest[: min(ends)] if ends else rest).strip()
+    value = (rest[: min(ends)] if ends else rest).strip()
+    if not raw and value.startswith(DATA_BEGIN) and value.endswith(DATA_END):
+        value = value[len(DATA_BEGIN):-len(DATA_END)].strip("\n")
+    return value
 
 
 class LogprobEngine:

@@ -34,6 +34,7 @@ import pydantic
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
 
@@ -126,6 +127,28 @@ class _CountingAdapter:
             self.stats.add("parse_failures")
             raise
 
+    def _remember_raw(self, parsed: dict[str, Any]) -> dict[str, Any]:
+        # DSPy drops keys that are not output fields after parse; keep the raw reply aside
+        # (per thread, in parse order) and put it back in `_call_postprocess`.
+        raws = self.__dict__.setdefault("_raw_replies", threading.local())
+        if not hasattr(raws, "items"):
+            raws.items = []
+        raws.items.append(parsed.pop("raw_reply", None))
+        return parsed
+
+    def _call_postprocess(self, processed_signature: Any, original_signature: Any, outputs: list,
+                          lm: Any, lm_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        raws = self.__dict__.setdefault("_raw_replies", threading.local())
+        raws.items = []
+        values = super()._call_postprocess(  # type: ignore[misc]
+            processed_signature, original_signature, outputs, lm, lm_kwargs)
+        if len(raws.items) == len(values):
+            for value, raw in zip(values, raws.items):
+                if raw:
+                    value["raw_reply"] = raw  # the reply held more than its answer: keep it
+        raws.items = []
+        return values
+
     def format_system_message(self, signature: Any) -> str:
         # The system message depends on the signature alone (field descriptions, structure,
         # instructions) and costs about 15% of a call's CPU to build: build it once per
@@ -158,6 +181,10 @@ class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
         super().__init__(callbacks=callbacks, use_json_adapter_fallback=use_json_adapter_fallback)
         self.stats = stats if stats is not None else AdapterStats()
 
+    def parse(self, signature: Any, completion: str) -> dict[str, Any]:
+        """The judge's final answer set, not the first (see `binaryeval_dspy.lm.final_answer`)."""
+        return self._remember_raw(parse_chat_reply(signature, completion, adapter=type(self).__name__))
+
 
 class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
     """`dspy.JSONAdapter` that counts into an `AdapterStats`, including calls sent without a schema.
@@ -176,6 +203,10 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
     def __init__(self, *, stats: AdapterStats | None = None, callbacks: list | None = None) -> None:
         super().__init__(callbacks=callbacks)
         self.stats = stats if stats is not None else AdapterStats()
+
+    def parse(self, signature: Any, completion: str) -> dict[str, Any]:
+        """The last JSON object with every output field, not the first (see `lm.final_answer`)."""
+        return self._remember_raw(parse_json_reply(signature, completion, adapter=type(self).__name__))
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)
@@ -267,3 +298,52 @@ def choose_adapter(
                 f"auto: {where} takes a JSON schema as response_format")
     return (CountingChatAdapter(stats=stats), "chat",
             f"auto: {where} declares no JSON-schema output; chat format, one request per judgment (no JSON retry)")
+
+
+_OWN_FOR_ADAPTER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_OWN_FOR_LM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def judging_adapter(current: Any, lm: Any) -> Any:
+    """The adapter a judge call should use when `current` is configured and `lm` answers.
+
+    Our adapters read the judge's final answer (`binaryeval_dspy.lm.final_answer`); DSPy's
+    own keep the first occurrence of each field, which can be a block quoted from the
+    evaluated output. So a plain `dspy.ChatAdapter` / `dspy.JSONAdapter` (e.g. from
+    ``dspy.configure(lm=...)``) is replaced by our counting subclass with the same settings,
+    and no adapter at all by what DSPy would use (ChatAdapter with its JSON fallback), or by
+    `CountingJSONAdapter` for an embedded GGUF model, whose small models need the schema.
+    Any other adapter (a subclass or a custom one) is the user's choice and is kept.
+
+    Args:
+        current: ``dspy.settings.adapter`` (may be None).
+        lm: the LM the call goes to (may be None).
+
+    Returns:
+        An adapter instance, the same one for the same `current` (or `lm`) while it lives.
+    """
+    if isinstance(current, _CountingAdapter):
+        return current
+    if current is None:
+        if lm is None:
+            return None
+        try:
+            own = _OWN_FOR_LM.get(lm)
+        except TypeError:
+            return None
+        if own is None:
+            own = (CountingJSONAdapter() if _is_embedded(lm, None)
+                   else CountingChatAdapter(use_json_adapter_fallback=True))
+            _OWN_FOR_LM[lm] = own
+        return own
+    if type(current) not in (dspy.ChatAdapter, dspy.JSONAdapter):
+        return current
+    own = _OWN_FOR_ADAPTER.get(current)
+    if own is None:
+        if type(current) is dspy.JSONAdapter:
+            own = CountingJSONAdapter(callbacks=current.callbacks)
+        else:
+            own = CountingChatAdapter(callbacks=current.callbacks,
+                                      use_json_adapter_fallback=current.use_json_adapter_fallback)
+        _OWN_FOR_ADAPTER[current] = own
+    return own

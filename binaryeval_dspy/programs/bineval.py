@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -14,8 +12,12 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.adapters import judging_adapter
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
+from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT, parse_chat_reply, parse_json_reply
 from binaryeval_dspy.lm.logprobs import p_yes
+from binaryeval_dspy.lm.verdict_text import normalize_yes_no
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
@@ -23,39 +25,32 @@ from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 
-_CHAT_VERDICT = re.compile(r"^\s*\[\[\s*##\s*verdict\s*##\s*\]\]\s*\n\s*(yes|no)\s*[.!]?\s*$",
-                           re.IGNORECASE | re.MULTILINE)
-_CHAT_EXPLANATION = re.compile(r"\[\[\s*##\s*explanation\s*##\s*\]\]\s*(.*?)\s*(?:\[\[|$)",
-                               re.IGNORECASE | re.DOTALL)
 
+def _salvage(raw: str, signature: type[dspy.Signature]) -> dspy.Prediction | None:
+    """The judge's final answer in `raw`, read by our parsers; None if it holds none.
 
-def _salvage(raw: str) -> tuple[str, str] | None:
-    """Read a verdict whose only flaw is its case (``"Yes"``, ``"NO"``); else None.
-
-    Accepted: a whole JSON object whose ``verdict`` is yes/no in any case, or a
-    ChatAdapter field block whose verdict line is exactly yes/no. A verdict merely
-    mentioned inside prose is not read.
+    Needed when the configured adapter is not one of ours (e.g. DSPy's own ChatAdapter from
+    a plain ``dspy.configure(lm=...)``): its parse failed, ours may still read the reply,
+    with the same final-answer and planted-text rules (`binaryeval_dspy.lm.final_answer`).
     """
     text = (raw or "").strip()
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        data = None
-    if isinstance(data, dict):
-        verdict = data.get("verdict")
-        if isinstance(verdict, str) and verdict.strip().lower() in ("yes", "no"):
-            explanation = data.get("explanation")
-            return verdict.strip().lower(), explanation.strip() if isinstance(explanation, str) else ""
-        return None
-    match = _CHAT_VERDICT.search(text)
-    if match:
-        explained = _CHAT_EXPLANATION.search(text)
-        return match.group(1).lower(), explained.group(1).strip() if explained else ""
+    for parse in (parse_json_reply, parse_chat_reply) if text.startswith(("{", "```")) else (
+            parse_chat_reply, parse_json_reply):
+        try:
+            return dspy.Prediction(**parse(signature, text))
+        except AdapterParseError:
+            continue
     return None
 
 
 LogprobMode = Literal["auto", "on", "off"]
 _TOP_LOGPROBS = 5
+
+
+def _parse_reason(exc: AdapterParseError) -> str:
+    """The parser's reason in one line, without DSPy's long restatement of the signature."""
+    message = str(getattr(exc, "message", None) or "could not read a yes/no verdict")
+    return message.splitlines()[0][:300]
 
 
 def error_text(exc: BaseException, limit: int = 2000) -> str:
@@ -159,7 +154,19 @@ class BinEval(dspy.Module):
         self.questions.value = value
 
     def _ask(self, fields: dict[str, str]) -> dspy.Prediction:
-        """One judge call, asking for log-probabilities unless the mode or the LM says no."""
+        """One judge call, asking for log-probabilities unless the mode or the LM says no.
+
+        The call goes through `judging_adapter`, so the judge's final answer is read even
+        when the user configured DSPy's own ChatAdapter or JSONAdapter (or none).
+        """
+        settings = dspy.settings
+        adapter = judging_adapter(settings.adapter, self.judge.lm or settings.lm)
+        if adapter is not None and adapter is not settings.adapter:
+            with dspy.context(adapter=adapter):
+                return self._ask_with_logprobs(fields)
+        return self._ask_with_logprobs(fields)
+
+    def _ask_with_logprobs(self, fields: dict[str, str]) -> dspy.Prediction:
         if self.logprobs == "off" or self._logprobs_refused:
             return self.judge(**fields)
         try:
@@ -182,33 +189,34 @@ class BinEval(dspy.Module):
             ``unparsed`` (with the raw LM text) when the answer cannot be read as
             yes/no; ``error`` (with the error's type and message) when the call failed.
         """
-        fields = {"input": input, "output": output, "question": question.text,
-                  "violation_example": question.violation_example}
+        fields = {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                  "question": question.text, "violation_example": question.violation_example}
         try:
             pred = self._ask(fields)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
-            salvaged = _salvage(raw)
-            if salvaged is not None:
-                return QuestionVerdict(question_id=question.id, verdict=salvaged[0], explanation=salvaged[1])
-            return QuestionVerdict(
-                question_id=question.id, verdict="unparsed", raw_answer=raw[:2000],
-                error=f"{type(exc).__name__}: could not read a yes/no verdict",
-            )
+            pred = _salvage(raw, self.judge.signature)
+            if pred is None:
+                return QuestionVerdict(
+                    question_id=question.id, verdict="unparsed", raw_answer=raw[:RAW_REPLY_LIMIT],
+                    error=f"{type(exc).__name__}: {_parse_reason(exc)}",
+                )
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
             return QuestionVerdict(question_id=question.id, verdict="error",
                                    error="EmptyReply: the LM's reply held no answer (no choices or no text)")
-        verdict = str(pred.verdict).strip().lower()
+        verdict = normalize_yes_no(pred.verdict)
         explanation = str(getattr(pred, "explanation", "") or "").strip()
-        if verdict not in ("yes", "no"):
+        raw_reply = getattr(pred, "raw_reply", None)
+        if verdict is None:
             return QuestionVerdict(
-                question_id=question.id, verdict="unparsed", raw_answer=str(pred.verdict)[:2000],
+                question_id=question.id, verdict="unparsed", raw_answer=str(raw_reply or pred.verdict)[:RAW_REPLY_LIMIT],
                 error="the verdict field is neither yes nor no",
             )
         return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
-                               p_yes=p_yes(getattr(pred, "logprobs", None)))
+                               p_yes=p_yes(getattr(pred, "logprobs", None)),
+                               raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None)
 
     def item_work(
         self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()

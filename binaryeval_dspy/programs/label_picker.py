@@ -8,6 +8,7 @@ from typing import Literal
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.schemas.named_verdict import LabelAttempt
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -21,11 +22,14 @@ from binaryeval_dspy.signatures.verdict_pick import (
 
 
 def _raw_field(raw: str, name: str) -> str | None:
-    """A field's string value from an unparseable reply (JSON or ``[[ ## name ## ]]`` form)."""
+    """A field's string value from an unparseable reply (JSON or ``[[ ## name ## ]]`` form).
+
+    The last occurrence wins: an earlier one may be a block the judge quoted from the output.
+    """
     for pattern in (rf'"{name}"\s*:\s*"((?:[^"\\]|\\.)*)"', rf"\[\[\s*##\s*{name}\s*##\s*\]\]\s*(.*?)(?:\[\[|$)"):
-        match = re.search(pattern, raw or "", re.DOTALL)
-        if match:
-            return match.group(1).strip()
+        matches = re.findall(pattern, raw or "", re.DOTALL)
+        if matches:
+            return matches[-1].strip()
     return None
 
 
@@ -89,7 +93,7 @@ class LabelPicker(dspy.Module):
         feedback = ""
         for _ in range(self.max_attempts):
             try:
-                pred = self.pick(input=input, output=output, evidence=evidence, allowed_labels=self.options(),
+                pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, allowed_labels=self.options(),
                                  feedback=feedback)
                 raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
             except AdapterParseError as exc:

@@ -7,6 +7,7 @@ import re
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -49,7 +50,7 @@ class PressureTest(dspy.Module):
     ) -> tuple[list[str], int]:
         """(distinct drafted questions, number of entries dropped because they are not questions)."""
         try:
-            drafted = self.draft(input=input, output=output, evidence=evidence, proposed_label=label.name,
+            drafted = self.draft(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, proposed_label=label.name,
                                  label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
         except AdapterParseError:
             return [], 0
@@ -69,7 +70,7 @@ class PressureTest(dspy.Module):
     def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
         """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
         try:
-            pred = self.answer(input=input, output=output, question=question)
+            pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
             match = _ANSWER.search(raw)

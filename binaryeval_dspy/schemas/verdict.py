@@ -22,7 +22,9 @@ class QuestionVerdict(BaseModel):
             no: scoring leaves both out of the denominator and reports them. An error
             is not an answer: a rerun of the run asks that question again.
         explanation: the one- or two-sentence justification ("" when unparsed).
-        raw_answer: the LM's raw text when it could not be parsed, for debugging.
+        raw_answer: the LM's raw reply when it could not be parsed, or when it held more
+            than the answer (a quoted block, several answer sets, prose), so a reader can
+            see what the judge wrote; None otherwise.
         error: why the answer is unparsed (parser message) or, for ``"error"``, the
             failed call's error type and message; else None.
         source: ``"lm"`` (answered by the evaluator LM) or ``"code"`` (answered by a
