@@ -22,6 +22,7 @@ from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from tests.conftest import judge_script
 from tests.fakes import scripted_lm
 
@@ -60,10 +61,10 @@ def test_csv_short_row_and_multiline_record(tmp_path):
     with pytest.raises(InputError, match="fewer cells than the header") as err:
         load_items(short)
     assert err.value.line == 3
-    multi = write(tmp_path, "m.csv", 'input,output\n"a\nb\nc",\n')
-    with pytest.raises(InputError) as err:
+    multi = write(tmp_path, "m.csv", 'output,input\n"a\nb\nc",\n')  # an empty input is refused (an empty
+    with pytest.raises(InputError) as err:                             # output is recorded as empty_output)
         load_items(multi)
-    assert err.value.line == 2 and "output is empty" in str(err.value)
+    assert err.value.line == 2 and "input is empty" in str(err.value)
 
 
 def test_huge_csv_field_and_huge_json_numbers(tmp_path):
@@ -221,9 +222,13 @@ def test_failed_calls_are_error_verdicts_naming_their_cause(small_question_set, 
 
 
 def test_salvage_reads_case_but_not_prose():
-    assert _salvage('{"verdict": "Yes", "explanation": "ok"}') == ("yes", "ok")
-    assert _salvage("[[ ## verdict ## ]]\nNO\n\n[[ ## explanation ## ]]\nbad") == ("no", "bad")
-    assert _salvage('Considering "verdict": "no" would be wrong, the answer is yes.') is None
+    def read(raw):
+        pred = _salvage(raw, JudgeBinaryQuestion)
+        return None if pred is None else (pred.verdict, pred.explanation)
+
+    assert read('{"verdict": "Yes", "explanation": "ok"}') == ("yes", "ok")
+    assert read("[[ ## verdict ## ]]\nNO\n\n[[ ## explanation ## ]]\nbad") == ("no", "bad")
+    assert read('Considering "verdict": "no" would be wrong, the answer is yes.') is None
 
 
 def test_make_lm_rejects_inconsistent_options(monkeypatch):
