@@ -96,14 +96,15 @@ def test_whole_benchmark_with_scripted_lm(tmp_path, data_dir, tasks_dir, scripte
     assert metrics["lm"] == "scripted-judge"
     assert metrics["bineval"]["coherence"]["spearman"] == pytest.approx(1.0)
     assert metrics["geval"]["coherence"]["spearman"] == pytest.approx(-1.0)
-    assert metrics["unieval"]["coherence"]["spearman"] == 0.0  # constant evaluator counts as 0 per document
+    # a constant evaluator: every document skipped (policy skip, the default) -> undefined, not 0
+    assert metrics["unieval"]["coherence"]["spearman"] is None and metrics["constant_predictions"] == "skip"
     assert metrics["unieval"]["coherence"]["groups_constant_prediction"] == 3
     assert metrics["bineval"]["paired_vs"]["geval"]["Average"]["delta"] == pytest.approx(2.0)
     assert metrics["cost"]["bineval"]["lm_calls"] == 144 and metrics["cost"]["rouge"]["lm_calls"] == 0
 
     report = (out / "report.md").read_text()
     assert "Summary-level Spearman ρ / Kendall τ on SummEval (12 items, 3 documents) - LM: scripted-judge" in report
-    assert "| BinEval | 1.000 / 1.000 |" in report and "| UniEval-style | 0.000 / 0.000 † |" in report
+    assert "| BinEval | 1.000 / 1.000 |" in report and "| UniEval-style | n/a / n/a † |" in report
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "scripted-judge" in html
     assert (out / "figures" / "violins.png").stat().st_size > 1000

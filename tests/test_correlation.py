@@ -58,9 +58,9 @@ def test_constant_inputs_are_undefined_not_errors():
     assert correlate([1], [2]).note == "too few pairs"
 
 
-def test_pooled_counts_a_constant_evaluator_as_zero():
+def test_pooled_correlation_of_a_constant_evaluator_is_undefined():
     result = pooled_correlation([1, 2, 3, 4], [0.5, 0.5, 0.5, 0.5], "kendall")
-    assert result.value == 0.0 and result.note == "constant predictions"
+    assert math.isnan(result.value) and result.note == "constant predictions"
     assert turn_level_correlation([1, 2, 3], [1, 2, 3]).value == pytest.approx(1.0)
 
 
@@ -68,8 +68,8 @@ def test_summary_level_averages_documents_and_reports_degenerate_groups():
     human = [1, 2, 3, 1, 2, 3, 2, 2, 2, 1, 2, 3]
     predicted = [1, 2, 3, 3, 2, 1, 1, 2, 3, 4, 4, 4]
     groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 3 + ["d"] * 3
-    result = summary_level_correlation(human, predicted, groups, "spearman")
-    # a: +1, b: -1, c: skipped (constant human), d: 0 (constant evaluator) -> mean 0
+    result = summary_level_correlation(human, predicted, groups, "spearman", constant_predictions="zero")
+    # a: +1, b: -1, c: skipped (constant human), d: 0 (constant evaluator, policy zero) -> mean 0
     assert result.value == pytest.approx(0.0)
     assert result.groups_used == 3 and result.groups_skipped == 1 and result.groups_constant_prediction == 1
     assert math.isnan(result.per_group["c"]) and result.per_group["a"] == pytest.approx(1.0)

@@ -33,10 +33,11 @@ def test_missing_field_names_file_line_and_field(tmp_path):
     assert f"{path}:2" in msg and "'summary'" in msg and "missing" in msg
 
 
-def test_empty_output_names_line(tmp_path):
+def test_empty_output_is_kept_or_refused_with_its_line(tmp_path):
     path = write(tmp_path, "x.jsonl", json.dumps({"input": "a", "output": "  "}) + "\n")
+    assert load_items(path)[0].output == "  "  # recorded as status empty_output by the run, never judged
     with pytest.raises(InputError, match=r"x\.jsonl:1: field 'output': the output is empty"):
-        load_items(path)
+        load_items(path, empty_output="fail")
 
 
 def test_malformed_jsonl_line(tmp_path):
@@ -62,8 +63,9 @@ def test_duplicate_ids_are_rejected(tmp_path):
 
 def test_csv_with_mapping_and_errors(tmp_path):
     path = write(tmp_path, "x.csv", "doc,summ,id\nThe article.,The summary.,7\nOther.,,8\n")
+    assert load_items(path, input_field="doc", output_field="summ", id_field="id")[1].output == ""
     with pytest.raises(InputError) as err:
-        load_items(path, input_field="doc", output_field="summ", id_field="id")
+        load_items(path, input_field="doc", output_field="summ", id_field="id", empty_output="fail")
     assert err.value.line == 3 and err.value.field == "summ"
     ok = write(tmp_path, "ok.csv", "doc,summ,id\nThe article.,The summary.,7\n")
     (item,) = load_items(ok, input_field="doc", output_field="summ", id_field="id")

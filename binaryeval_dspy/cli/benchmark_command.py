@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -46,6 +47,10 @@ from binaryeval_dspy.meta_eval.benchmark_run import (
 )
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
 from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
+from binaryeval_dspy.metrics.correlation import (
+    CONSTANT_PREDICTION_POLICIES,
+    DEFAULT_CONSTANT_PREDICTIONS,
+)
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
 from binaryeval_dspy.reports.benchmark_report import write_benchmark_report
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -102,13 +107,18 @@ def _print_main_table(report) -> None:
               help="Ask the LM for token log-probabilities for the G-Eval/UniEval-style scores.")
 @click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
               help="Bootstrap resamples for intervals and paired tests.")
+@click.option("--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
+              default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
+              help="Summary level: a document whose method scores are all equal is left out of the average "
+                   "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
 @click.option("--no-figures", is_flag=True, help="Write the report without figures (faster).")
 @run_options
 @lm_options
 @friendly_errors
 def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
                       data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
-                      logprobs: str, n_resamples: int, no_figures: bool, concurrency: int, fail_on_errors: bool,
+                      logprobs: str, n_resamples: int, constant_predictions: str, no_figures: bool,
+                      concurrency: int, fail_on_errors: bool,
                       no_explanations: bool, lm_spec: str, lm_model: str | None,
                       api_key_env: str | None, max_tokens: int) -> None:
     """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
@@ -173,7 +183,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     failed = {m: o.failed for m, o in outcomes.items() if o.failed}
     interrupted = any(o.interrupted for o in outcomes.values())
     md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
-                                                        figures=not no_figures)
+                                                        figures=not no_figures,
+                                                        constant_predictions=constant_predictions)
     _print_main_table(report)
     for method, outcome in outcomes.items():
         console.print(f"{METHOD_TITLES[method]}: {outcome.new_items} items now, {outcome.skipped_items} done "
@@ -183,6 +194,13 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     for method, ids in incomplete.items():
         console.print(f"[yellow]{METHOD_TITLES[method]}: {len(ids)} item(s) incomplete (failed LM calls); rerun the "
                       "same command to ask only the failed questions.[/yellow]", highlight=False)
+    for method, outcome in outcomes.items():
+        for item_id, message in outcome.errors[:3]:
+            console.print(f"[yellow]{METHOD_TITLES[method]} could not judge[/yellow] {escape(item_id)} (stored with "
+                          f"status error): {escape(message[:300])}", highlight=False)
+        if outcome.empty_outputs:
+            console.print(f"{METHOD_TITLES[method]}: {len(outcome.empty_outputs)} item(s) with an empty output "
+                          "recorded as status empty_output (no LM call, no score).", highlight=False)
     stopped = [o.stopped_early for o in outcomes.values() if o.stopped_early]
     for reason in stopped:
         console.print(f"[red]Stopped early:[/red] {reason}.", highlight=False)
@@ -204,15 +222,20 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 @click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
               help="Bootstrap resamples for intervals and paired tests.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
+              default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
+              help="Summary level: a document whose method scores are all equal is left out of the average "
+                   "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
 @click.option("--no-figures", is_flag=True, help="Skip the figures (faster).")
 @friendly_errors
-def report_command(run_dir: Path, n_resamples: int, seed: int, no_figures: bool) -> None:
+def report_command(run_dir: Path, n_resamples: int, seed: int, constant_predictions: str, no_figures: bool) -> None:
     """Rebuild report.md / report.html of a benchmark run from its files (no LM call)."""
     if not (run_dir / "benchmark.json").is_file():
         raise InputError("not a benchmark run directory (no benchmark.json)", path=run_dir,
                          fix="pass the --out directory of a `bineval benchmark` run.")
     md_path, html_path, report = write_benchmark_report(run_dir, n_resamples=n_resamples, seed=seed,
-                                                        figures=not no_figures)
+                                                        figures=not no_figures,
+                                                        constant_predictions=constant_predictions)
     _print_main_table(report)
     console.print(f"Report: {md_path} and {html_path}")
 

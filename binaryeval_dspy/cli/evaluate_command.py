@@ -36,6 +36,7 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.reports.run_summary import (
@@ -50,7 +51,7 @@ from binaryeval_dspy.reports.verdict_report import (
     write_verdict_output,
 )
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
@@ -78,6 +79,11 @@ def progress_note(result: ItemResult) -> str:
 @click.option("--output-field", default="output", show_default=True, help="Field holding the output y.")
 @click.option("--id-field", default=None, help="Field holding a unique item id (default: line number).")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Judge only the first N items.")
+@click.option("--empty-output", "empty_output", type=click.Choice(EMPTY_OUTPUT_POLICIES), default="record",
+              show_default=True,
+              help="An output that is empty or only whitespace and invisible characters (zero-width, BOM, bidi "
+                   "marks): 'record' stores it with status empty_output (no LM call, no score, counted in the "
+                   "summary); 'fail' refuses the items file, naming the line and field.")
 @click.option("--scale", nargs=2, type=float, default=(0.0, 1.0), show_default=True,
               help="Map scores from [0,1] to [A,B], e.g. --scale 1 5.")
 @click.option("--aggregation", type=click.Choice(AGGREGATIONS), default="score", show_default=True,
@@ -87,14 +93,18 @@ def progress_note(result: ItemResult) -> str:
 @click.option("--pressure-test", "pressure_test", type=click.Choice(PRESSURE_TEST_MODES), default="non-pass",
               show_default=True, help="In verdict modes: let the LM try to refute non-pass verdicts, every "
                                       "verdict, or none.")
+@click.option("--restart", is_flag=True,
+              help="Start the run in --out over: the existing run directory is moved to <out>.old-N (nothing is "
+                   "deleted) and every item is judged again.")
 @checks_module_option
 @run_options
 @lm_options
 @friendly_errors
 def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | None, input_field: str,
-                     output_field: str, id_field: str | None, limit: int | None, concurrency: int,
+                     output_field: str, id_field: str | None, limit: int | None, empty_output: str,
+                     concurrency: int,
                      fail_on_errors: bool, no_explanations: bool,
-                     scale: tuple[float, float], aggregation: str, pressure_test: str,
+                     scale: tuple[float, float], aggregation: str, pressure_test: str, restart: bool,
                      checks_modules: tuple[str, ...], lm_spec: str, lm_model: str | None,
                      api_key_env: str | None, max_tokens: int) -> None:
     """Judge every item of ITEMS_FILE (.jsonl or .csv) with the questions of QUESTION_SET_FILE."""
@@ -103,7 +113,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     loaded_checks = load_checks_modules(checks_modules)
     question_set = QuestionSet.load(question_set_file)
     items = load_items(items_file, input_field=input_field, output_field=output_field,
-                       id_field=id_field, limit=limit)
+                       id_field=id_field, limit=limit, empty_output=empty_output)
     explanations = not no_explanations
     if aggregation == "score":
         program = BinEval(question_set, scale=scale, explanations=explanations)
@@ -119,7 +129,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     config: dict[str, object] = {
         "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
         "concurrency": concurrency, "limit": limit, "max_tokens": max_tokens, **endpoint_config(handle),
-        "explanations": explanations,
+        "explanations": explanations, "empty_output": empty_output,
     }
     if aggregation != "score":
         config.update(aggregation=aggregation, pressure_test=pressure_test)
@@ -128,8 +138,14 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         config["checks_modules"] = loaded_checks
     manifest = RunManifest(
         command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
-        question_set_path=str(question_set_file), items_path=str(items_file), config=config,
+        question_set_path=str(question_set_file), items_path=str(items_file),
+        items_file=items_file_identity(items_file), config=config,
     )
+    if restart:
+        moved = run_dir.set_aside()
+        if moved is not None:
+            console.print(escape(f"--restart: the previous run in {out_dir} was moved to {moved} (nothing deleted); "
+                                 "starting a new run."))
     run_dir.check(manifest)  # a resume with other settings is refused before anything is shown or asked
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
@@ -163,6 +179,11 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                   else f"{outcome.new_items} items judged now")
     console.print(f"{stored_now}, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
+    if outcome.empty_outputs:
+        shown = ", ".join(escape(i) for i in outcome.empty_outputs[:5])
+        console.print(f"{len(outcome.empty_outputs)} item(s) with an empty output recorded as status empty_output "
+                      f"(no LM call, no score): {shown}{', ...' if len(outcome.empty_outputs) > 5 else ''}.",
+                      highlight=False)
     note = adapter_note(handle)
     if note:
         console.print(f"[dim]{escape(note)}[/dim]")
@@ -184,11 +205,16 @@ def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, h
 def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> None:
     """Print what went wrong in a run and exit with its status (Inspect AI's convention).
 
-    0: every item complete, or some incomplete without ``--fail-on-errors`` (they are
-    stored with their answers; a rerun asks the rest). 1: items that could not be
-    judged at all, an incomplete item with ``--fail-on-errors``, a run stopped early,
-    or a run in which no LM call succeeded (wrong address or key). 130: interrupted.
+    0: every item complete (``empty_output`` items included), or some incomplete without
+    ``--fail-on-errors`` (they are stored with their answers, items that could not be
+    judged as status ``error`` rows; a rerun asks the rest). 1: items that could not be
+    judged and were not stored, an incomplete item with ``--fail-on-errors``, a run
+    stopped early, or a run in which no LM call succeeded (wrong address or key).
+    130: interrupted.
     """
+    for item_id, message in outcome.errors[:5]:
+        console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
+                      f"{escape(message[:400])}", highlight=False)
     if outcome.incomplete:
         console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
                       f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"

@@ -25,7 +25,7 @@ from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
-from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
 from binaryeval_dspy.schemas.run_manifest import RunManifest
@@ -78,11 +78,14 @@ def changes_table(report: RejudgeReport) -> Table:
 @click.option("--concurrency", "--threads", "concurrency", default=None, type=click.IntRange(min=1),
               help="LM calls in flight across items and questions (default: the run's).")
 @click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
+@click.option("--restart", is_flag=True, help="Start the re-judge in --out over: an existing re-judge there is "
+                                              "moved to <out>.old-N (nothing is deleted).")
 @checks_module_option
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
                     lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
-                    concurrency: int | None, fail_on_errors: bool, checks_modules: tuple[str, ...]) -> None:
+                    concurrency: int | None, fail_on_errors: bool, restart: bool,
+                    checks_modules: tuple[str, ...]) -> None:
     """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
 
     Unchanged items are copied, changed and new ones judged again, and the command
@@ -142,8 +145,13 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
         command="rejudge", lm=handle.name, question_set_hash=question_set.content_hash,
         question_set_path=str(previous.frozen_question_set_path if previous.frozen_question_set_path.is_file()
                               else question_set_file),
-        items_path=str(items_file), config=new_config,
+        items_path=str(items_file), items_file=items_file_identity(items_file), config=new_config,
     )
+    if restart and run_dir.path.resolve() != previous.path.resolve():  # RUN_DIR itself is never moved
+        moved = run_dir.set_aside()
+        if moved is not None:
+            console.print(f"--restart: the previous re-judge in {out_dir} was moved to {moved} (nothing deleted).",
+                          highlight=False)
     console.print(f"Re-judging changed items of {run_dir_path} ({len(items)} items in {items_file}) with "
                   f"{handle.name}, frozen question set {question_set.content_hash} -> {out_dir}")
     with console.status("judging changed items..."):

@@ -44,11 +44,17 @@ def lookup(row: Mapping[str, Any], field: str) -> Any:
     return value
 
 
-def require_text(row: Mapping[str, Any], field: str, *, path: Path | str, line: int | None) -> str:
+def require_text(row: Mapping[str, Any], field: str, *, path: Path | str, line: int | None,
+                 allow_empty: bool = False) -> str:
     """A non-empty string field of `row`.
 
+    Args:
+        allow_empty: accept a blank string (an output under evaluation: the run records
+            it as status ``empty_output`` without asking the LM, see `is_empty_output`).
+            A null is still refused: the cleaned benchmark files write every text.
+
     Raises:
-        InputError: the field is missing, not a string, or blank.
+        InputError: the field is missing, not a string, or blank (unless `allow_empty`).
     """
     try:
         value = lookup(row, field)
@@ -56,8 +62,9 @@ def require_text(row: Mapping[str, Any], field: str, *, path: Path | str, line: 
         present = ", ".join(sorted(row)) or "none"
         raise InputError(f"the field is missing (fields present: {present})", path=path, line=line,
                          field=field, fix="use the benchmark's cleaned JSONL file, or map the field.") from None
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"expected a non-empty string, got {value!r:.60}", path=path, line=line, field=field,
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise InputError(f"expected a {'' if allow_empty else 'non-empty '}string, got {value!r:.60}", path=path,
+                         line=line, field=field,
                          fix="fill in the text, or drop the row.")
     return value
 

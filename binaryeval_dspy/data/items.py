@@ -11,12 +11,13 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
@@ -36,7 +37,14 @@ def _check_encodable(value: str, *, path: Path, line: int, field: str) -> None:
         ) from exc
 
 
-def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str) -> str:
+def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str,
+                 empty_output: str = "record") -> str:
+    """The text of the input or output field of a row (a missing field is an error).
+
+    An empty input is an error. An empty output (nothing but whitespace and invisible
+    characters, `is_empty_output`) is kept as it is when `empty_output` is "record"
+    (the item gets status ``empty_output``, no LM call) and is an error when "fail".
+    """
     if name not in row:
         available = ", ".join(sorted(row)) or "none"
         raise InputError(
@@ -49,7 +57,15 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
         value = ""
     if not isinstance(value, str):
         value = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
-    if not value.strip():
+    if role == "output" and is_empty_output(value):
+        if empty_output == "fail":
+            raise InputError(
+                "the output is empty (nothing but whitespace or invisible characters) and --empty-output is "
+                "'fail'", path=path, line=line, field=name,
+                fix="fill in the output or remove the row, or use --empty-output record to store it as "
+                    "status empty_output without asking the LM.",
+            )
+    elif not value.strip():
         raise InputError(
             f"the {role} is empty", path=path, line=line, field=name,
             fix=f"remove the row or fill in its {role}; an empty {role} cannot be judged.",
@@ -59,10 +75,11 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
 
 
 def _to_example(
-    row: dict[str, Any], *, path: Path, line: int, input_field: str, output_field: str, id_field: str | None
+    row: dict[str, Any], *, path: Path, line: int, input_field: str, output_field: str, id_field: str | None,
+    empty_output: str = "record",
 ) -> dspy.Example:
     input_text = _field_value(row, input_field, path=path, line=line, role="input")
-    output_text = _field_value(row, output_field, path=path, line=line, role="output")
+    output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output)
     if id_field:
         if id_field not in row or row[id_field] in (None, ""):
             raise InputError("the id field is missing or empty", path=path, line=line, field=id_field,
@@ -104,6 +121,7 @@ def load_jsonl(
     output_field: str = "output",
     id_field: str | None = None,
     limit: int | None = None,
+    empty_output: str = "record",
 ) -> list[dspy.Example]:
     """Load (input, output) items from a JSON Lines file.
 
@@ -113,6 +131,9 @@ def load_jsonl(
         output_field: key holding the output y to judge.
         id_field: key holding a unique item id; by default items are ``line-<n>``.
         limit: keep only the first `limit` items (None keeps all).
+        empty_output: "record" (default) keeps an output that is empty, null, or only
+            whitespace and invisible characters (`is_empty_output`) as it is; the run
+            stores it with status ``empty_output`` and asks no LM. "fail" refuses it.
 
     Returns:
         `dspy.Example`s with ``item_id``, ``input``, ``output``, ``line`` (1-based) and
@@ -121,15 +142,17 @@ def load_jsonl(
 
     Raises:
         InputError: missing file, text that is not UTF-8, a line that is not a JSON
-            object, a missing or empty input/output field, an id that is not a string
-            or integer, a duplicate id, or no items at all; names file, line and field.
+            object, a missing input/output field, an empty input, an empty output with
+            ``empty_output="fail"``, an id that is not a string or integer, a duplicate
+            id, an unknown `empty_output`, or no items at all; names file, line and field.
     """
     path = _existing(path)
     _check_limit(limit)
+    _check_empty_output_policy(empty_output)
     examples: list[dspy.Example] = []
     for number, row in read_jsonl_rows(path):
         examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                    output_field=output_field, id_field=id_field))
+                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
         if limit is not None and len(examples) >= limit:
             break
     _check_ids(examples, path, id_field)
@@ -144,26 +167,25 @@ def load_csv(
     output_field: str = "output",
     id_field: str | None = None,
     limit: int | None = None,
+    empty_output: str = "record",
 ) -> list[dspy.Example]:
     """Load (input, output) items from a CSV file with a header row.
 
     Same arguments, returns and errors as `load_jsonl`; line numbers count the
-    header as line 1, as a spreadsheet does.
+    header as line 1, as a spreadsheet does. A wrong header row is reported as
+    line 1 with the column (`check_csv_header`): no header, a column without a
+    name, a name used twice, or no column for the input, output or id field.
     """
     path = _existing(path)
     _check_limit(limit)
+    _check_empty_output_policy(empty_output)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
     examples: list[dspy.Example] = []
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle, restval=_SHORT_ROW)
         try:
-            if not reader.fieldnames:
-                raise InputError("the CSV file has no header row", path=path, line=1,
-                                 fix="put the column names (e.g. input,output) on the first line.")
-            duplicated = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
-            if duplicated:
-                raise InputError(f"the header names a column more than once: {duplicated}", path=path, line=1,
-                                 fix="rename the repeated columns.")
+            _check_csv_header(reader.fieldnames, path, {input_field: "input", output_field: "output",
+                                                        **({id_field: "id"} if id_field else {})})
             previous_end = reader.line_num
             for row in reader:
                 number = previous_end + 1  # a quoted cell may span lines: report where the row starts
@@ -177,7 +199,8 @@ def load_csv(
                         path=path, line=number, fix="check for a missing separator or an unclosed quote.",
                     )
                 examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                            output_field=output_field, id_field=id_field))
+                                            output_field=output_field, id_field=id_field,
+                                            empty_output=empty_output))
                 if limit is not None and len(examples) >= limit:
                     break
         except csv.Error as exc:
@@ -189,6 +212,76 @@ def load_csv(
     _check_ids(examples, path, id_field)
     _check_not_empty(examples, path)
     return examples
+
+
+def _check_csv_header(fieldnames: Sequence[str] | None, path: Path, required: Mapping[str, str]) -> None:
+    """Refuse a CSV header row that cannot be read as columns, naming line 1 and the column.
+
+    Args:
+        fieldnames: the header's cells (None: the file is empty).
+        path: the file, for the message.
+        required: column name -> its role (``"input"``, ``"output"``, ``"id"``, a
+            human score, ...): each must be a column of the header.
+
+    Raises:
+        InputError: no header row, a column without a name (blank cell, e.g. a
+            trailing separator), a name used twice, or a required column missing
+            (the message lists the columns there are, and points at names that only
+            differ by surrounding spaces or case).
+    """
+    if not fieldnames:
+        raise InputError("the CSV file has no header row", path=path, line=1,
+                         fix="put the column names (e.g. input,output) on the first line.")
+    for number, name in enumerate(fieldnames, start=1):
+        if not name.strip():
+            raise InputError(f"column {number} of the header has no name", path=path, line=1,
+                             field=f"column {number}",
+                             fix="name every column on line 1, or remove the empty column (a separator at "
+                                 "the end of the line makes one).")
+    duplicated = [f for n, f in enumerate(fieldnames) if f in fieldnames[:n]]
+    if duplicated:
+        raise InputError(f"the header names a column more than once: {duplicated[0]!r} "
+                         f"(columns: {', '.join(fieldnames)})", path=path, line=1, field=duplicated[0],
+                         fix="give each column its own name.")
+    for name, role in required.items():
+        if name in fieldnames:
+            continue
+        near = [f for f in fieldnames if f.strip().lower() == name.strip().lower()]
+        hint = f"; the column {near[0]!r} differs only by spaces or case" if near else ""
+        option = f"pass --{role}-field with the column that holds the {role}, or " if role in (
+            "input", "output", "id") else ""
+        raise InputError(f"the header has no column {name!r} for the {role} (columns: {', '.join(fieldnames)}){hint}",
+                         path=path, line=1, field=name, fix=f"{option}rename the column on line 1.")
+
+
+def check_csv_header(path: str | Path, required: Mapping[str, str]) -> list[str]:
+    """Read and check a CSV file's header row (line 1) before any row is read.
+
+    Args:
+        path: a UTF-8 CSV file (a byte-order mark is accepted).
+        required: column name -> its role, e.g. ``{"source": "input", "summary":
+            "output", "coherence": "human score"}``.
+
+    Returns:
+        The column names, in order.
+
+    Raises:
+        InputError: missing file, not UTF-8, no header, an empty or duplicated column
+            name, or a required column missing; names the file, line 1 and the column.
+    """
+    path = _existing(path)
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise InputError(f"not valid CSV ({exc})", path=path, line=1, fix="check the quoting on line 1.") from exc
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=1,
+                             fix="save the file as UTF-8.") from exc
+    _check_csv_header(header, path, required)
+    return list(header or [])
 
 
 def load_items(path: str | Path, **options: Any) -> list[dspy.Example]:
@@ -261,6 +354,12 @@ def _utf8_lines(path: Path):
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer or None, got {limit!r}")
+
+
+def _check_empty_output_policy(empty_output: str) -> None:
+    if empty_output not in EMPTY_OUTPUT_POLICIES:
+        raise InputError(f"empty_output must be one of {EMPTY_OUTPUT_POLICIES}, got {empty_output!r}",
+                         field="--empty-output")
 
 
 def _check_not_empty(examples: list[dspy.Example], path: Path) -> None:

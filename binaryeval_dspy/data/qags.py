@@ -68,7 +68,8 @@ def load_qags(
         source = require_text(row, "source", path=file, line=line)
         items.append(dspy.Example(
             item_id=item_id, doc_id=item_id, system_id=str(row.get("system_id", "0")), split=split,
-            input=source, output=require_text(row, "summary", path=file, line=line), reference=source,
+            input=source, reference=source,
+            output=require_text(row, "summary", path=file, line=line, allow_empty=True),
             human={"consistency": require_score(row, "consistency", path=file, line=line, low=low, high=high)},
             line=line,
         ).with_inputs("input", "output"))

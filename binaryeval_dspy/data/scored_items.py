@@ -16,7 +16,7 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.data.benchmark_rows import lookup, require_score
-from binaryeval_dspy.data.items import _check_ids, _to_example, load_items
+from binaryeval_dspy.data.items import _check_ids, _to_example, check_csv_header, load_items
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
 
@@ -100,9 +100,16 @@ def load_scored_items(
 
     Raises:
         InputError: any `load_items` error, a missing or non-numeric human score or a
-            missing mapped field (names file, line and field).
+            missing mapped field (names file, line and field); in a CSV file a mapped
+            column missing from the header is reported as line 1 (`check_csv_header`).
     """
     human = _human_map(human_fields)
+    if Path(path).suffix.lower() == ".csv":  # a missing column is a header error (line 1), not one per row
+        columns = {input_field: "input", output_field: "output", **({id_field: "id"} if id_field else {}),
+                   **{f: f"human score of {d}" for d, f in human.items()},
+                   **{f: role for f, role in ((doc_field, "document id"), (system_field, "system id"),
+                                              (reference_field, "reference")) if f}}
+        check_csv_header(path, columns)
     items = load_items(path, input_field=input_field, output_field=output_field, id_field=id_field)
     scored = [_attach(ex, source=str(path), human=human, doc_field=doc_field, system_field=system_field,
                       reference_field=reference_field) for ex in items]

@@ -69,7 +69,7 @@ def load_summeval(
         items.append(dspy.Example(
             item_id=item_id, doc_id=doc_id, system_id=system_id,
             input=require_text(row, "source", path=file, line=line),
-            output=require_text(row, "system_output", path=file, line=line),
+            output=require_text(row, "system_output", path=file, line=line, allow_empty=True),
             reference=require_text(row, "reference", path=file, line=line),
             human=human, line=line,
         ).with_inputs("input", "output"))

@@ -90,7 +90,7 @@ def load_topical_chat(
         items.append(dspy.Example(
             item_id=item_id, doc_id=doc_id, system_id=system_id,
             input=dialogue_input(context, fact),
-            output=require_text(row, "response", path=file, line=line),
+            output=require_text(row, "response", path=file, line=line, allow_empty=True),
             context=context, fact=fact, reference="", human=human, line=line,
         ).with_inputs("input", "output"))
     require_rows(items, file)

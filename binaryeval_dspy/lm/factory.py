@@ -158,8 +158,8 @@ def openai_compatible_provider() -> str:
     Returns:
         The provider id to prefix model names with (``bineval-openai-compatible``).
     """
-    from dspy.lm15 import ModelSupport, OpenAIChatCompat, ProviderDefinition, register_provider
     from dspy._vendor.lm15.registry import AccessPolicy
+    from dspy.lm15 import ModelSupport, OpenAIChatCompat, ProviderDefinition, register_provider
 
     with _PROVIDER_LOCK:
         definition = ProviderDefinition.chat(

@@ -4,6 +4,9 @@ Each method of a benchmark run has its own run directory (``<run>/<method>/``) w
 manifest and an append-only ``results.jsonl``, exactly like a BinEval run: a later call
 only scores the items (and methods) still missing. BinEval itself runs through
 `binaryeval_dspy.runs.evaluate_items`; the baselines store `MethodItemResult` lines.
+Every item gets a line: an empty output (`is_empty_output`) is stored with status
+``empty_output`` and no score without calling the method, and an item the method could
+not score (it raised) with status ``error`` and the error, retried by the next run.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, run_resumable
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.schemas.item_result import Usage, text_hash
+from binaryeval_dspy.schemas.item_result import ContextOverflow, ItemStatus, Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 logger = logging.getLogger(__name__)
@@ -43,6 +49,13 @@ class MethodItemResult(BaseModel):
             distribution, error, ...).
         usage: LM calls and tokens (zero for ROUGE-L).
         seconds: wall time for this item.
+        status: ``"scored"`` (not written; assumed for older files), ``"empty_output"``
+            (empty output: the method was not run, ``scores`` is empty) or ``"error"``
+            (the method raised: ``scores`` is empty, `error` says why; a rerun retries).
+        error: for status ``"error"``, the error's type and message.
+        lm: for status ``"error"``, the LM the method used (None for ROUGE-L).
+        context_overflow: for a context-window overflow, the request's size and the
+            window as far as the message states them.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +68,15 @@ class MethodItemResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     seconds: float = Field(default=0.0, ge=0)
+    status: ItemStatus = Field(default="scored", exclude_if=lambda v: v == "scored")
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    lm: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    context_overflow: ContextOverflow | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def complete(self) -> bool:
+        """False for an item that could not be scored (status ``error``): a rerun retries it."""
+        return self.status != "error"
 
     @field_validator("scores")
     @classmethod
@@ -71,6 +93,18 @@ class MethodRunDirectory(RunDirectory):
     result_model = MethodItemResult
 
 
+def _empty_result(method: str, item: dspy.Example) -> MethodItemResult:
+    return MethodItemResult(item_id=str(item.item_id), method=method, output_hash=text_hash(item.output or ""),
+                            scores={}, status="empty_output")
+
+
+def _failed_result(method: str, item: dspy.Example, done: ItemDone, lm: str | None) -> MethodItemResult:
+    message = error_text(done.error) if done.error is not None else "the item could not be scored"
+    return MethodItemResult(item_id=str(item.item_id), method=method, output_hash=text_hash(item.output),
+                            scores={}, usage=done.usage, seconds=done.seconds, status="error", error=message,
+                            lm=lm, context_overflow=parse_context_overflow(message))
+
+
 def _method_result(method: str, item: dspy.Example, done: ItemDone) -> MethodItemResult:
     pred = done.result
     return MethodItemResult(
@@ -84,9 +118,13 @@ def score_item(method: str, function: MethodFunction, item: dspy.Example,
                lm: LMHandle | None = None) -> MethodItemResult:
     """Run one method on one item; the prediction must carry ``scores`` (and may carry ``details``).
 
+    An empty output (`is_empty_output`) gets status ``empty_output`` without running the method.
+
     Raises:
         Exception: whatever the LM call raised (the item is not stored).
     """
+    if is_empty_output(item.output):
+        return _empty_result(method, item)
     context = lm.context() if lm is not None else contextlib.nullcontext()
     done: list[ItemDone] = []
     with context:
@@ -116,8 +154,10 @@ def run_method(
     """Score every item not yet in `run_dir` with one method, appending as it goes.
 
     The same loop as `binaryeval_dspy.runs.evaluate_items` (`run_resumable`): the run's
-    lock, stored items skipped, a failed item not stored (a rerun retries it), Ctrl-C
-    keeps what is done, `concurrency` items in flight (each item's calls in a row), and
+    lock, stored items skipped, an item with an empty output stored with status
+    ``empty_output`` and no score (the method is not called), an item the method could
+    not score stored with status ``error`` (a rerun retries it), Ctrl-C keeps what is
+    done, `concurrency` items in flight (each item's calls in a row), and
     `max_consecutive_failures` failures in a row stop the loop.
 
     Returns:
@@ -131,6 +171,8 @@ def run_method(
         items, run_dir, manifest,
         plan=lambda item, _stored: _method_work(function, item),
         package=lambda item, done, _stored: _method_result(method, item, done),
+        empty_result=lambda item: _empty_result(method, item),
+        failed_result=lambda item, done, _stored: _failed_result(method, item, done, manifest.lm),
         lm=lm, on_progress=on_progress, concurrency=concurrency,
         max_consecutive_failures=max_consecutive_failures,
     )

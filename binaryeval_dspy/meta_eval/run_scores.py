@@ -30,6 +30,11 @@ from binaryeval_dspy.meta_eval.benchmark_run import (
     BenchmarkRunConfig,
 )
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec, get_benchmark
+from binaryeval_dspy.metrics.correlation import (
+    DEFAULT_CONSTANT_PREDICTIONS,
+    ConstantPredictions,
+    check_constant_predictions,
+)
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
@@ -53,7 +58,10 @@ class MethodCost:
         lm_calls / prompt_tokens / completion_tokens: summed (cache hits cost nothing).
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
         seconds: summed per-item wall time.
-        incomplete: items stored with failed LM calls (``error`` verdicts; BinEval only).
+        incomplete: items stored with failed LM calls (``error`` verdicts, or status
+            ``error``); a rerun asks them again.
+        empty_output: items with status ``empty_output`` (no LM call, no score).
+        errors: items with status ``error`` (could not be judged, no score).
     """
 
     items: int = 0
@@ -63,6 +71,8 @@ class MethodCost:
     seconds: float = 0.0
     cached_prompt_tokens: int = 0
     incomplete: int = 0
+    empty_output: int = 0
+    errors: int = 0
 
     @property
     def tokens_per_item(self) -> float:
@@ -93,6 +103,9 @@ class ScoreSources:
             verdicts without a P(yes), left out of its means).
         unscored_label: how `summary` describes ``unscored``.
         reasons: fallback or unscored reason -> count.
+        out_of_range: answers read as a number outside the rubric's scale (G-Eval-style
+            ``details[d]["status"] == "out_of_range"``): no score, counted apart from
+            unparsed answers and not in `total`.
     """
 
     unit: str = "scores"
@@ -101,6 +114,7 @@ class ScoreSources:
     fallback: int = 0
     unscored: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    out_of_range: int = 0
 
     @property
     def total(self) -> int:
@@ -129,6 +143,8 @@ class ScoreSources:
             text += f"; {self.unscored} {self.unscored_label}"
         if self.reasons:
             text += " (" + ", ".join(f"{r}: {n}" for r, n in sorted(self.reasons.items(), key=lambda x: -x[1])) + ")"
+        if self.out_of_range:
+            text += f"; {self.out_of_range} answers out of the rubric's range (no score)"
         return text
 
 
@@ -179,11 +195,15 @@ def method_frame(results: Sequence[Any], index: pd.Index, dimensions: Sequence[s
             every dimension as missing).
 
     Returns:
-        (frame of floats, NaN when missing; dimension -> count of missing scores).
+        (frame of floats, NaN when missing; dimension -> count of missing scores). Items
+        that were not judged (status ``empty_output`` or ``error``) stay NaN and are not
+        counted as missing: `MethodCost` counts them.
     """
     frame = pd.DataFrame(index=index, columns=list(dimensions), dtype=float)
     missing = {d: 0 for d in dimensions}
     for r in results:
+        if getattr(r, "status", "scored") != "scored":
+            continue
         values = values_of(r) or {}
         for d in dimensions:
             v = values.get(d)
@@ -210,6 +230,9 @@ class RunScores:
             log-probabilities (``geval``, ``unieval``, ``bineval_p_yes``).
         bineval_results: BinEval item results (for the question analysis).
         question_set: the question set BinEval used (None if not saved).
+        constant_predictions: how the report's summary-level correlations treat a
+            document whose method scores are all equal: ``"skip"`` (default, G-Eval's
+            and UniEval's scripts) or ``"zero"`` (see `summary_level_correlation`).
     """
 
     spec: BenchmarkSpec
@@ -221,6 +244,7 @@ class RunScores:
     score_sources: dict[str, ScoreSources] = field(default_factory=dict)
     bineval_results: list[ItemResult] = field(default_factory=list)
     question_set: QuestionSet | None = None
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
 
     @property
     def methods(self) -> list[str]:
@@ -238,13 +262,21 @@ class RunScores:
         return self.items[dimension]
 
 
-def load_run_scores(run: BenchmarkRun) -> RunScores:
+def load_run_scores(run: BenchmarkRun, *,
+                    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS) -> RunScores:
     """Read a benchmark run directory into a `RunScores`.
+
+    Args:
+        run: the benchmark run directory.
+        constant_predictions: the summary-level policy the correlations of this
+            run are to use (kept on the result): ``"skip"`` or ``"zero"``.
 
     Raises:
         InputError: the directory lacks ``benchmark.json`` / ``items.jsonl`` or holds
             damaged files (names the file and line).
+        BinEvalError: `constant_predictions` is neither ``skip`` nor ``zero``.
     """
+    check_constant_predictions(constant_predictions)
     config = run.read_config()
     if config is None:
         from binaryeval_dspy.errors import InputError
@@ -258,7 +290,7 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
         flat.update({d: row.get("human", {}).get(d, np.nan) for d in spec.dimensions})
         rows.append(flat)
     items = pd.DataFrame(rows).set_index("item_id")
-    out = RunScores(spec=spec, config=config, items=items)
+    out = RunScores(spec=spec, config=config, items=items, constant_predictions=constant_predictions)
     if run.question_set_path.is_file():
         out.question_set = QuestionSet.load(run.question_set_path)
     for method in run.methods_present():
@@ -279,6 +311,8 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
             cost.completion_tokens += r.usage.completion_tokens
             cost.cached_prompt_tokens += r.usage.cached_prompt_tokens
             cost.incomplete += 0 if getattr(r, "complete", True) else 1
+            cost.empty_output += getattr(r, "status", "scored") == "empty_output"
+            cost.errors += getattr(r, "status", "scored") == "error"
             cost.seconds += r.seconds
         out.scores[method] = frame
         out.costs[method] = cost
@@ -290,6 +324,8 @@ def load_run_scores(run: BenchmarkRun) -> RunScores:
                     found = detail_source(r.details.get(d))  # type: ignore[union-attr]
                     if found is not None:
                         sources.add(*found)
+                    detail = r.details.get(d)  # type: ignore[union-attr]
+                    sources.out_of_range += isinstance(detail, Mapping) and detail.get("status") == "out_of_range"
             out.score_sources[method] = sources
         if method == "bineval":
             out.bineval_results = results  # type: ignore[assignment]

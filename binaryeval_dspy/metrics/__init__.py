@@ -9,7 +9,10 @@ from binaryeval_dspy.metrics.bootstrap import (
     paired_bootstrap_test,
 )
 from binaryeval_dspy.metrics.correlation import (
+    CONSTANT_PREDICTION_POLICIES,
     CORRELATION_METHODS,
+    DEFAULT_CONSTANT_PREDICTIONS,
+    ConstantPredictions,
     CorrelationResult,
     GroupedCorrelationResult,
     correlate,
@@ -23,9 +26,12 @@ from binaryeval_dspy.metrics.correlation import (
 )
 
 __all__ = [
+    "CONSTANT_PREDICTION_POLICIES",
     "CORRELATION_METHODS",
+    "DEFAULT_CONSTANT_PREDICTIONS",
     "LEVELS",
     "BootstrapInterval",
+    "ConstantPredictions",
     "CorrelationResult",
     "GroupedCorrelationResult",
     "PairedBootstrapResult",

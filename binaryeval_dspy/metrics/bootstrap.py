@@ -21,7 +21,10 @@ import numpy as np
 
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.metrics.correlation import (
+    DEFAULT_CONSTANT_PREDICTIONS,
+    ConstantPredictions,
     Method,
+    check_constant_predictions,
     pooled_correlation,
     summary_level_correlation,
     system_level_correlation,
@@ -129,9 +132,12 @@ def _check(n_resamples: int, confidence: float) -> None:
 
 def _statistic_factory(
     human: Sequence[float | None], level: Level, method: Method, groups: Sequence[object] | None,
-    systems: Sequence[object] | None,
+    systems: Sequence[object] | None, constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
 ) -> tuple[Callable[[Sequence[float | None]], Statistic], int]:
-    """For one level: (predicted -> statistic over unit indices, number of units)."""
+    """For one level: (predicted -> statistic over unit indices, number of units).
+
+    At summary level a document left out by `constant_predictions` (``skip``) is left
+    out of every resample that draws it; under ``zero`` it enters as 0."""
     h = np.array([np.nan if v is None else v for v in human], dtype=float)
     if level == "summary":
         if groups is None:
@@ -139,7 +145,8 @@ def _statistic_factory(
         keys = list(dict.fromkeys(str(g) for g in groups))
 
         def make(predicted: Sequence[float | None]) -> Statistic:
-            per = summary_level_correlation(h, predicted, groups, method).per_group
+            per = summary_level_correlation(h, predicted, groups, method,
+                                            constant_predictions=constant_predictions).per_group
             values = np.array([per[k] for k in keys])
 
             def stat(idx: np.ndarray) -> float:
@@ -183,11 +190,12 @@ def _statistic_factory(
 def _factory(
     human: Sequence[float | None] | Sequence[Sequence[float | None]], level: Level, method: Method,
     groups: Sequence[object] | None, systems: Sequence[object] | None,
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
 ) -> tuple[Callable[[Sequence], Statistic], int]:
     """Like `_statistic_factory`, but a 2-D `human` (one row per dimension) gives the mean
     of the per-dimension statistics over the same resampled units (the "Average" column)."""
     if len(human) and human[0] is not None and not np.isscalar(human[0]):
-        parts = [_statistic_factory(row, level, method, groups, systems) for row in human]
+        parts = [_statistic_factory(row, level, method, groups, systems, constant_predictions) for row in human]
         n_units = parts[0][1]
 
         def make(predicted_rows: Sequence) -> Statistic:
@@ -203,7 +211,8 @@ def _factory(
             return stat
 
         return make, n_units
-    return _statistic_factory(human, level, method, groups, systems)  # type: ignore[arg-type]
+    return _statistic_factory(human, level, method, groups, systems,  # type: ignore[arg-type]
+                              constant_predictions)
 
 
 def correlation_ci(
@@ -217,6 +226,7 @@ def correlation_ci(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
 ) -> BootstrapInterval:
     """Bootstrap interval of a correlation at one protocol level.
 
@@ -229,14 +239,19 @@ def correlation_ci(
         groups: document key per item (required for ``summary``).
         systems: system key per item (required for ``system``).
         n_resamples / confidence / seed: as in `bootstrap_ci`.
+        constant_predictions: at summary level, a document with constant predictions
+            is left out (``skip``, default: G-Eval's and UniEval's scripts) or counts
+            as 0 (``zero``); see `summary_level_correlation`. Other levels ignore it.
 
     Returns:
         A `BootstrapInterval` whose estimate equals the protocol's correlation.
 
     Raises:
-        BinEvalError: unknown level, missing groups / systems, bad arguments.
+        BinEvalError: unknown level, missing groups / systems, bad arguments (an
+            unknown `constant_predictions` included).
     """
-    make, n_units = _factory(human, level, method, groups, systems)
+    check_constant_predictions(constant_predictions)
+    make, n_units = _factory(human, level, method, groups, systems, constant_predictions)
     return bootstrap_ci(make(predicted), n_units, n_resamples=n_resamples, confidence=confidence, seed=seed)
 
 
@@ -252,6 +267,7 @@ def paired_bootstrap_test(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
 ) -> PairedBootstrapResult:
     """Is evaluator A's correlation with humans different from evaluator B's?
 
@@ -263,7 +279,7 @@ def paired_bootstrap_test(
         human: human scores per item.
         predicted_a / predicted_b: the two evaluators' scores per item (e.g. BinEval
             and a baseline), same items and order.
-        Others: as in `correlation_ci`.
+        Others: as in `correlation_ci` (one `constant_predictions` policy for both).
 
     Returns:
         A `PairedBootstrapResult`.
@@ -272,9 +288,10 @@ def paired_bootstrap_test(
         BinEvalError: as in `correlation_ci`, or vectors of different lengths.
     """
     _check(n_resamples, confidence)
+    check_constant_predictions(constant_predictions)
     if not (len(human) == len(predicted_a) == len(predicted_b)):
         raise BinEvalError("human and both prediction vectors must have the same length")
-    make, n_units = _factory(human, level, method, groups, systems)
+    make, n_units = _factory(human, level, method, groups, systems, constant_predictions)
     stat_a, stat_b = make(predicted_a), make(predicted_b)
     everything = np.arange(n_units)
     est_a = float(stat_a(everything)) if n_units else math.nan

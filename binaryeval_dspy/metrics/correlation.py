@@ -11,10 +11,27 @@ Pure functions over score vectors, computed with scipy. The protocols follow Uni
 
 Undefined cases never crash and are reported: pairs with a NaN on either side are
 dropped (and counted); a correlation needs at least two pairs; a constant vector has
-no defined correlation. In the grouped protocols a group whose **human** scores are
-constant carries no information for any method and is skipped; a group where the
-**evaluator** is constant but the humans are not counts as 0 (the evaluator ranked
-nothing), which is how a degenerate evaluator reaches 0.000 in published tables.
+no defined correlation, so a pooled, turn-level or system-level correlation with a
+constant evaluator (or constant human scores) is NaN, shown as "undefined", never 0.
+
+**Constant predictions at summary level** (`ConstantPredictions`). A document whose
+evaluator scores are all equal while its human scores vary has no defined
+coefficient. Two conventions exist:
+
+* ``"skip"`` (the default): the document is left out of the average. This is what
+  the meta-evaluation scripts of G-Eval (Liu et al., 2023: ``meta_eval_summeval.py``
+  in nlpyang/geval) and UniEval (Zhong et al., 2022: ``correlation_for_summ`` in
+  ``reproduce/correlation.py`` of maszhongming/UniEval) do (both skip a document when
+  ``len(set(pred)) == 1`` or ``len(set(human)) == 1``), so it reproduces their
+  published numbers. Example on SummEval: expert 1's consistency ratings as
+  predictions of the 3-expert mean give rho = 0.937 under ``skip`` (5 of 100 documents
+  skipped) and 0.888 under ``zero``.
+* ``"zero"``: the document counts as rho = 0 (the evaluator ranked nothing); this
+  project's behaviour before the policy existed. It lowers coarse scorers' numbers.
+
+A document whose **human** scores are constant is left out under both policies (its
+coefficient is undefined for every method) and counted separately
+(``groups_constant_human``); so is one with fewer than two scored items.
 Kendall's tau is tau-b (ties corrected), as in scipy and the reference implementations.
 """
 
@@ -34,6 +51,21 @@ from binaryeval_dspy.errors import BinEvalError
 Method = Literal["spearman", "kendall", "pearson"]
 CORRELATION_METHODS: tuple[Method, ...] = ("spearman", "kendall", "pearson")
 MIN_PAIRS = 2
+ConstantPredictions = Literal["skip", "zero"]
+CONSTANT_PREDICTION_POLICIES: tuple[ConstantPredictions, ...] = ("skip", "zero")
+#: G-Eval's and UniEval's meta-evaluation scripts skip such documents: their published numbers.
+DEFAULT_CONSTANT_PREDICTIONS: ConstantPredictions = "skip"
+
+
+def check_constant_predictions(policy: object) -> ConstantPredictions:
+    """`policy` if it is ``"skip"`` or ``"zero"``.
+
+    Raises:
+        BinEvalError: any other value (names the allowed ones).
+    """
+    if policy not in CONSTANT_PREDICTION_POLICIES:
+        raise BinEvalError(f"constant_predictions must be one of {CONSTANT_PREDICTION_POLICIES}, got {policy!r}")
+    return policy  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -64,13 +96,19 @@ class GroupedCorrelationResult:
     """A correlation averaged over groups (documents, contexts).
 
     Attributes:
-        value: mean of the per-group coefficients that count (NaN if none count).
+        value: mean of the per-group coefficients that count, in [-1, 1] (NaN if none
+            count).
         groups_used: groups that entered the mean.
-        groups_skipped: groups left out: human scores constant, or fewer than two pairs.
+        groups_skipped: groups left out under every policy: human scores constant, or
+            fewer than two pairs (not the constant-prediction groups: see below).
         groups_constant_prediction: groups where the evaluator gave one score to every
-            item while humans did not; each entered the mean as 0.
-        per_group: group key -> coefficient (NaN for skipped groups).
+            item while humans did not: left out of the mean under ``skip``, entered
+            as 0 under ``zero`` (see `constant_predictions`).
+        per_group: group key -> coefficient (NaN for every group left out).
         dropped: item pairs left out for NaN, summed over groups.
+        constant_predictions: the policy applied, ``"skip"`` or ``"zero"``.
+        groups_constant_human: of `groups_skipped`, those whose human scores were
+            constant (the rest had fewer than two pairs).
     """
 
     value: float
@@ -79,6 +117,18 @@ class GroupedCorrelationResult:
     groups_constant_prediction: int
     per_group: dict[str, float] = field(default_factory=dict)
     dropped: int = 0
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
+    groups_constant_human: int = 0
+
+    @property
+    def groups_constant_skipped(self) -> int:
+        """Constant-prediction groups left out of the mean (0 under ``zero``)."""
+        return self.groups_constant_prediction if self.constant_predictions == "skip" else 0
+
+    @property
+    def groups_constant_zeroed(self) -> int:
+        """Constant-prediction groups that entered the mean as 0 (0 under ``skip``)."""
+        return self.groups_constant_prediction if self.constant_predictions == "zero" else 0
 
 
 def _as_array(values: Sequence[float | None] | np.ndarray, name: str) -> np.ndarray:
@@ -125,7 +175,8 @@ def correlate(
         method: ``spearman``, ``kendall`` (tau-b) or ``pearson``.
         constant_prediction: what a constant `predicted` (with varying `human`) gives:
             ``nan`` (undefined, the mathematical answer) or ``zero`` (no ranking
-            information, the convention of the grouped protocols).
+            information; what `summary_level_correlation` uses per document under
+            its ``constant_predictions="zero"`` policy).
 
     Returns:
         A `CorrelationResult` (value in [-1, 1] or NaN).
@@ -166,13 +217,23 @@ def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> float:
 
 def pooled_correlation(human: Sequence[float | None], predicted: Sequence[float | None],
                        method: Method = "spearman") -> CorrelationResult:
-    """One correlation over all items (QAGS protocol). A constant `predicted` gives 0.
+    """One correlation over all items (QAGS protocol; also called dataset- or corpus-level).
+
+    Args:
+        human / predicted: one score per item, same length (None / NaN pairs dropped).
+        method: ``spearman``, ``kendall`` (tau-b) or ``pearson``.
 
     Returns:
-        A `CorrelationResult`; NaN only when the human scores are constant or fewer
-        than two pairs remain.
+        A `CorrelationResult`, value in [-1, 1]. NaN ("undefined", with its `note`)
+        when fewer than two pairs remain, the human scores are constant, or the
+        predictions are constant: a constant evaluator has no defined correlation, it
+        is not 0 (no ``constant_predictions`` policy applies here: there is no
+        average to leave it out of).
+
+    Raises:
+        BinEvalError: as `correlate`.
     """
-    return correlate(human, predicted, method, constant_prediction="zero")
+    return correlate(human, predicted, method, constant_prediction="nan")
 
 
 def turn_level_correlation(human: Sequence[float | None], predicted: Sequence[float | None],
@@ -187,22 +248,32 @@ def summary_level_correlation(
     predicted: Sequence[float | None],
     groups: Sequence[object],
     method: Method = "spearman",
+    *,
+    constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
 ) -> GroupedCorrelationResult:
     """Per-document correlation across systems, averaged over documents (SummEval protocol).
 
     Args:
-        human: human scores, one per item.
+        human: human scores, one per item (None / NaN pairs dropped).
         predicted: evaluator scores, one per item.
         groups: the document (group) key of each item.
         method: ``spearman``, ``kendall`` or ``pearson``.
+        constant_predictions: a document whose predictions are all equal while its
+            human scores vary: ``"skip"`` (default) leaves it out of the mean, as
+            G-Eval's and UniEval's meta-evaluation scripts do; ``"zero"`` counts it
+            as 0. Documents with constant human scores or < 2 pairs are left out
+            under both (see the module docstring).
 
     Returns:
-        A `GroupedCorrelationResult`: value = mean over groups with varying human
-        scores and >= 2 pairs; a group with a constant evaluator counts as 0.
+        A `GroupedCorrelationResult`: value in [-1, 1] = mean over the documents that
+        count (NaN when none does), with the policy and the counts of documents used,
+        skipped (constant human / too few pairs) and with constant predictions.
 
     Raises:
-        BinEvalError: the three sequences differ in length.
+        BinEvalError: the three sequences differ in length, hold non-numbers, the
+            method is unknown, or `constant_predictions` is not ``skip`` / ``zero``.
     """
+    policy = check_constant_predictions(constant_predictions)
     if not (len(human) == len(predicted) == len(groups)):
         raise BinEvalError(f"human, predicted and groups differ in length: "
                            f"{len(human)}, {len(predicted)}, {len(groups)}")
@@ -211,20 +282,23 @@ def summary_level_correlation(
         members.setdefault(str(key), []).append(index)
     h, p = _as_array(human, "human"), _as_array(predicted, "predicted")
     per_group: dict[str, float] = {}
-    used = skipped = constant = dropped = 0
+    used = skipped = constant = constant_human = dropped = 0
     values: list[float] = []
     for key, idx in members.items():
-        result = correlate(h[idx], p[idx], method, constant_prediction="zero")
+        result = correlate(h[idx], p[idx], method, constant_prediction=policy if policy == "zero" else "nan")
         dropped += result.dropped
         per_group[key] = result.value
+        constant += result.note == "constant predictions"
         if not result.defined:
-            skipped += 1
+            if result.note != "constant predictions":  # undefined under any policy
+                skipped += 1
+                constant_human += result.note == "constant human scores"
             continue
         used += 1
-        constant += result.note == "constant predictions"
         values.append(result.value)
     value = float(np.mean(values)) if values else math.nan
-    return GroupedCorrelationResult(value, used, skipped, constant, per_group, dropped)
+    return GroupedCorrelationResult(value, used, skipped, constant, per_group, dropped,
+                                    constant_predictions=policy, groups_constant_human=constant_human)
 
 
 def system_level_correlation(
@@ -236,7 +310,12 @@ def system_level_correlation(
     """Correlation of per-system mean scores (each mean over that system's items).
 
     Items with a NaN on either side are left out of both means. Needs at least two
-    systems with varying human means. A constant evaluator gives 0.
+    systems with varying human means. An evaluator whose system means are all equal
+    has no defined correlation: NaN with note ``"constant predictions"`` (not 0).
+
+    Returns:
+        A `CorrelationResult` (value in [-1, 1] or NaN; ``n`` = systems, ``dropped`` =
+        items left out for NaN).
 
     Raises:
         BinEvalError: the three sequences differ in length.
@@ -252,5 +331,5 @@ def system_level_correlation(
             by_system.setdefault(str(key), []).append(index)
     hm = [float(h[idx].mean()) for idx in by_system.values()]
     pm = [float(p[idx].mean()) for idx in by_system.values()]
-    result = correlate(hm, pm, method, constant_prediction="zero")
+    result = correlate(hm, pm, method, constant_prediction="nan")
     return CorrelationResult(result.value, result.n, int((~keep).sum()), result.note)

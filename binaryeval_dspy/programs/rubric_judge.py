@@ -13,19 +13,36 @@ from the plain answer instead of the log-probabilities is never silent:
   required and unusable);
 - ``fallback_reason``: why the log-probabilities were not used (`FALLBACK_REASONS`,
   e.g. ``"no logprobs returned"``, ``"value not located"``), None when they were;
-- ``value_format``: how the value was located in the reply (``"json"`` / ``"chat"``).
+- ``value_format``: how the value was located in the reply (``"json"`` / ``"chat"``);
+- ``status``: the outcome of the dimension (`OUTCOMES`): ``"scored"``, ``"unparsed"``
+  (no answer could be read), ``"out_of_range"`` (G-Eval-style: a number outside the
+  rubric's scale, never clamped and never a score) or ``"unscored"`` (an answer was read
+  but log-probabilities were required and unusable);
+- ``reply``: what the judge wrote: the answer field's text as written, or the whole
+  reply when no field could be read (cut to `REPLY_LIMIT` characters).
+
+Which signature is asked depends on the reply format. When the active adapter is a
+`dspy.JSONAdapter` and the LM takes a JSON schema (`schema_constrained`), the answer is
+typed as the allowed values (integers on the scale, ``Literal["yes", "no"]``) so that
+grammar-constrained decoding keeps it on them; a reply that still does not match is read
+again from its text with the text-typed signature (no second LM call). Otherwise
+(ChatAdapter, JSON without a schema) the answer is typed as text and read by our own
+parsers (`geval.read_score`, `verdict_text.normalize_yes_no`), whatever DSPy adapter
+produced it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.adapters import schema_support
 from binaryeval_dspy.lm.logprobs import (
     NO_ALLOWED_VALUE,
     NO_ALTERNATIVES,
@@ -45,8 +62,20 @@ LOGPROB_MODES = ("auto", "on", "require", "off")
 LOGPROBS_OFF = "log-probabilities off"
 LOGPROBS_REFUSED = "the LM refused log-probabilities"
 VALUE_MISMATCH = "the located value is not the parsed answer"
+ANSWER_NOT_LEADING = "the answer does not start the field's value"  # "Score: 3", "**Yes**"
+NON_INTEGER_ANSWER = "a non-integer answer has no distribution over the scale's values"  # "4.5"
+OFF_SCHEMA_REPLY = "the reply did not match the output schema (read from its text)"
 FALLBACK_REASONS = (NO_LOGPROBS, NOT_LOCATED, NO_ALTERNATIVES, NO_ALLOWED_VALUE, VALUE_MISMATCH,
-                    LOGPROBS_REFUSED, LOGPROBS_OFF)
+                    ANSWER_NOT_LEADING, NON_INTEGER_ANSWER, OFF_SCHEMA_REPLY, LOGPROBS_REFUSED, LOGPROBS_OFF)
+
+# Outcomes recorded in ``details[d]["status"]``.
+SCORED = "scored"
+UNPARSED = "unparsed"
+OUT_OF_RANGE = "out_of_range"
+UNSCORED = "unscored"
+OUTCOMES = (SCORED, UNPARSED, OUT_OF_RANGE, UNSCORED)
+
+REPLY_LIMIT = 1000  # characters of the judge's reply kept in ``details[d]["reply"]``
 
 
 def logprob_config(top_logprobs: int) -> dict[str, Any]:
@@ -57,6 +86,38 @@ def logprob_config(top_logprobs: int) -> dict[str, Any]:
 def logprobs_unsupported(exc: Exception) -> bool:
     """True when an LM error says the provider cannot return log-probabilities."""
     return "logprob" in str(exc).lower()
+
+
+def schema_constrained() -> bool:
+    """True when the active DSPy adapter sends the output fields' JSON schema to the active LM.
+
+    That is a `dspy.JSONAdapter` (or subclass) and an LM that declares schema support
+    (`binaryeval_dspy.lm.adapters.schema_support`): its reply is decoded under the
+    schema, so typed fields (integers on the scale, ``Literal["yes", "no"]``) constrain
+    it. False for a ChatAdapter, DSPy's default adapter, or JSON without a schema.
+    """
+    adapter, lm = dspy.settings.adapter, dspy.settings.lm
+    return isinstance(adapter, dspy.JSONAdapter) and lm is not None and schema_support(lm)
+
+
+@dataclass(frozen=True)
+class FieldReply:
+    """One answer field as the judge wrote it (`RubricJudge.ask_field`).
+
+    Attributes:
+        text: the field's value as text (a JSON number or a typed value through ``str``),
+            or None when no field could be read from the reply.
+        pred: the DSPy prediction (carries ``logprobs``), or None when the field was read
+            again from the raw reply after the typed parse failed.
+        reply: what to keep as ``details[d]["reply"]``: the field's text, or the whole
+            reply when no field could be read (cut to `REPLY_LIMIT`).
+        error: why no field could be read (None when `text` is set).
+    """
+
+    text: str | None
+    pred: dspy.Prediction | None
+    reply: str | None
+    error: str | None = None
 
 
 class RubricJudge(dspy.Module):
@@ -115,14 +176,66 @@ class RubricJudge(dspy.Module):
         """True in ``on`` / ``require`` mode: a score must come from the log-probabilities."""
         return self.logprobs == "on"
 
-    def read_value(self, pred: dspy.Prediction, field: str, keys: list[str]) -> ValueDistribution:
+    def ask_field(self, strict: dspy.Predict, loose: dspy.Predict, field: str, **inputs: Any) -> FieldReply:
+        """Ask one question and return the answer `field` as the judge wrote it.
+
+        Args:
+            strict: the predictor whose `field` is typed as the allowed values, asked when
+                the reply is schema-constrained (`schema_constrained`).
+            loose: the same predictor with `field` typed as ``str``, asked otherwise.
+            field: the answer field (``"score"``, ``"answer"``).
+            inputs: the predictor's input fields.
+
+        Returns:
+            A `FieldReply`. When the strict reply does not parse (an endpoint that takes
+            the schema but does not enforce it), the same reply is parsed again by the
+            active adapter with `loose`'s signature: no second LM call, but no
+            log-probabilities either (``pred`` None). When no field can be read at all,
+            ``text`` is None and ``error`` says why.
+
+        Raises:
+            Whatever the LM call raises besides `AdapterParseError`.
+        """
+        constrained = schema_constrained()
+        try:
+            pred = self._call(strict if constrained else loose, **inputs)
+        except AdapterParseError as exc:
+            response = str(exc.lm_response or "")
+            if constrained:
+                try:
+                    parsed = dspy.settings.adapter.parse(loose.signature, response)
+                except Exception:  # noqa: BLE001 - not readable as text either: unparsed below
+                    parsed = {}
+                value = parsed.get(field) if isinstance(parsed, dict) else None
+                if value is not None:
+                    text = str(value)
+                    return FieldReply(text, None, text[:REPLY_LIMIT])
+            return FieldReply(None, None, response[:REPLY_LIMIT], f"unparsed: {response[:200]}")
+        value = pred.get(field)
+        if value is None:
+            return FieldReply(None, None, None, f"unparsed: no {field!r} field in the reply")
+        text = str(value)
+        return FieldReply(text, pred, text[:REPLY_LIMIT])
+
+    def read_value(self, pred: dspy.Prediction | None, field: str, keys: list[str], *,
+                   unusable: str | None = None) -> ValueDistribution:
         """Locate `field`'s value in `pred`'s log-probabilities (any reply format).
 
+        Args:
+            pred: the prediction, or None when the answer was read again from the raw
+                reply (then `unusable` should say so).
+            field: the answer field.
+            keys: the allowed values as text.
+            unusable: a fallback reason known before looking (e.g. `NON_INTEGER_ANSWER`,
+                `OFF_SCHEMA_REPLY`); log-probabilities off take precedence over it.
+
         Returns a `ValueDistribution`; without a distribution its ``reason`` says why
-        (log-probabilities off or refused, or a `locate_value` reason).
+        (log-probabilities off or refused, `unusable`, or a `locate_value` reason).
         """
         if self.logprobs == "off":
             return ValueDistribution(None, reason=LOGPROBS_OFF)
+        if unusable is not None or pred is None:
+            return ValueDistribution(None, reason=unusable or OFF_SCHEMA_REPLY)
         located = locate_value(getattr(pred, "logprobs", None), field, keys)
         if located.reason == NO_LOGPROBS and self._logprobs_refused:
             return ValueDistribution(None, reason=LOGPROBS_REFUSED)
@@ -141,11 +254,18 @@ class RubricJudge(dspy.Module):
 
         Returns:
             `entry` with ``score``, ``score_source``, ``fallback_reason``,
-            ``value_format`` and ``error``. In ``on`` mode a fallback leaves ``score``
-            None and explains it in ``error``.
+            ``value_format``, ``error`` and ``status`` (``"scored"``, or ``"unscored"``
+            when in ``on`` mode a fallback leaves ``score`` None, explained in ``error``).
+
+        The distribution is used only when the token it was read at stands for the
+        parsed answer itself: a value that starts with something else (``"Score: 3"``,
+        ``"**Yes**"``: `ANSWER_NOT_LEADING`) or with another allowed value
+        (`VALUE_MISMATCH`) falls back to the plain answer.
         """
         reason = located.reason
-        if located.distribution is not None and located.chosen is not None and located.chosen != answer:
+        if located.distribution is not None and located.chosen is None:
+            reason = ANSWER_NOT_LEADING  # the alternatives there are not alternatives to the answer
+        elif located.distribution is not None and located.chosen != answer:
             reason = VALUE_MISMATCH  # located the wrong occurrence: do not trust it
         entry["value_format"] = located.format
         if reason is None:
@@ -157,6 +277,24 @@ class RubricJudge(dspy.Module):
                                f"the plain answer {answer!r} was not used")
         else:
             entry.update(score=plain_score, score_source="fallback", fallback_reason=reason, error=None)
+        entry["status"] = SCORED if entry["score"] is not None else UNSCORED
+        return entry
+
+    @staticmethod
+    def unread(status: str, reply: str | None, error: str, entry: dict[str, Any]) -> dict[str, Any]:
+        """Complete the ``details`` entry of a dimension without a score.
+
+        Args:
+            status: ``"unparsed"`` or ``"out_of_range"``.
+            reply: what the judge wrote (kept as ``reply``).
+            error: one line saying what was wrong.
+            entry: method-specific fields, updated in place.
+
+        Returns:
+            `entry` with ``score`` None, no score source, ``status``, ``reply`` and ``error``.
+        """
+        entry.update(score=None, score_source=None, fallback_reason=None, value_format=None,
+                     status=status, reply=reply, error=error)
         return entry
 
     def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:

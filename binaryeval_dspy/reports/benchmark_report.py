@@ -39,6 +39,8 @@ from binaryeval_dspy.meta_eval.run_scores import (
 )
 from binaryeval_dspy.metrics.bootstrap import correlation_ci, paired_bootstrap_test
 from binaryeval_dspy.metrics.correlation import (
+    DEFAULT_CONSTANT_PREDICTIONS,
+    ConstantPredictions,
     Method,
     pooled_correlation,
     summary_level_correlation,
@@ -211,9 +213,12 @@ class _Calculator:
         n_scored = int(np.isfinite(predicted).sum())
         info: dict[str, Any] = {"items_scored": n_scored, "items": len(sub)}
         if level == "summary":
-            result = summary_level_correlation(human, predicted, list(sub["doc_id"]), corr)
+            result = summary_level_correlation(human, predicted, list(sub["doc_id"]), corr,
+                                               constant_predictions=self.s.constant_predictions)
             info.update(groups_used=result.groups_used, groups_skipped=result.groups_skipped,
-                        groups_constant_prediction=result.groups_constant_prediction)
+                        groups_constant_prediction=result.groups_constant_prediction,
+                        groups_constant_human=result.groups_constant_human,
+                        constant_predictions=result.constant_predictions)
             return result.value, info
         if level == "system":
             result = system_level_correlation(human, predicted, list(sub["system_id"]), corr)
@@ -235,15 +240,51 @@ METHOD_DEFINITIONS = {
 FEW_UNITS = 10  # fewer resampling units than this: the report warns that intervals are unreliable
 CONSTANT_MARK = " †"
 CONSTANT_NOTE = ("† = the method gave the same score to every item (of every document, at summary level): it "
-                 "ranks nothing, so its correlation counts as 0.")
+                 "ranks nothing. A constant score has no defined correlation: pooled, turn- and system-level "
+                 "values are n/a, and at summary level such documents are skipped or counted as 0 "
+                 "according to the constant-predictions policy.")
+
+
+def constant_policy_note(scores: RunScores, metrics: dict) -> str:
+    """The report's statement of the summary-level constant-predictions policy and its counts.
+
+    E.g. ``Summary level, constant predictions: policy 'skip' - a document whose method
+    scores are all equal is left out of that method's average, as G-Eval's and UniEval's
+    meta-evaluation scripts do ... Documents skipped, summed over dimensions: BinEval 0,
+    UniEval-style 12.`` Counts are read from `metrics` (filled by the main table).
+    """
+    policy = scores.constant_predictions
+    rule = ("left out of that method's average, as G-Eval's and UniEval's meta-evaluation scripts do "
+            "(--constant-predictions zero counts it as 0 instead)" if policy == "skip" else
+            "counted as ρ = τ = 0 in that method's average (G-Eval's and UniEval's scripts skip it instead: "
+            "--constant-predictions skip)")
+    text = (f"Summary level, constant predictions: policy '{policy}' - a document whose method scores are all "
+            f"equal while its human scores vary is {rule}; a document whose human scores are all equal is left "
+            "out for every method under either policy.")
+    if scores.spec.level != "summary":
+        return text
+    def count(method: str, dimension: str, key: str) -> int:
+        return int(metrics.get(method, {}).get(dimension, {}).get(key) or 0)
+
+    dims = scores.spec.dimensions
+    counts = [f"{_method_label(m)} {sum(count(m, d, 'groups_constant_prediction') for d in dims)}"
+              for m in scores.methods]
+    human = max((count(m, d, "groups_constant_human") for m in scores.methods for d in dims), default=0)
+    verb = "skipped" if policy == "skip" else "counted as 0"
+    if counts:
+        text += f" Documents {verb} this way, summed over dimensions: {', '.join(counts)}"
+        text += f"; documents with constant human scores: up to {human} per dimension." if human else "."
+    return text
 
 
 def _constant_mark(info: dict) -> str:
-    """" †" when a cell's value comes only from constant method scores."""
+    """" †" when a cell's value comes only from constant method scores (every document
+    with varying human scores had constant method scores, or a pooled vector was constant)."""
     if info.get("note") == "constant predictions":
         return CONSTANT_MARK
-    used = info.get("groups_used")
-    if used and info.get("groups_constant_prediction") == used:
+    constant = info.get("groups_constant_prediction") or 0
+    counted = (info.get("groups_used") or 0) + (constant if info.get("constant_predictions") == "skip" else 0)
+    if constant and constant == counted:
         return CONSTANT_MARK
     return ""
 
@@ -280,7 +321,8 @@ def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metric
                 f"(layout of the paper's {spec.paper_table})",
         header=header, rows=rows,
         note="Average = mean of the dimension columns (* = some dimension undefined, averaged over the rest). "
-             "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " ROUGE-L uses no LM.",
+             "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " "
+             + constant_policy_note(scores, metrics) + " ROUGE-L uses no LM.",
     )
 
 
@@ -368,30 +410,12 @@ def _panels(scores: RunScores) -> list[Panel]:
 
 
 def _system_means(scores: RunScores) -> tuple[list[str], list[float], dict[str, list[float]], str]:
-    spec = scores.spec
     items = scores.items
-    scales = {spec.scales[d] for d in spec.dimensions}
-    same_scale = len(scales) == 1
-    low, high = next(iter(scales)) if same_scale else (0.0, 1.0)
-
-    def item_average(frame: pd.DataFrame, normalized: bool) -> pd.Series:
-        parts = []
-        for d in spec.dimensions:
-            lo, hi = spec.scales[d]
-            column = frame[d].astype(float)
-            parts.append((column - lo) / (hi - lo) if not normalized else column)
-        mean01 = pd.concat(parts, axis=1).mean(axis=1, skipna=True)
-        return mean01 * (high - low) + low
-
-    human_avg = item_average(items, normalized=False)
-    systems = sorted(items["system_id"].unique(), key=str)
-    human = [float(human_avg[items["system_id"] == s].mean()) for s in systems]
-    methods = {}
-    for m in scores.methods:
-        avg = item_average(scores.scores[m], normalized=True)
-        methods[_method_label(m)] = [float(avg[items["system_id"] == s].mean()) for s in systems]
-    ylabel = f"mean score over dimensions [{low:g}, {high:g}]" if same_scale else "mean normalized score [0, 1]"
-    return [str(s) for s in systems], human, methods, ylabel
+    systems, averages, ylabel = _system_frame(scores)
+    means = {label: [float(series[items["system_id"] == s].mean()) for s in systems]
+             for label, series in averages.items()}
+    human = means.pop("Human")
+    return [str(s) for s in systems], human, means, ylabel
 
 
 def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: int, seed: int,
@@ -419,14 +443,14 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
         for split, dim in columns:
             human, predicted, groups, systems = inputs(method, split, dim)
             ci = correlation_ci(human, predicted, level=level, method="spearman", groups=groups, systems=systems,
-                                n_resamples=n_resamples, seed=seed)
+                                n_resamples=n_resamples, seed=seed, constant_predictions=scores.constant_predictions)
             metrics[method].setdefault("ci95_spearman", {})[label(split, dim)] = [ci.low, ci.high]
             row.append(f"{_fmt(ci.estimate)} [{_fmt(ci.low)}, {_fmt(ci.high)}]")
             h_rows.append(human)
             p_rows.append(predicted)
         if len(columns) > 1 and spec.layout == "dimensions":
             ci = correlation_ci(h_rows, p_rows, level=level, method="spearman", groups=groups, systems=systems,
-                                n_resamples=n_resamples, seed=seed)
+                                n_resamples=n_resamples, seed=seed, constant_predictions=scores.constant_predictions)
             metrics[method]["ci95_spearman"]["Average"] = [ci.low, ci.high]
             row.append(f"{_fmt(ci.estimate)} [{_fmt(ci.low)}, {_fmt(ci.high)}]")
         ci_rows.append(row)
@@ -453,7 +477,8 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
             human, a, groups, systems = inputs("bineval", split, dim, both)
             _, b, _, _ = inputs(other, split, dim, both)
             test = paired_bootstrap_test(human, a, b, level=level, method="spearman", groups=groups,
-                                         systems=systems, n_resamples=n_resamples, seed=seed)
+                                         systems=systems, n_resamples=n_resamples, seed=seed,
+                                         constant_predictions=scores.constant_predictions)
             metrics["bineval"].setdefault("paired_vs", {}).setdefault(other, {})[label(split, dim)] = {
                 "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
             row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
@@ -462,7 +487,8 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
             b_rows.append(b)
         if len(columns) > 1 and spec.layout == "dimensions":
             test = paired_bootstrap_test(h_rows, a_rows, b_rows, level=level, method="spearman", groups=groups,
-                                         systems=systems, n_resamples=n_resamples, seed=seed)
+                                         systems=systems, n_resamples=n_resamples, seed=seed,
+                                         constant_predictions=scores.constant_predictions)
             metrics["bineval"]["paired_vs"][other]["Average"] = {
                 "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
             row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
@@ -472,8 +498,11 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
                 f"95% interval and two-sided p ({n_resamples} resamples) - LM: {lm}",
         header=header, rows=test_rows,
         note="Both methods are compared on the items where both have a score; the same resampled units are "
-             "used for both in every resample. A constant method (†) counts as ρ = 0, so it can 'beat' a "
-             "baseline whose ρ is negative without ranking anything." + (f" {few}" if few else "")))
+             "used for both in every resample. "
+             + ("A document where one method's scores are constant is left out of that method's mean (policy "
+                "'skip'), so the two means may cover different documents." if scores.constant_predictions == "skip"
+                else "A constant method (†) counts as ρ = 0 (policy 'zero'), so it can 'beat' a baseline whose ρ "
+                     "is negative without ranking anything.") + (f" {few}" if few else "")))
     return tables
 
 
@@ -498,7 +527,9 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
     return ReportTable(
         caption="Coverage and degenerate cases",
         header=["Method", "Dimension / split", "items scored", "unparsed or error", "distinct scores", "std [0,1]",
-                "groups skipped (constant human)", "groups with constant method score (counted as 0)", "note"],
+                "groups skipped (constant human)",
+                "groups with constant method score ("
+                + ("skipped" if scores.constant_predictions == "skip" else "counted as 0") + ")", "note"],
         rows=rows,
         note=("Unparsed answers and failed LM calls are left out of every correlation, never counted as a low "
               "score."))
@@ -513,20 +544,23 @@ def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
             "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "cached_prompt_tokens": c.cached_prompt_tokens,
             "seconds": c.seconds, "tokens_per_item": c.tokens_per_item, "seconds_per_item": c.seconds_per_item,
-            "items_incomplete": c.incomplete}
-        rows.append([_method_label(method), str(c.items), str(c.incomplete), str(c.lm_calls),
+            "items_incomplete": c.incomplete, "items_empty_output": c.empty_output, "items_error": c.errors}
+        rows.append([_method_label(method), str(c.items), str(c.incomplete), str(c.empty_output), str(c.errors),
+                     str(c.lm_calls),
                      _fmt(c.calls_per_item, 1), str(c.prompt_tokens), str(c.cached_prompt_tokens),
                      str(c.completion_tokens), _fmt(c.tokens_per_item, 0),
                      _fmt(c.seconds_per_item, 2), _fmt(c.seconds / 60, 1)])
     return ReportTable(
         caption=f"Cost per method - LM: {lm}",
-        header=["Method", "items", "incomplete", "LM calls", "calls / item", "prompt tokens",
+        header=["Method", "items", "incomplete", "empty output", "error", "LM calls", "calls / item", "prompt tokens",
                 "of them cached", "completion tokens", "tokens / item", "wall s / item", "wall min total"],
         rows=rows,
         note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0; "
              "'cached' = served from the provider's prompt cache); wall time summed over items, measured on "
              "the machine that ran them. 'incomplete' = items stored with failed LM calls (their scores use "
-             "the questions answered; rerun the benchmark to ask the rest)."
+             "the questions answered; rerun the benchmark to ask the rest). 'empty output' = items whose output "
+             "is empty or only invisible characters (no LM call, no score); 'error' = items that could not be "
+             "judged (no score; rerun to retry). Neither is ever counted as a low score."
              + "".join(f" {_method_label(m)} is read from {_method_label(DERIVED_METHODS[m])}'s calls: no cost "
                        "of its own." for m in derived))
 
@@ -549,8 +583,10 @@ def _score_source_table(scores: RunScores, lm: str, metrics: dict) -> ReportTabl
             continue
         metrics.setdefault("score_sources", {})[method] = {
             "unit": src.unit, "logprobs": src.logprobs, "fallback": src.fallback, "unscored": src.unscored,
-            "total": src.total, "reasons": dict(src.reasons)}
+            "total": src.total, "reasons": dict(src.reasons), "out_of_range": getattr(src, "out_of_range", 0)}
         reasons = "; ".join(f"{r}: {n}" for r, n in sorted(src.reasons.items(), key=lambda x: -x[1]))
+        if getattr(src, "out_of_range", 0):  # off-scale answers: no score, and not unparsed either
+            reasons = "; ".join(filter(None, [reasons, f"out of range (no score): {src.out_of_range}"]))
         rows.append([_method_label(method), src.unit, f"{src.logprobs} / {src.total}", str(src.fallback),
                      str(src.unscored), reasons])
     if not rows:
@@ -565,7 +601,8 @@ def _score_source_table(scores: RunScores, lm: str, metrics: dict) -> ReportTabl
              "log-probabilities at the answer's position; otherwise the plain integer or 1/0 answer was "
              "used (fell back), or, with --logprobs on, no score was given (unscored). "
              "For BinEval, P(yes), parsed verdicts without a P(yes) are left out of its means. "
-             "Unparsed answers are not counted here (see the coverage table).")
+             "Unparsed answers are not counted here (see the coverage table); answers off the rubric's scale "
+             "are counted apart as 'out of range (no score)'.")
 
 
 def _means_table(scores: RunScores, lm: str) -> ReportTable:
@@ -580,18 +617,122 @@ def _means_table(scores: RunScores, lm: str) -> ReportTable:
     human_row = ["Human"]
     for s, d in cols:
         sub = items[items["split"] == s] if s else items
-        human_row.append(_fmt(float(sub[d].mean()), 2))
+        human_row.append(mean_with_coverage(sub[d].to_numpy(dtype=float)))
     rows.append(human_row)
     for m in scores.methods:
         row = [_method_label(m)]
         for s, d in cols:
             sub = items[items["split"] == s] if s else items
-            row.append(_fmt(float(scores.on_human_scale(m, d).loc[sub.index].mean()), 2))
+            row.append(mean_with_coverage(scores.on_human_scale(m, d).loc[sub.index].to_numpy(dtype=float)))
         rows.append(row)
     return ReportTable(caption=f"Mean score on the human scale - LM: {lm}",
                        header=["", *[where(s, d) for s, d in cols]], rows=rows,
                        note="Method scores in [0, 1] mapped affinely onto each dimension's human scale "
-                            "(S' = S (b - a) + a); ROUGE-L is shown the same way for comparison only.")
+                            "(S' = S (b - a) + a); ROUGE-L is shown the same way for comparison only. "
+                            "(n used / n total) = items with a score for that cell / items; items without "
+                            "one (unparsed, empty output, error) are left out of the mean, never counted as 0.")
+
+
+def mean_with_coverage(values: np.ndarray, digits: int = 2) -> str:
+    """``"3.12 (15/16)"``: the mean over the defined values and n used / n total; ``"n/a (0/16)"``
+    when no value is defined (never 0)."""
+    finite = values[np.isfinite(values)]
+    mean = float(finite.mean()) if len(finite) else math.nan
+    return f"{_fmt(mean, digits)} ({len(finite)}/{len(values)})"
+
+
+def _system_frame(scores: RunScores) -> tuple[list[str], dict[str, pd.Series], str]:
+    """Per item, the mean over dimensions (human scale when all dimensions share one,
+    else [0, 1]) for "Human" and each method; NaN when the item has no score at all."""
+    spec = scores.spec
+    items = scores.items
+    scales = {spec.scales[d] for d in spec.dimensions}
+    low, high = next(iter(scales)) if len(scales) == 1 else (0.0, 1.0)
+
+    def item_average(frame: pd.DataFrame, normalized: bool) -> pd.Series:
+        parts = []
+        for d in spec.dimensions:
+            lo, hi = spec.scales[d]
+            column = frame[d].astype(float)
+            parts.append(column if normalized else (column - lo) / (hi - lo))
+        return pd.concat(parts, axis=1).mean(axis=1, skipna=True) * (high - low) + low
+
+    averages = {"Human": item_average(items, normalized=False)}
+    for m in scores.methods:
+        averages[_method_label(m)] = item_average(scores.scores[m], normalized=True).reindex(items.index)
+    unit = f"mean score over dimensions [{low:g}, {high:g}]" if len(scales) == 1 else "mean normalized score [0, 1]"
+    return sorted(items["system_id"].unique(), key=str), averages, unit
+
+
+def coverage_warnings(scores: RunScores) -> list[str]:
+    """Warnings for means that are not over the same items (at most two lines): methods
+    with a score for fewer items than the run has, and per-system means over fewer items
+    than the system has (so systems are compared over different items). Empty when
+    every method scored every item."""
+    items = scores.items
+    total = len(items)
+    short = []
+    for m in scores.methods:
+        frame = scores.scores[m].reindex(items.index)
+        used = {d: int(np.isfinite(frame[d].to_numpy(dtype=float)).sum()) for d in scores.spec.dimensions}
+        if all(n == total for n in used.values()):
+            continue
+        counts = (f"{next(iter(used.values()))}/{total}" if len(set(used.values())) == 1
+                  else ", ".join(f"{d} {n}/{total}" for d, n in used.items()))
+        cost = scores.costs.get(m)
+        why = [f"{n} {what}" for n, what in ((cost.empty_output if cost else 0, "empty output"),
+                                            (cost.errors if cost else 0, "error")) if n]
+        short.append(f"{_method_label(m)} {counts}" + (f" ({', '.join(why)})" if why else ""))
+    warnings = []
+    if short:
+        warnings.append("not every item has a score: " + "; ".join(short) + ". Means and correlations use the "
+                        "scored items only (unparsed, empty outputs and errors are never counted as 0).")
+    if items["system_id"].nunique() >= 2:
+        systems, averages, _ = _system_frame(scores)
+        uneven: dict[str, list[str]] = {}
+        for label, series in averages.items():
+            if label == "Human":
+                continue
+            for system in systems:
+                values = series.to_numpy(dtype=float)[(items["system_id"] == system).to_numpy()]
+                used_here = int(np.isfinite(values).sum())
+                if used_here < len(values):
+                    uneven.setdefault(str(system), []).append(f"{label} {used_here}/{len(values)}")
+        if uneven:
+            listed = [f"{system} ({', '.join(cells)})" for system, cells in list(uneven.items())[:8]]
+            warnings.append("some per-system means are over fewer items than the system has: " + "; ".join(listed)
+                            + ("; ..." if len(uneven) > 8 else "") + ". Those systems are compared over other "
+                            "items than the rest (marked ! in the per-system table).")
+    return warnings
+
+
+def _system_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
+    """Per-system means of humans and each method, each with n used / n total, and a
+    mark on every cell whose mean is not over all of the system's items."""
+    items = scores.items
+    systems, averages, unit = _system_frame(scores)
+    rows = []
+    flagged = False
+    for system in systems:
+        mask = (items["system_id"] == system).to_numpy()
+        row = [str(system)]
+        for label, series in averages.items():
+            values = series.to_numpy(dtype=float)[mask]
+            used = int(np.isfinite(values).sum())
+            cell = mean_with_coverage(values)
+            if used < len(values):
+                cell += " !"
+                flagged = True
+            row.append(cell)
+            metrics.setdefault("per_system", {}).setdefault(label, {})[str(system)] = {
+                "mean": float(values[np.isfinite(values)].mean()) if used else None, "items_used": used,
+                "items": len(values)}
+        rows.append(row)
+    note = ("(n used / n total) = the system's items with a score / its items. "
+            + ("! = this mean is over fewer items than the system has (unparsed, empty output or error): it is "
+               "not comparable with the other systems' means as it stands. " if flagged else "")
+            + "Means over dimensions leave undefined scores out, never counting them as 0.")
+    return ReportTable(caption=f"Per-system {unit} - LM: {lm}", header=["System", *averages], rows=rows, note=note)
 
 
 def _question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool = True) -> list[Any]:
@@ -630,7 +771,9 @@ def _question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool
 
 
 def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
-                           figures: bool = True) -> BenchmarkReport:
+                           figures: bool = True,
+                           constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
+                           ) -> BenchmarkReport:
     """Compute the report of a benchmark run from its files (no LM call).
 
     Args:
@@ -638,6 +781,9 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
         n_resamples: bootstrap resamples for intervals and paired tests.
         seed: bootstrap seed.
         figures: draw the figures (off for quick tests).
+        constant_predictions: summary-level documents whose method scores are all
+            equal: ``"skip"`` (default; G-Eval's and UniEval's scripts) or ``"zero"``.
+            Stated in the report and in ``metrics.json`` with the counts.
 
     Returns:
         A `BenchmarkReport`.
@@ -646,12 +792,12 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
         InputError: not a benchmark run directory, or damaged files.
     """
     run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
-    scores = load_run_scores(run)
+    scores = load_run_scores(run, constant_predictions=constant_predictions)
     spec = scores.spec
     lm = scores.config.lm
     calc = _Calculator(scores)
     metrics: dict[str, Any] = {"benchmark": spec.name, "lm": lm, "items": len(scores.items),
-                               "level": spec.level}
+                               "level": spec.level, "constant_predictions": scores.constant_predictions}
     report = BenchmarkReport(title=f"{spec.title}: evaluator agreement with human judgments - "
                                    f"{len(scores.items)} items - LM: {lm}")
     cfg = scores.config
@@ -674,6 +820,9 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
             ([f"no results yet for {', '.join(missing)}"] if missing else [])
             + ([f"items scored: {', '.join(partial)}"] if partial else []))
             + ". Rerun the same `bineval benchmark` command to finish, then `bineval report`.")
+    warnings = coverage_warnings(scores)
+    metrics["coverage_warnings"] = warnings
+    report.intro += [f"Warning: {w}" for w in warnings]
     main = (_main_table_dimensions if spec.layout == "dimensions" else _main_table_splits)(calc, scores, lm, metrics)
     blocks: list[Any] = [main]
     other = _other_levels_table(calc, scores, lm, metrics)
@@ -684,7 +833,9 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
         report.sections.append(("Confidence intervals and paired tests",
                                 _ci_and_tests(calc, scores, lm, n_resamples, seed, metrics)))
         report.sections.append(("Cost", [_cost_table(scores, lm, metrics)]))
-        report.sections.append(("Score distributions", [_means_table(scores, lm)]))
+        report.sections.append(("Score distributions", [_means_table(scores, lm)]
+                                + ([_system_table(scores, lm, metrics)]
+                                   if scores.items["system_id"].nunique() >= 2 else [])))
         sources_table = _score_source_table(scores, lm, metrics)
         report.sections.append(("Coverage", [_diagnostics_table(calc, scores, metrics)]
                                 + ([sources_table] if sources_table is not None else [])))
@@ -725,15 +876,18 @@ def _json_safe(value: Any) -> Any:
 
 
 def write_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
-                           figures: bool = True) -> tuple[Path, Path, BenchmarkReport]:
+                           figures: bool = True,
+                           constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
+                           ) -> tuple[Path, Path, BenchmarkReport]:
     """Build the report and write ``report.md``, ``report.html``, ``metrics.json`` and
-    ``figures/*.png`` into the run directory.
+    ``figures/*.png`` into the run directory (arguments as in `build_benchmark_report`).
 
     Returns:
         (report.md path, report.html path, the `BenchmarkReport`).
     """
     run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
-    report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures)
+    report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures,
+                                    constant_predictions=constant_predictions)
     figures_dir = run.path / "figures"
     for figure in report.figures():
         figures_dir.mkdir(parents=True, exist_ok=True)

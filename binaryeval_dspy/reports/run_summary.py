@@ -1,4 +1,9 @@
-"""Summaries of a run, rebuilt from its stored results without calling any LM."""
+"""Summaries of a run, rebuilt from its stored results without calling any LM.
+
+Every stored item is counted, whatever its status (``scored``, ``empty_output``,
+``error``); means are taken over the judged items that have a score for the cell, shown
+as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import math
 from pathlib import Path
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
+
+UNDEFINED = "—"  # how an undefined mean or score is shown (never 0)
 
 
 class DimensionSummary(BaseModel):
@@ -20,9 +27,13 @@ class DimensionSummary(BaseModel):
 
     Attributes:
         dimension: dimension name ("overall" for all questions).
-        mean_score: mean yes-rate over items with a parsed answer, in [0, 1] (None if none).
+        mean_score: mean yes-rate over the judged items (status ``scored``) with a
+            defined score in this dimension, in [0, 1]; None if there is none. A NaN
+            score is left out like a missing one, never counted as 0.
         mean_scaled: the same mean on the run's [a, b] scale.
-        items_scored: items with at least one parsed answer in this dimension.
+        items_scored: n used, the items the mean is over (judged, with at least one
+            parsed answer in this dimension).
+        items_total: n total, every item of the run (empty and failed ones included).
         yes / no / unparsed: verdict counts summed over items.
         error: questions whose LM call failed (no answer; outside every denominator).
         mean_p_yes: mean over items of the soft score (mean P(yes)), in [0, 1]; None
@@ -35,6 +46,7 @@ class DimensionSummary(BaseModel):
     mean_score: float | None
     mean_scaled: float | None
     items_scored: int
+    items_total: int = 0
     yes: int
     no: int
     unparsed: int
@@ -56,8 +68,11 @@ class RunSummary(BaseModel):
         seconds_per_item: mean wall time per item, in seconds.
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
         adapter_fallbacks: second calls in another output format after a parse failure.
-        items_incomplete: items with at least one question whose LM call failed; their
-            scores use the questions answered (rerun the command to ask the rest).
+        items_incomplete: items with at least one question whose LM call failed, or that
+            could not be judged (status ``error``); their scores use the questions
+            answered (rerun the command to ask the rest).
+        items_by_status: items per status: ``scored`` (judged), ``empty_output`` (empty
+            output, no LM call, no score) and ``error`` (could not be judged, no score).
         questions_answered / questions_total: answered (yes, no, unparsed) and asked
             questions over all items.
     """
@@ -78,20 +93,31 @@ class RunSummary(BaseModel):
     items_incomplete: int = 0
     questions_answered: int = 0
     questions_total: int = 0
+    items_by_status: dict[str, int] = Field(default_factory=dict)
+
+
+def _status(result: ItemResult) -> str:
+    return getattr(result, "status", "scored")
+
+
+def _defined(value: float | None) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def results_frame(results: list[ItemResult]) -> pd.DataFrame:
-    """One row per item: ``item_id``, one column per dimension score (in [0, 1], NaN when
-    nothing parsed), ``overall``, counts of ``yes``/``no``/``unparsed``/``error``, ``complete``,
-    tokens and seconds."""
+    """One row per item: ``item_id``, ``status``, one column per dimension score (in [0, 1],
+    NaN when nothing parsed or the item was not judged), ``overall``, counts of
+    ``yes``/``no``/``unparsed``/``error``, ``complete``, tokens and seconds."""
     rows = []
     for r in results:
-        row: dict[str, object] = {"item_id": r.item_id}
-        for dim, score in r.score_card.dimension_scores.items():
-            row[dim] = math.nan if score is None else score
-        row["overall"] = math.nan if r.score_card.overall is None else r.score_card.overall
-        totals = r.score_card.total_counts
-        row.update(yes=totals.yes, no=totals.no, unparsed=totals.unparsed, error=totals.error,
+        row: dict[str, object] = {"item_id": r.item_id, "status": _status(r)}
+        card = r.score_card if _status(r) == "scored" else None
+        for dim, score in (card.dimension_scores.items() if card is not None else ()):
+            row[dim] = score if _defined(score) else math.nan
+        row["overall"] = card.overall if card is not None and _defined(card.overall) else math.nan
+        totals = r.score_card.total_counts if r.score_card is not None else None
+        row.update(yes=totals.yes if totals else 0, no=totals.no if totals else 0,
+                   unparsed=totals.unparsed if totals else 0, error=totals.error if totals else 0,
                    complete=r.complete,
                    tokens=r.usage.total_tokens, lm_calls=r.usage.lm_calls, seconds=r.seconds)
         rows.append(row)
@@ -101,30 +127,37 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
 def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
     """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
 
+    Every item is counted (per status in ``items_by_status``); each mean is over the
+    judged items with a defined score for it (None and NaN are left out, never read as
+    0), so one undefined score leaves the other dimensions' means intact.
+
     Args:
-        results: item results of one run (same question set and scale).
+        results: item results of one run (same question set and scale), of any status.
         lm: the LM name to print beside the figures.
     """
-    scale = results[0].score_card.scale if results else (0.0, 1.0)
+    carded = [r for r in results if r.score_card is not None]
+    judged = [r for r in carded if _status(r) == "scored"]
+    scale = carded[0].score_card.scale if carded else (0.0, 1.0)
     low, high = scale
-    dims: list[str] = list(results[0].score_card.dimension_scores) if results else []
+    dims: list[str] = list(dict.fromkeys(d for r in carded for d in r.score_card.dimension_scores))
     out: list[DimensionSummary] = []
     for dim in [*dims, "overall"]:
         values = [
             (r.score_card.overall if dim == "overall" else r.score_card.dimension_scores.get(dim))
-            for r in results
+            for r in judged
         ]
-        parsed = [v for v in values if v is not None]
+        parsed = [float(v) for v in values if _defined(v)]
         counts = [
             (r.score_card.total_counts if dim == "overall" else r.score_card.counts.get(dim))
-            for r in results
+            for r in carded
         ]
         mean = sum(parsed) / len(parsed) if parsed else None
-        soft = [v for v in (_p_yes(r.score_card, dim) for r in results) if v is not None]
+        soft = [float(v) for v in (_p_yes(r.score_card, dim) for r in judged) if _defined(v)]
         out.append(DimensionSummary(
             dimension=dim, mean_score=mean,
             mean_scaled=None if mean is None else mean * (high - low) + low,
-            items_scored=len(parsed), yes=sum(c.yes for c in counts if c), no=sum(c.no for c in counts if c),
+            items_scored=len(parsed), items_total=len(results),
+            yes=sum(c.yes for c in counts if c), no=sum(c.no for c in counts if c),
             unparsed=sum(c.unparsed for c in counts if c), error=sum(c.error for c in counts if c),
             mean_p_yes=sum(soft) / len(soft) if soft else None,
         ))
@@ -141,6 +174,7 @@ def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
         items_incomplete=sum(1 for r in results if not r.complete),
         questions_answered=sum(r.answered_count for r in results),
         questions_total=sum(len(r.verdicts) for r in results),
+        items_by_status={status: sum(1 for r in results if _status(r) == status) for status in ITEM_STATUSES},
     )
 
 
@@ -161,6 +195,28 @@ def usage_line(summary: RunSummary) -> str:
             f"{fallbacks}, {summary.seconds_per_item:.1f} s per item")
 
 
+def status_line(summary: RunSummary) -> str:
+    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``."""
+    counts = summary.items_by_status or {"scored": summary.items}
+    return f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
+
+
+def coverage_warning(summary: RunSummary) -> str | None:
+    """A warning when the means are not over every item (empty outputs, items that could
+    not be judged, or dimensions without a parsed answer), else None."""
+    short = [d for d in summary.dimensions if d.items_scored < d.items_total]
+    if not short:
+        return None
+    cells = ", ".join(f"{d.dimension} {d.items_scored} / {d.items_total}" for d in short)
+    return (f"Means are over the items with a score only ({cells} items used); empty outputs and items that "
+            "could not be judged have no score and are not counted as 0.")
+
+
+def used_cell(d: DimensionSummary) -> str:
+    """``n used / n total`` of one dimension's mean."""
+    return f"{d.items_scored} / {d.items_total}"
+
+
 def incomplete_line(summary: RunSummary) -> str | None:
     """A warning line when some questions got no answer (failed calls), else None."""
     if not summary.items_incomplete:
@@ -172,7 +228,7 @@ def incomplete_line(summary: RunSummary) -> str | None:
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return UNDEFINED if not _defined(value) else f"{value:.{digits}f}"
 
 
 def summary_table(summary: RunSummary) -> Table:
@@ -182,6 +238,7 @@ def summary_table(summary: RunSummary) -> Table:
     table.add_column("dimension")
     table.add_column("mean yes-rate [0,1]", justify="right")
     table.add_column(f"mean score [{low:g},{high:g}]", justify="right")
+    table.add_column("items used", justify="right")
     table.add_column("yes", justify="right")
     table.add_column("no", justify="right")
     table.add_column("unparsed", justify="right")
@@ -190,20 +247,22 @@ def summary_table(summary: RunSummary) -> Table:
     if soft:
         table.add_column("mean P(yes)", justify="right")
     for d in summary.dimensions:
-        cells = [_fmt(d.mean_score), _fmt(d.mean_scaled, 2), str(d.yes), str(d.no), str(d.unparsed), str(d.error)]
+        cells = [_fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no), str(d.unparsed),
+                 str(d.error)]
         if soft:
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
-    warning = incomplete_line(summary)
-    table.caption = usage_line(summary) + (f"\n{warning}" if warning else "")
+    warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
+    table.caption = "\n".join([status_line(summary), usage_line(summary), *warnings])
     return table
 
 
 def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
-    """A rich table with one row per item (first `max_rows`): scaled scores per dimension."""
+    """A rich table with one row per item (first `max_rows`): scaled scores per dimension;
+    an item without a score (``empty_output``, ``error``) shows its status and "—"."""
     table = Table(title="Per-item scores (scaled)")
     table.add_column("item", no_wrap=True)
-    dims = list(results[0].score_card.dimension_scores) if results else []
+    dims = list(dict.fromkeys(d for r in results if r.score_card is not None for d in r.score_card.dimension_scores))
     for d in dims:
         table.add_column(escape(d), justify="right")
     table.add_column("overall", justify="right")
@@ -211,7 +270,16 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
     table.add_column("error", justify="right")
     for r in results[:max_rows]:
         sc = r.score_card
-        item = Text(r.item_id) if r.complete else Text(f"{r.item_id} (incomplete)", style="yellow")
+        status = _status(r)
+        if status != "scored":
+            item = Text(f"{r.item_id} ({status})", style="yellow" if status == "error" else "dim")
+        else:
+            item = Text(r.item_id) if r.complete else Text(f"{r.item_id} (incomplete)", style="yellow")
+        if sc is None or status != "scored":
+            counts = sc.total_counts if sc is not None else None
+            table.add_row(item, *[UNDEFINED for _ in dims], UNDEFINED, str(counts.unparsed if counts else 0),
+                          str(counts.error if counts else 0))
+            continue
         table.add_row(item, *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
                       _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed), str(sc.total_counts.error))
     if len(results) > max_rows:
@@ -224,23 +292,24 @@ def summary_markdown(summary: RunSummary) -> str:
     low, high = summary.scale
     lines = [
         f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | yes | no | unparsed | error |"
-         " mean P(yes) |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | items used | yes | no | unparsed |"
+         " error | mean P(yes) |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in summary.dimensions:
-        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {d.yes} | {d.no} | "
-                     f"{d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
+        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {used_cell(d)} | {d.yes} | "
+                     f"{d.no} | {d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
     lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
                    "per item."),
               (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
-               f"incomplete items: {summary.items_incomplete}."), ""]
-    warning = incomplete_line(summary)
-    if warning:
-        lines += [f"**Warning:** {warning}", ""]
+               f"incomplete items: {summary.items_incomplete}."),
+              f"Items by status: {status_line(summary)}.", ""]
+    for warning in (coverage_warning(summary), incomplete_line(summary)):
+        if warning:
+            lines += [f"**Warning:** {warning}", ""]
     return "\n".join(lines)
 
 

@@ -42,7 +42,9 @@ def build_verdict_output(
     """Assemble the downstream document from stored item results (no LM call).
 
     Args:
-        results: item results that carry a ``named_verdict``.
+        results: item results that carry a ``named_verdict``; items with status
+            ``empty_output`` or ``error`` have none and are only counted (``counts``
+            gains those keys when there are any).
         question_set: the frozen question set they were judged with (needs a verdict policy).
         lm: the LM name to record.
         aggregation: "verdict" (scores left out) or "both" (score cards included).
@@ -58,6 +60,9 @@ def build_verdict_output(
     items = []
     for r in results:
         nv = r.named_verdict
+        if r.status != "scored":  # nothing was judged: counted, never given a label
+            counts[r.status] = counts.get(r.status, 0) + 1
+            continue
         if nv is None:
             raise BinEvalError(f"item {r.item_id} has no named verdict (judged with aggregation 'score')")
         counts[nv.label if nv.label is not None else "unparsed"] += 1
@@ -146,4 +151,8 @@ def label_counts_table(output: VerdictOutput) -> Table:
                       label.action)
     if output.counts.get("unparsed"):
         table.add_row("unparsed", "-", str(output.counts["unparsed"]), "rerun with a stronger --lm or inspect attempts")
+    if output.counts.get("empty_output"):
+        table.add_row("empty_output", "-", str(output.counts["empty_output"]), "nothing to judge: no LM call")
+    if output.counts.get("error"):
+        table.add_row("error", "-", str(output.counts["error"]), "could not be judged: rerun the same command")
     return table

@@ -3,7 +3,9 @@
 from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.evaluation import (
     EvaluationOutcome,
+    empty_item_result,
     evaluate_items,
+    failed_item_result,
     judge_item,
     run_resumable,
 )
@@ -23,7 +25,9 @@ __all__ = [
     "RejudgePlan",
     "RunDirectory",
     "UsageMeter",
+    "empty_item_result",
     "evaluate_items",
+    "failed_item_result",
     "frozen_question_set",
     "judge_item",
     "measure_usage",

@@ -2,7 +2,9 @@
 
 `run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge,
 the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
-it runs items through `binaryeval_dspy.lm.call_pool.map_items`.
+it runs items through `binaryeval_dspy.lm.call_pool.map_items`. Every item ends as a
+stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
+``error`` (could not be judged: retried by the next run).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
+from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
@@ -43,9 +47,16 @@ class EvaluationOutcome:
         resumed_items: items an earlier session left incomplete whose missing
             questions this call asked.
         incomplete: ids of stored items that still have questions without an answer
-            (their calls failed: ``error`` verdicts); a rerun asks just those again.
-        failed: (item_id, error message) of items that could not be judged at all
-            (e.g. the verdict pick failed); they are not stored, a rerun retries them.
+            (their calls failed: ``error`` verdicts) or that could not be judged at all
+            (status ``error``); a rerun asks just those again.
+        failed: (item_id, error message) of items whose judging raised and that were
+            not stored (a loop without ``failed_result``); a rerun retries them.
+        errors: (item_id, error message) of items whose judging raised (e.g. the
+            verdict pick failed, a context overflow there) and that were stored as
+            status ``error`` rows (`evaluate_items`, the benchmark's methods); they are
+            also in `incomplete`, and a rerun retries them.
+        empty_outputs: ids of the items given whose stored result has status
+            ``empty_output`` (no LM call; counted, never scored).
         interrupted: True if stopped by Ctrl-C (results so far are kept).
         stopped_early: why the loop stopped before the end (``--fail-on-errors``, or
             an endpoint that failed every call of several items in a row), else None.
@@ -63,6 +74,8 @@ class EvaluationOutcome:
     resumed_items: int = 0
     incomplete: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    empty_outputs: list[str] = field(default_factory=list)
     interrupted: bool = False
     stopped_early: str | None = None
     seconds: float = 0.0
@@ -82,35 +95,85 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
             ``line`` and other fields, copied into ``fields``).
         lm: the LM to use (None: whatever `dspy.configure` set).
 
+    Returns:
+        The item's `ItemResult`; an output for which `is_empty_output` is true gets
+        status ``empty_output`` without any LM call.
+
     Raises:
         Exception: what a non-question step raised (e.g. the verdict pick); a failed
             question call is an ``error`` verdict instead.
     """
+    if is_empty_output(item.output):
+        return empty_item_result(program, item)
     context = lm.context() if lm is not None else contextlib.nullcontext()
     done: list[ItemDone] = []
     with context:
         map_items([item], lambda _i, it: program.item_work(it.input, it.output), done.append)
     if done[0].error is not None:
         raise done[0].error
-    return item_result(program, item, done[0])
+    return item_result(program, item, done[0], lm=lm.name if lm is not None else None)
 
 
-def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None) -> ItemResult:
+def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None, *,
+                lm: str | None = None) -> ItemResult:
     """The `ItemResult` of one finished item (`done.result` is the program's prediction).
 
-    Usage and seconds of an earlier, incomplete attempt (`previous`) are added in.
+    Usage and seconds of an earlier, incomplete attempt (`previous`) are added in. An
+    item whose LM questions all failed gets status ``error`` with the first failure's
+    message, `lm` and, for a context overflow, its size and limit.
     """
     pred = done.result
-    extra = {k: v for k, v in item.items() if k not in {"item_id", "input", "output", "line"}}
+    extra = _item_fields(item)
     usage, seconds = done.usage, done.seconds
     if previous is not None:
         usage, seconds = previous.usage + usage, previous.seconds + seconds
-    return ItemResult(
+    result = ItemResult(
         item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
         input_hash=text_hash(item.input),
         question_set_hash=program.question_set.content_hash, score_card=pred.get("score_card"),
         verdicts=pred.verdicts, fields=extra, usage=usage,
         seconds=round(seconds, 3), named_verdict=pred.get("named_verdict"),
+    )
+    if result.status == "error":
+        result.lm, result.context_overflow = lm, parse_context_overflow(result.error)
+    return result
+
+
+def _item_fields(item: dspy.Example) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k not in {"item_id", "input", "output", "line"}}
+
+
+def empty_item_result(program: Judge, item: dspy.Example) -> ItemResult:
+    """The `ItemResult` of an item whose output is empty (`is_empty_output`): status
+    ``empty_output``, no verdicts, no score, no LM call; complete (a rerun keeps it)."""
+    return ItemResult(
+        item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output or ""),
+        input_hash=text_hash(item.input), question_set_hash=program.question_set.content_hash,
+        verdicts=[], fields=_item_fields(item), status="empty_output",
+    )
+
+
+def failed_item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None, *,
+                       lm: str | None = None) -> ItemResult:
+    """The `ItemResult` of an item that could not be judged (`done.error` is set: e.g. the
+    verdict pick or another non-question step raised, or a context overflow there).
+
+    Status ``error`` with the error's type and message, `lm` and, for a context overflow,
+    its size and limit; incomplete, so a rerun tries the item again. Answers and score of
+    an earlier attempt (`previous`) are kept, and its usage and seconds added in.
+    """
+    message = error_text(done.error) if done.error is not None else "the item could not be judged"
+    usage, seconds = done.usage, done.seconds
+    if previous is not None:
+        usage, seconds = previous.usage + usage, previous.seconds + seconds
+    return ItemResult(
+        item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
+        input_hash=text_hash(item.input), question_set_hash=program.question_set.content_hash,
+        score_card=previous.score_card if previous is not None else None,
+        verdicts=list(previous.verdicts) if previous is not None else [],
+        named_verdict=previous.named_verdict if previous is not None else None,
+        fields=_item_fields(item), usage=usage, seconds=round(seconds, 3), status="error", error=message,
+        lm=lm, context_overflow=parse_context_overflow(message),
     )
 
 
@@ -137,7 +200,11 @@ def evaluate_items(
 
     A question whose LM call fails gets an ``error`` verdict; the item is stored anyway
     with every answer it got, marked incomplete. Rerunning the same command asks only
-    the questions without an answer (yes, no and unparsed answers are kept).
+    the questions without an answer (yes, no and unparsed answers are kept). An item
+    whose output is empty (`is_empty_output`) is stored with status ``empty_output``
+    and never reaches the program; an item that could not be judged (every LM question
+    failed, or judging it raised) is stored with status ``error``, the LM's name and the
+    error (`failed_item_result`), and is retried by a rerun.
 
     Args:
         program: the BinEval or VerdictJudge whose question set matches
@@ -148,7 +215,8 @@ def evaluate_items(
         lm: the LM to use (None: the configured one). An embedded (in-process) LM
             always runs with concurrency 1.
         on_progress: called after each item with (result or None, status) where
-            status is "done", "incomplete", "skipped" or "failed".
+            status is "done", "incomplete", "empty_output", "skipped" or "failed" (an
+            item that raised; its ``error`` row is the result).
         concurrency: LM calls in flight across items and questions (>= 1).
         fail_on_errors: stop at the first item with a failed call (it is stored, the
             calls in flight are dropped); the caller turns it into a failing exit.
@@ -170,7 +238,9 @@ def evaluate_items(
         items, run_dir, manifest,
         plan=lambda item, stored: program.item_work(item.input, item.output,
                                                     stored.verdicts if stored is not None else ()),
-        package=lambda item, done, stored: item_result(program, item, done, stored),
+        package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
+        empty_result=lambda item: empty_item_result(program, item),
+        failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
         check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
         lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
         max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
@@ -184,6 +254,8 @@ def run_resumable(
     *,
     plan: Callable[[dspy.Example, Any], ItemWork],
     package: Callable[[dspy.Example, ItemDone, Any], Any],
+    empty_result: Callable[[dspy.Example], Any] | None = None,
+    failed_result: Callable[[dspy.Example, ItemDone, Any], Any] | None = None,
     check_stored: Callable[[list[Any], Sequence[dspy.Example], RunManifest], None] | None = None,
     freeze: Callable[[], None] | None = None,
     lm: LMHandle | None = None,
@@ -208,6 +280,13 @@ def run_resumable(
             what `package` needs.
         package: ``package(item, ItemDone, stored_result_or_None) -> result`` to store.
             A result with ``complete == False`` is stored and counted as incomplete.
+        empty_result: ``empty_result(item) -> result`` for an item whose ``output`` is
+            empty (`is_empty_output`): stored (complete) without `plan` being called,
+            so no program and no LM sees it. None: such items are planned like others.
+        failed_result: ``failed_result(item, ItemDone, stored_result_or_None) -> result``
+            for an item whose work raised (``ItemDone.error``): stored (it should be
+            incomplete, so a rerun retries it) and listed in ``errors``. None: a failed
+            item is not stored and is listed in ``failed``.
         check_stored: refuses stored results that do not belong to these items.
         freeze: called once the run is started (e.g. to keep the question set).
         lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures,
@@ -248,26 +327,47 @@ def run_resumable(
     stopped_by_error = True
     appended = False
 
+    def store(item_id: str, result: Any) -> None:
+        nonlocal appended
+        by_id[item_id] = result  # first: an interrupt during the append must not leave it out of the rewrite
+        appended = True
+        run_dir.append(result)
+        outcome.new_items += 1
+
     def on_done(done: ItemDone) -> None:
-        nonlocal consecutive, appended
+        nonlocal consecutive
         item = todo[done.index]
         item_id = str(item.item_id)
         outcome.usage += done.usage
+        if done.result is _EMPTY_OUTPUT and done.error is None:
+            result = empty_result(item)  # type: ignore[misc]
+            store(item_id, result)
+            if on_progress:
+                on_progress(result, "empty_output")
+            return  # says nothing about the endpoint: the failure streak is left as it is
         if done.error is not None:
-            outcome.failed.append((item_id, error_text(done.error)))
+            message = error_text(done.error)
+            (outcome.errors if failed_result is not None else outcome.failed).append((item_id, message))
             logger.warning("item %s failed: %s", item_id, done.error)
+            if outcome.first_error is None:
+                outcome.first_error = message
+            failed_row = None
+            if failed_result is not None:
+                failed_row = failed_result(item, done, by_id.get(item_id) or seeds.get(item_id))
+                store(item_id, failed_row)
+                outcome.incomplete.append(item_id)
             consecutive += 1
             if on_progress:
-                on_progress(None, "failed")
+                on_progress(failed_row, "failed")
+            if failed_row is not None and fail_on_errors:
+                outcome.stopped_early = f"item {item_id} could not be judged and --fail-on-errors is set"
+                raise StopItems
             if consecutive >= max_consecutive_failures:
                 outcome.stopped_early = f"{consecutive} items in a row could not be judged"
                 raise StopItems
             return
         result = package(item, done, by_id.get(item_id) or seeds.get(item_id))
-        by_id[item_id] = result  # first: an interrupt during the append must not leave it out of the rewrite
-        appended = True
-        run_dir.append(result)
-        outcome.new_items += 1
+        store(item_id, result)
         is_complete = getattr(result, "complete", True)
         for verdict in getattr(result, "verdicts", ()):
             if verdict.source == "lm" and verdict.answered:
@@ -287,11 +387,15 @@ def run_resumable(
                                      "unreachable")
             raise StopItems
 
+    def planned(_index: int, item: dspy.Example) -> ItemWork:
+        if empty_result is not None and _has_empty_output(item):
+            return ItemWork(calls=[], finish=lambda _results: _EMPTY_OUTPUT)  # no program, no LM call
+        return plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
+
     context = lm.context() if lm is not None else contextlib.nullcontext()
     try:
         with context:
-            map_items(todo, lambda _index, item: plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id))),
-                      on_done, concurrency=concurrency)
+            map_items(todo, planned, on_done, concurrency=concurrency)
         stopped_by_error = False
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -305,6 +409,8 @@ def run_resumable(
             outcome.results = ordered
             outcome.incomplete = [r.item_id for r in ordered
                                   if r.item_id in wanted and not getattr(r, "complete", True)]
+            outcome.empty_outputs = [r.item_id for r in ordered
+                                     if r.item_id in wanted and getattr(r, "status", None) == "empty_output"]
             outcome.manifest = run_dir.finish(
                 manifest, items_done=outcome.new_items,
                 interrupted=(outcome.interrupted or bool(outcome.failed) or bool(outcome.incomplete)
@@ -313,6 +419,17 @@ def run_resumable(
         finally:
             run_dir.unlock()
     return outcome
+
+
+_EMPTY_OUTPUT = object()  # what the finish of an empty-output item returns (no call was made)
+
+
+def _has_empty_output(item: dspy.Example) -> bool:
+    """True when the item has an ``output`` field that is None or a text `is_empty_output` finds empty."""
+    if "output" not in item:
+        return False
+    output = item.output
+    return output is None or (isinstance(output, str) and is_empty_output(output))
 
 
 def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[Any]:

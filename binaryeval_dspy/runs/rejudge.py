@@ -266,7 +266,7 @@ def rejudge_items(
     current = {r.item_id: r for r in run_dir.read_results()}
     order = [str(i.item_id) for i in items]
     results = [current[i] for i in order if i in current]
-    failed = [item_id for item_id, _ in outcome.failed]
+    failed = [item_id for item_id, _ in [*outcome.failed, *outcome.errors]]
     changes = compare_runs(previous_results, results, plan, order=order, aggregation=aggregation, failed=failed)
     counts: dict[str, int] = {}
     for change in changes:

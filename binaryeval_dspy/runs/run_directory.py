@@ -4,11 +4,24 @@ Each item's result is appended (and fsynced) as soon as it is done, so an
 interrupted run loses at most the item in flight; rerunning the same command reads
 what is there and skips it. A line cut short by a crash is detected and trimmed.
 One process at a time may write a run (a lock file guards it).
+
+One run directory judges one items file: the manifest records its path, SHA-256 and
+size (`ItemsFile`), and a resume compares them (see `RunDirectory.check`):
+
+* same content (same SHA-256), same or another path: resumed (a move is noted);
+* the old content is a byte prefix of the new one (rows were appended): resumed, the
+  new rows are judged, the manifest records the longer file (noted);
+* any other change, or another file: refused, naming both files; start over with
+  another ``--out`` or with ``--restart`` (`RunDirectory.set_aside` moves the old
+  directory to ``<dir>.old-N``; nothing is deleted);
+* a manifest written before the items file was recorded: resumed with a warning (it
+  cannot be checked), and the file is recorded from then on.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -19,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
-from binaryeval_dspy.schemas.run_manifest import RunManifest, RunSession, utc_now
+from binaryeval_dspy.schemas.run_manifest import ItemsFile, RunManifest, RunSession, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +53,49 @@ _CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": 
 # Keys compared only when both manifests record them (older runs did not say).
 _CONFIG_IF_RECORDED = ("adapter",)
 
+_HASH_CHUNK = 1 << 20
+
+
+def _sha256_of(path: Path, limit: int | None = None) -> str:
+    """SHA-256 (hex) of the file's bytes, or of its first `limit` bytes."""
+    digest = hashlib.sha256()
+    left = limit
+    with path.open("rb") as handle:
+        while left is None or left > 0:
+            chunk = handle.read(_HASH_CHUNK if left is None else min(_HASH_CHUNK, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return digest.hexdigest()
+
+
+def items_file_identity(path: str | Path) -> ItemsFile:
+    """What a run manifest records about its items file: resolved path, SHA-256 of the bytes, size.
+
+    Args:
+        path: the items file (``.jsonl`` or ``.csv``) as given on the command line.
+
+    Returns:
+        An `ItemsFile` (``sha256``: 64 hex characters; ``bytes``: size >= 0).
+
+    Raises:
+        OSError: the file cannot be read (callers load the items first, which reports
+            a missing file as an `InputError` naming it).
+    """
+    file = Path(path)
+    return ItemsFile(path=str(file.resolve()), sha256=_sha256_of(file), bytes=file.stat().st_size)
+
+
+def _appended_to(old: ItemsFile, new: ItemsFile) -> bool:
+    """True when the file now at ``new.path`` starts with exactly the bytes `old` recorded."""
+    if new.bytes <= old.bytes:
+        return False
+    try:
+        return _sha256_of(Path(new.path), old.bytes) == old.sha256
+    except OSError:
+        return False
 
 
 def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tuple[str, ...] = ()) -> None:
@@ -92,6 +148,7 @@ class RunDirectory:
         self.results_path = self.path / RESULTS
         self.frozen_question_set_path = self.path / FROZEN_QUESTION_SET
         self._lock_handle = None
+        self.notes: list[str] = []  # what `check` accepted but wants said (a moved or appended items file)
 
     # ------------------------------------------------------------ locking
     def lock(self) -> None:
@@ -120,6 +177,82 @@ class RunDirectory:
             fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
             self._lock_handle.close()
             self._lock_handle = None
+
+    def set_aside(self) -> Path | None:
+        """Start the run over: move the existing run directory to ``<dir>.old-N`` (``--restart``).
+
+        Nothing is deleted: the old manifest, results and frozen question set stay in
+        the moved directory. A missing or empty directory needs no move.
+
+        Returns:
+            Where the old directory now is, or None when there was nothing to move.
+
+        Raises:
+            RunStateError: the directory holds files but is not a run directory (its
+                files are not ours to move), or another process is writing it.
+        """
+        if not self.path.is_dir() or not any(self.path.iterdir()):
+            return None
+        if not self.manifest_path.is_file() and not self.results_path.is_file():
+            refuse_unrelated_folder(self.path, kind="a run directory", marker=MANIFEST, ignore=(LOCK,))
+            return None  # only a stale lock file: nothing to keep
+        n = 1
+        while (target := self.path.with_name(f"{self.path.name}.old-{n}")).exists():
+            n += 1
+        self.lock()  # refuses while another process writes the run
+        try:
+            os.rename(self.path, target)
+        except OSError as exc:
+            raise RunStateError(f"cannot move {self.path} aside to {target}: {exc.strerror}. "
+                                "Fix: move or delete it yourself, or choose another --out.") from exc
+        finally:
+            self.unlock()
+        return target
+
+    def _note(self, message: str) -> None:
+        """Record (once) and log something `check` accepted but the user should know."""
+        if message not in self.notes:
+            self.notes.append(message)
+            logger.warning("note: %s", message)
+
+    def _items_file_to_record(self, existing: RunManifest, manifest: RunManifest) -> ItemsFile | None:
+        """The items file a resumed run records, after checking it is the run's own.
+
+        Raises:
+            RunStateError: another file, or the same file changed other than by appending.
+        """
+        old, new = existing.items_file, manifest.items_file
+        if new is None:  # this caller records no items file (e.g. the benchmark's method directories)
+            return old
+        if old is None:
+            self._note(f"{self.path} was started before runs recorded their items file, so it cannot be checked "
+                       f"that {manifest.items_path} is the file it judged (its manifest names "
+                       f"{existing.items_path}); resuming, and recording this file from now on.")
+            return new
+        if new.sha256 == old.sha256:
+            if new.path != old.path:
+                self._note(f"the items file moved: {old.path} -> {new.path} (same content, sha256 "
+                           f"{new.sha256[:12]}); resuming {self.path}.")
+            return new
+        if _appended_to(old, new):
+            moved = f" (the run was started on {old.path})" if new.path != old.path else ""
+            self._note(f"{new.path} grew from {old.bytes} to {new.bytes} bytes since {self.path} was started and "
+                       f"its first {old.bytes} bytes are unchanged{moved}: rows were appended; resuming, the new "
+                       "rows will be judged.")
+            return new
+        if new.path == old.path:
+            what = (f"the items file {new.path} changed since the run in {self.path} was started, and not only by "
+                    "rows appended at its end")
+        else:
+            what = (f"{self.path} holds a run of the items file {old.path}, this command gives another file, "
+                    f"{new.path}")
+        raise RunStateError(
+            f"{what} (then sha256 {old.sha256[:12]}, {old.bytes} bytes; now sha256 {new.sha256[:12]}, "
+            f"{new.bytes} bytes). One run directory judges one items file (rows appended to it are accepted), "
+            "so the stored results and the new ones would describe different items. Fix: choose another --out "
+            "for a new run, or rerun with --restart to start this run over (the old directory is moved to "
+            f"{self.path.name}.old-N; nothing is deleted)."
+        )
 
     # ------------------------------------------------------------ manifest
     def read_manifest(self) -> RunManifest | None:
@@ -161,7 +294,11 @@ class RunDirectory:
 
         A directory holding a manifest but no results yet may be restarted with other
         settings (nothing would be mixed); one holding results may only be resumed
-        with the same question set, LM, field mapping, scale and max_tokens.
+        with the same question set, LM, field mapping, scale and max_tokens, and the
+        same items file when `manifest` records one (``items_file``: same SHA-256, or
+        the old bytes a prefix of the new ones; see the module docstring). What was
+        accepted but should be said (a moved or appended file, an old manifest that
+        recorded no file) is logged as a warning and kept in `notes`.
 
         Args:
             manifest: the manifest this invocation would write for a new run.
@@ -170,9 +307,10 @@ class RunDirectory:
             The manifest in effect (the existing one, when resuming).
 
         Raises:
-            RunStateError: the directory holds results made with other settings, holds
-                results without a manifest, or holds unrelated files; the message says
-                which and how to proceed.
+            RunStateError: the directory holds results made with other settings or
+                from another items file (or one changed other than by appending),
+                holds results without a manifest, or holds unrelated files; the
+                message says which and how to proceed.
         """
         existing = self.read_manifest()
         has_results = self.results_path.is_file() and self.results_path.stat().st_size > 0
@@ -187,6 +325,7 @@ class RunDirectory:
         if existing is None or not has_results:
             current = manifest
         else:
+            items_file = self._items_file_to_record(existing, manifest)
             for key, why in _MUST_MATCH.items():
                 old, new = getattr(existing, key), getattr(manifest, key)
                 if old != new:
@@ -207,6 +346,8 @@ class RunDirectory:
             current = existing
             current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
                                                      if k not in _CONFIG_MUST_MATCH}}
+            if manifest.items_file is not None:  # the (possibly moved or longer) file this run now judges
+                current.items_file, current.items_path = items_file, manifest.items_path
         return current
 
     def finish(self, manifest: RunManifest, *, items_done: int, interrupted: bool) -> RunManifest:

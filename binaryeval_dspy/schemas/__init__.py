@@ -1,7 +1,13 @@
 """Pydantic models for everything that flows through binaryeval-dspy and is saved to disk."""
 
 from binaryeval_dspy.schemas.check_spec import CheckSpec
-from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
+from binaryeval_dspy.schemas.item_result import (
+    ITEM_STATUSES,
+    ContextOverflow,
+    ItemResult,
+    Usage,
+    text_hash,
+)
 from binaryeval_dspy.schemas.named_verdict import (
     FatalRuleRecord,
     LabelAttempt,
@@ -36,10 +42,12 @@ from binaryeval_dspy.schemas.verdict_output import (
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel, VerdictPolicy
 
 __all__ = [
+    "ITEM_STATUSES",
     "QUESTION_SET_SCHEMA_VERSION",
     "VERDICT_OUTPUT_SCHEMA_VERSION",
     "BinaryQuestion",
     "CheckSpec",
+    "ContextOverflow",
     "DedupDecision",
     "DimensionRubric",
     "EvidenceEntry",

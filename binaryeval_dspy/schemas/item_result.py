@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -12,6 +12,10 @@ from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
 ITEM_RESULT_SCHEMA_VERSION = 1
+#: What became of an item: judged (with whatever answers it got), skipped because its
+#: output is empty (no LM call, no score), or not judged at all (no LM answer).
+ITEM_STATUSES = ("scored", "empty_output", "error")
+ItemStatus = Literal["scored", "empty_output", "error"]
 
 
 def text_hash(text: str) -> str:
@@ -53,6 +57,20 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class ContextOverflow(BaseModel):
+    """A request that did not fit the LM's context window, as its error message told.
+
+    Attributes:
+        tokens: the size of the request in tokens, when the message states it.
+        limit: the context window in tokens, when the message states it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int | None = None
+    limit: int | None = None
+
+
 class ItemResult(BaseModel):
     """The verdicts and scores of one item, as appended to ``results.jsonl``.
 
@@ -78,6 +96,17 @@ class ItemResult(BaseModel):
             Set from `verdicts`, never by hand; written to JSON only when False.
         questions_answered: for an incomplete item, how many questions got an answer
             (yes, no or unparsed); None (and not written) for a complete one.
+        status: ``"scored"`` (judged; not written, and assumed for files written before
+            this field existed), ``"empty_output"`` (the output is empty or only
+            whitespace and invisible characters: no LM call, no verdicts, no score;
+            complete) or ``"error"`` (the item could not be judged: every LM question
+            failed, or judging it raised; incomplete, so a rerun tries it again). An item
+            whose LM questions all failed is set to ``"error"`` automatically.
+        error: for status ``"error"``, the error's type and message (the first failed
+            call's when questions failed).
+        lm: for status ``"error"``, the LM that failed.
+        context_overflow: for an error that is a context-window overflow, the request's
+            size and the window, as far as the message states them.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -96,15 +125,33 @@ class ItemResult(BaseModel):
     named_verdict: NamedVerdict | None = Field(default=None, exclude_if=lambda v: v is None)
     complete: bool = Field(default=True, exclude_if=lambda v: v is True)
     questions_answered: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    status: ItemStatus = Field(default="scored", exclude_if=lambda v: v == "scored")
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    lm: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    context_overflow: ContextOverflow | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _has_an_outcome(self) -> ItemResult:
-        if self.score_card is None and self.named_verdict is None:
+        if self.status == "empty_output":
+            if self.verdicts or self.score_card is not None or self.named_verdict is not None:
+                raise ValueError("an empty_output item has no verdicts, score_card or named_verdict")
+        elif self.status == "scored" and self.score_card is None and self.named_verdict is None:
             raise ValueError("an item result needs a score_card, a named_verdict, or both")
+        asked = [v for v in self.verdicts if v.source == "lm"]
+        if self.status == "scored" and asked and not any(v.answered for v in asked):
+            self.status = "error"  # every LM question failed: nothing was judged
+        if self.status == "error" and self.error is None:
+            self.error = next((v.error for v in self.verdicts if v.verdict == "error" and v.error),
+                              "the item could not be judged")
         answered = sum(1 for v in self.verdicts if v.answered)
-        self.complete = answered == len(self.verdicts)
+        self.complete = answered == len(self.verdicts) and self.status != "error"
         self.questions_answered = None if self.complete else answered
         return self
+
+    @property
+    def scored(self) -> bool:
+        """True for a judged item (status ``"scored"``): its score card counts in means."""
+        return self.status == "scored"
 
     @property
     def answered_count(self) -> int:

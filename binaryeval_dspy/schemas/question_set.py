@@ -25,6 +25,7 @@ from pydantic import (
 
 from binaryeval_dspy.errors import QuestionSetError
 from binaryeval_dspy.schemas.check_spec import CheckSpec
+from binaryeval_dspy.schemas.generation_report import GenerationReport
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
 
 QUESTION_SET_SCHEMA_VERSION = 1
@@ -61,7 +62,21 @@ class BinaryQuestion(BaseModel):
         text: the question, non-empty.
         violation_example: a short example of an output that would get "no".
         requirement_id: the requirement it was decomposed from, if any.
-        origin: ``"generated"`` by `QuestionGenerator` or ``"manual"`` (written by hand).
+        origin: how the question was made: ``"generated"`` (drafted by the LM in
+            `QuestionGenerator`), ``"merged"`` (generated, and identical drafts for
+            other requirements were folded into it), ``"fallback_template"`` (the
+            requirement asked as one template question because its decomposition gave
+            nothing usable) or ``"manual"`` (written by hand; the default, so files
+            without the field load as before).
+        dimension_source: how the question got its dimension, when generated:
+            ``"given"`` / ``"inferred"`` / ``"fallback"`` (the LM named one of the
+            caller's dimensions / of the dimensions it inferred / the fallback
+            dimension ``overall``, equal after normalising case, spaces, underscores
+            and hyphens), ``"mapped_from:<LM's name>"`` (the set has one dimension and
+            the LM named another; the question was put under the only one), or
+            ``"first_declared"`` (a fallback template, placed under the first
+            dimension). None (absent from the file) for hand-written questions and
+            files written before this field existed. Hashed when present.
         check: optional `CheckSpec`: a registered code check answers this question
             before and instead of the LM (verdict mode, seed 004). Omitted from the
             saved file and the content hash when absent.
@@ -76,7 +91,10 @@ class BinaryQuestion(BaseModel):
     text: str = Field(min_length=1)
     violation_example: str = ""
     requirement_id: str | None = None
-    origin: Literal["generated", "manual"] = "manual"
+    origin: Literal["generated", "merged", "fallback_template", "manual"] = "manual"
+    dimension_source: str | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        pattern=r"^(given|inferred|fallback|first_declared|mapped_from:.+)$")
     check: CheckSpec | None = Field(default=None, exclude_if=lambda v: v is None)
     fatal: bool = Field(default=False, exclude_if=lambda v: v is False)
 
@@ -98,14 +116,32 @@ class QuestionSet(BaseModel):
         requirements: requirements r_1..r_K summarized from the task prompt.
         questions: the binary questions q_1..q_N; ids unique, dimensions declared.
         generated_by: the LM id that generated the questions, if any (not hashed).
+        generation_report: the `GenerationReport` of `QuestionGenerator` (fallbacks,
+            dropped drafts, emptied dimensions), as generated; not hashed, omitted from
+            the file when absent (hand-written and older sets).
         verdict_policy: optional named verdict labels with the fatal and refutation
             rules (verdict mode). Hashed when present; omitted from file and hash
             when absent, so sets without it keep their hash.
 
+    Hand-written shorthands are accepted on load and construction (`_hand_written`)
+    and saved back in the full form:
+
+    * ``requirements`` as plain strings: ``["Only facts.", "Short."]`` become
+      ``{"id": "r1", "text": ...}``, ``{"id": "r2", ...}`` (ids by position, from 1).
+    * ``questions`` as plain strings when the set declares exactly one dimension
+      (they get that dimension), or grouped by dimension as an object
+      ``{"coherence": ["Is it ordered?", ...], ...}`` (``dimensions`` may then be left
+      out: the keys, in order). A plain-string question gets the id ``q<n>``, its
+      1-based position in the whole list.
+
+    Objects keep needing their ``id`` (a missing one is an error, as before). An
+    explicit id that collides with a generated one is reported as a duplicate id.
+
     Raises:
         pydantic.ValidationError: on construction with duplicate ids, blank text, an
-            undeclared dimension or an unknown requirement id. `QuestionSet.load`
-            turns that into a `QuestionSetError` naming the file, line and question.
+            undeclared dimension, an unknown requirement id, or plain-string questions
+            in a set with several dimensions. `QuestionSet.load` turns that into a
+            `QuestionSetError` naming the file, line and question.
 
     Example:
         >>> qs = QuestionSet(dimensions=["fluency"], questions=[
@@ -122,7 +158,46 @@ class QuestionSet(BaseModel):
     requirements: list[Requirement] = Field(default_factory=list)
     questions: list[BinaryQuestion] = Field(min_length=1)
     generated_by: str | None = None
+    generation_report: GenerationReport | None = Field(default=None, exclude_if=lambda v: v is None)
     verdict_policy: VerdictPolicy | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hand_written(cls, data: object) -> object:
+        """Expand the hand-written shorthands of the class docstring into full objects."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        requirements = data.get("requirements")
+        if isinstance(requirements, list):
+            data["requirements"] = [_with_id(r, f"r{n}", key="text")
+                                    for n, r in enumerate(requirements, start=1)]
+        questions = data.get("questions")
+        if isinstance(questions, dict) and all(isinstance(g, list) for g in questions.values()):
+            if "dimensions" not in data:
+                data["dimensions"] = list(questions)
+            # (dimension, entry) pairs; an object written under a dimension key gets that dimension
+            pairs = [(dim, {"dimension": dim, **q} if isinstance(q, dict) else q)
+                     for dim, group in questions.items() for q in group]
+        elif isinstance(questions, list):
+            dims = data.get("dimensions")
+            only = dims[0] if isinstance(dims, list) and len(dims) == 1 and isinstance(dims[0], str) else None
+            pairs = [(only, q) for q in questions]
+        else:
+            return data
+        expanded = []
+        for n, (dim, q) in enumerate(pairs, start=1):
+            if isinstance(q, str):
+                if dim is None:
+                    raise ValueError(
+                        f"questions[{n - 1}] is a plain string ({q!r:.60}), which is only accepted when the set "
+                        f"declares exactly one dimension (it declares {data.get('dimensions')!r:.80}); write it "
+                        'as {"id": "...", "dimension": "...", "text": "..."}, or group the questions by '
+                        'dimension: "questions": {"<dimension>": ["...", ...]}')
+                q = {"id": f"q{n}", "dimension": dim, "text": q}
+            expanded.append(q)
+        data["questions"] = expanded
+        return data
 
     @field_validator("schema_version")
     @classmethod
@@ -261,6 +336,15 @@ class QuestionSet(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise _as_question_set_error(exc, data, path, raw_text) from exc
+
+
+def _with_id(entry: object, default_id: str, *, key: str) -> object:
+    """A hand-written list entry as an object with an id: a plain string becomes
+    ``{"id": default_id, key: entry}``; anything else (an object, a model instance, a
+    wrong type) is left for validation to judge."""
+    if isinstance(entry, str):
+        return {"id": default_id, key: entry}
+    return entry
 
 
 _QID_IN_MSG = re.compile(r"question '([^']+)'")

@@ -38,6 +38,23 @@ class RunSession(BaseModel):
     interrupted: bool = False
 
 
+class ItemsFile(BaseModel):
+    """The items file a run judges, as it was when the run last started or resumed.
+
+    Attributes:
+        path: the file's resolved (absolute) path.
+        sha256: SHA-256 of the file's bytes, 64 hex characters.
+        bytes: the file's size in bytes (lets a resume tell "rows were appended"
+            from "the file was changed": the old bytes must be a prefix of the new).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    sha256: str
+    bytes: int
+
+
 class RunManifest(BaseModel):
     """``manifest.json`` of a run: LM, question-set hash, inputs, versions and times.
 
@@ -49,6 +66,9 @@ class RunManifest(BaseModel):
         question_set_hash: content hash of the question set; a resume with another
             set is refused.
         question_set_path / items_path: the files given.
+        items_file: path, SHA-256 and size of the items file (None for runs made
+            before it was recorded, and for runs without one, e.g. the benchmark's
+            method directories); a resume with another file is refused.
         config: the other run options (field names, scale, threads, limit).
         packages: versions of the packages that shape results.
         started_at / finished_at: UTC ISO times of the first start and the last finish.
@@ -63,6 +83,7 @@ class RunManifest(BaseModel):
     question_set_hash: str
     question_set_path: str
     items_path: str
+    items_file: ItemsFile | None = None
     config: dict[str, object] = Field(default_factory=dict)
     packages: dict[str, str] = Field(default_factory=package_versions)
     started_at: str = Field(default_factory=utc_now)

@@ -109,7 +109,8 @@ class VerdictOutput(BaseModel):
         aggregation: "verdict" (no scores) or "both".
         pressure_test: the pressure-test mode of the run.
         labels: the declared labels, best first; fatal_label: the label a fatal "no" forces.
-        counts: items per label, plus "unparsed" for items with no decided label.
+        counts: items per label, plus "unparsed" for items with no decided label, and
+            "empty_output" / "error" for items that were not judged (not in `items`).
         items: one `ItemVerdictOutput` per item, in results order.
 
     Example:

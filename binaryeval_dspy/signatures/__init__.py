@@ -3,8 +3,15 @@
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
-from binaryeval_dspy.signatures.dimension_question import AnswerDimensionQuestion
-from binaryeval_dspy.signatures.holistic_rating import RateOnCriterion, rating_signature
+from binaryeval_dspy.signatures.dimension_question import (
+    AnswerDimensionQuestion,
+    AnswerDimensionQuestionText,
+)
+from binaryeval_dspy.signatures.holistic_rating import (
+    RateOnCriterion,
+    rating_signature,
+    rating_text_signature,
+)
 from binaryeval_dspy.signatures.lesson_dedup import DedupLesson
 from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -15,6 +22,7 @@ from binaryeval_dspy.signatures.verdict_pick import EvidenceLine, LabelOption, P
 
 __all__ = [
     "AnswerDimensionQuestion",
+    "AnswerDimensionQuestionText",
     "AnswerRefutationQuestion",
     "DecomposeRequirement",
     "DedupLesson",
@@ -33,4 +41,5 @@ __all__ = [
     "RewriteSubstring",
     "SummarizeRequirements",
     "rating_signature",
+    "rating_text_signature",
 ]

@@ -1,0 +1,52 @@
+"""Checks on the text of an item before anything is asked about it."""
+
+from __future__ import annotations
+
+import unicodedata
+
+#: What to do with an item whose output is empty: record it (status ``empty_output``,
+#: no LM call, no score) or refuse the items file.
+EMPTY_OUTPUT_POLICIES = ("record", "fail")
+
+
+def visible_text(text: str) -> str:
+    """`text` without whitespace and invisible format characters.
+
+    Removed: every character for which ``str.isspace()`` is true and every character of
+    Unicode category ``Cf`` (format): zero-width space U+200B, ZWNJ / ZWJ U+200C /
+    U+200D, word joiner U+2060, BOM U+FEFF, soft hyphen U+00AD, the bidi marks and
+    embeddings U+200E / U+200F, U+202A-U+202E, U+2066-U+2069, and the like.
+
+    Example:
+        >>> visible_text(" a\\u200bb\\n")
+        'ab'
+    """
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) != "Cf")
+
+
+def is_empty_output(text: str | None) -> bool:
+    """True when an output has nothing to judge: None, empty, or only whitespace and
+    invisible format characters (see `visible_text`).
+
+    Such an output gets the item status ``empty_output``: no LM call is made and it has
+    no score (a judge asked about it would answer about nothing, and often "yes").
+
+    Args:
+        text: the output under evaluation (None counts as empty).
+
+    Returns:
+        True for ``None``, ``""``, ``"  \\n"``, ``"\\u200b\\u200b"``, ``"\\ufeff \\u2060"``;
+        False as soon as one visible character is present.
+
+    Raises:
+        TypeError: `text` is neither a string nor None.
+
+    Example:
+        >>> is_empty_output("\\u200b\\u200b"), is_empty_output(" ok ")
+        (True, False)
+    """
+    if text is None:
+        return True
+    if not isinstance(text, str):
+        raise TypeError(f"is_empty_output needs a string or None, got {type(text).__name__}")
+    return not visible_text(text)
