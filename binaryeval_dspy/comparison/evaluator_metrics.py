@@ -9,24 +9,48 @@ the BinEval optimizer's own failure test uses:
 * `SourceAgreementMetric`: share of questions answered as the source evaluator did, in
   [0, 1] (cross-model mode).
 
-Both take DSPy's five-argument form and return ``dspy.Prediction(score, feedback)``
-whose feedback names the dimensions or questions that went wrong, with explanations.
-An item whose verdicts all failed to parse scores 0.0 and says so.
+Both take DSPy's five-argument form and return ``dspy.Prediction(score, scored, status,
+feedback)`` whose feedback names the dimensions or questions that went wrong, with
+explanations. An item the evaluator could not score (no verdict parsed, or its LM calls
+failed) is not a zero: it gets the documented fallback ``unscored_score`` (default 0.0,
+because DSPy's optimizers need a float) with ``scored=False``, and is counted in the
+metric's `counts()` / `counting()` (`binaryeval_dspy.programs.bineval_metric.CountingMetric`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dspy
 
+from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.optimizers.bineval_optimizer.human import normalized_human_scores
+from binaryeval_dspy.programs.bineval_metric import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
 
-class HumanAgreementMetric:
+def unscored_status(verdicts: Sequence[QuestionVerdict]) -> MetricStatus:
+    """``failed`` when any of `verdicts` is an LM-call ``error`` (or there are none), else ``unscored``."""
+    return "failed" if not verdicts or any(v.verdict == "error" for v in verdicts) else "unscored"
+
+
+def _unscored(metric: CountingMetric, status: MetricStatus, why: str) -> dspy.Prediction:
+    metric._record(status)
+    score = metric.unscored_score  # type: ignore[attr-defined]
+    return dspy.Prediction(score=score, scored=False, status=status,
+                           feedback=f"Not scored: {why}. The score {score} is the fallback for an unscored item.")
+
+
+def _checked_fallback(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BinEvalError(f"unscored_score must be a finite number, got {value!r}")
+    return float(value)
+
+
+class HumanAgreementMetric(CountingMetric):
     """Closeness of a BinEval prediction's dimension scores to the human ratings of the item.
 
     Args:
@@ -34,24 +58,33 @@ class HumanAgreementMetric:
         dimensions: the dimensions compared (rated by humans and scored by the evaluator).
         human_field: gold field with {dimension: rating}.
         human_scale: the ratings' [low, high].
+        unscored_score: fallback score (``scored=False``) of an item on which the
+            evaluator scored no dimension; default 0.0.
+
+    Raises:
+        BinEvalError: `unscored_score` is not a finite number.
     """
 
     def __init__(self, question_set: QuestionSet, *, dimensions: Sequence[str], human_field: str = "scores",
-                 human_scale: tuple[float, float] = (1.0, 5.0)) -> None:
+                 human_scale: tuple[float, float] = (1.0, 5.0), unscored_score: float = 0.0) -> None:
         self.question_set = question_set
         self.dimensions = list(dimensions)
         self.human_field = human_field
         self.human_scale = human_scale
+        self.unscored_score = _checked_fallback(unscored_score)
+        self._init_counts()
 
     def __call__(self, gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
                  pred_trace: Any = None) -> dspy.Prediction:
-        """Score in [0, 1]: 1 - mean |model - human| over the dimensions the evaluator scored."""
+        """Score in [0, 1]: 1 - mean |model - human| over the dimensions the evaluator scored
+        (``scored=True``); the fallback with ``scored=False`` when it scored none."""
         human = normalized_human_scores(gold, self.dimensions, field=self.human_field, scale=self.human_scale)
         card = getattr(pred, "score_card", None)
         model = {d: (card.dimension_scores.get(d) if card is not None else None) for d in self.dimensions}
         gaps = {d: model[d] - human[d] for d in self.dimensions if model[d] is not None}
         if not gaps:
-            return dspy.Prediction(score=0.0, feedback="No verdict could be parsed, so no dimension was scored.")
+            verdicts = list(getattr(pred, "verdicts", None) or [])
+            return _unscored(self, unscored_status(verdicts), "no verdict could be parsed, so no dimension was scored")
         score = 1.0 - sum(abs(g) for g in gaps.values()) / len(gaps)
         by_id = {q.id: q for q in self.question_set.questions}
         lines = [f"Agreement with the human ratings: {score:.2f} (1 = identical)."]
@@ -64,27 +97,36 @@ class HumanAgreementMetric:
                     q = by_id.get(v.question_id)
                     if q is not None and q.dimension == d and v.verdict == wrong:
                         lines.append(f"  - answered {wrong} to: {q.text} Explanation: {v.explanation}")
-        return dspy.Prediction(score=score, feedback="\n".join(lines))
+        self._record("scored")
+        return dspy.Prediction(score=score, scored=True, status="scored", feedback="\n".join(lines))
 
 
-class SourceAgreementMetric:
+class SourceAgreementMetric(CountingMetric):
     """Share of questions a BinEval prediction answers as the source evaluator did.
 
     Args:
         question_set: the evaluator's questions.
         source_verdicts: item id -> the source's verdicts.
         id_field: gold field holding the item id.
+        unscored_score: fallback score (``scored=False``) of an item on which no
+            question was answered by both evaluators; default 0.0.
+
+    Raises:
+        BinEvalError: `unscored_score` is not a finite number.
     """
 
     def __init__(self, question_set: QuestionSet, source_verdicts: Mapping[str, Sequence[QuestionVerdict]],
-                 *, id_field: str = "item_id") -> None:
+                 *, id_field: str = "item_id", unscored_score: float = 0.0) -> None:
         self.question_set = question_set
         self.source = {k: {v.question_id: v for v in vs} for k, vs in source_verdicts.items()}
         self.id_field = id_field
+        self.unscored_score = _checked_fallback(unscored_score)
+        self._init_counts()
 
     def __call__(self, gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
                  pred_trace: Any = None) -> dspy.Prediction:
-        """Score in [0, 1]: agreeing questions / questions both evaluators answered."""
+        """Score in [0, 1]: agreeing questions / questions both evaluators answered
+        (``scored=True``); the fallback with ``scored=False`` when there are none."""
         source = self.source.get(str(gold.get(self.id_field)), {})
         by_id = {q.id: q for q in self.question_set.questions}
         agree, total, lines = 0, 0, []
@@ -101,9 +143,11 @@ class SourceAgreementMetric:
                 lines.append(f"- {text} You answered {v.verdict} ({v.explanation}); the reference answered "
                              f"{s.verdict} ({s.explanation}).")
         if not total:
-            return dspy.Prediction(score=0.0, feedback="No question was answered by both evaluators.")
+            verdicts = list(getattr(pred, "verdicts", None) or [])
+            return _unscored(self, unscored_status(verdicts), "no question was answered by both evaluators")
         head = f"Agreed with the reference evaluator on {agree} of {total} questions."
-        return dspy.Prediction(score=agree / total, feedback="\n".join([head, *lines]))
+        self._record("scored")
+        return dspy.Prediction(score=agree / total, scored=True, status="scored", feedback="\n".join([head, *lines]))
 
 
 def float_metric(metric: Callable[..., Any]) -> Callable[..., float]:

@@ -4,6 +4,13 @@ Each optimizer's outcome is one `OptimizerResult` (``<out>/<optimizer>/result.js
 holding its per-item test records; test metrics and their bootstrap 95% confidence
 intervals are recomputed from those records, so ``comparison.md`` can be rebuilt at any
 time from the saved files alone.
+
+Every figure names its LM and its n: each row gives the LMs it used (task, prompt,
+reflection, and judge or source where the set-up has one), its LM calls, prompt /
+completion / cached tokens and wall time (optimization and test), how many test items
+were scored out of how many, and how many of the optimization's metric calls were scored.
+A test item the evaluator or the judge could not score, or whose generation failed, is
+left out of the averages and counted, never averaged in as a zero.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from rich.table import Table
 from scipy.stats import rankdata
 
 from binaryeval_dspy.optimizers.bineval_optimizer.human import pooled_spearman
+from binaryeval_dspy.schemas.optimization_history import OptimizationHistory
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -34,7 +42,15 @@ OPRO_NOTE = (
 
 
 class MetricValue(BaseModel):
-    """A test metric with its bootstrap 95% confidence interval (None where undefined)."""
+    """A test metric with its bootstrap 95% confidence interval (None where undefined).
+
+    Attributes:
+        value: the metric (None when no item was scored).
+        low, high: the 95% CI, when defined.
+        n: the items (or instructions) the value was computed on.
+        total: the items (or instructions) there were; ``total - n`` were not scored.
+            None in results saved before it was recorded.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,6 +58,7 @@ class MetricValue(BaseModel):
     low: float | None = None
     high: float | None = None
     n: int = 0
+    total: int | None = None
 
 
 class OptimizerResult(BaseModel):
@@ -54,7 +71,17 @@ class OptimizerResult(BaseModel):
         compile_lm_calls, compile_tokens, compile_seconds: cost of optimizing (LM calls
             that reached a model on any thread, prompt + completion tokens, wall time).
         compile_cached_tokens: prompt tokens of those calls served from the provider's cache.
+        compile_prompt_tokens, compile_completion_tokens: the split of `compile_tokens`
+            (None in results saved before it was recorded).
         test_lm_calls, test_tokens, test_seconds: cost of the test evaluation.
+        test_prompt_tokens, test_completion_tokens, test_cached_tokens: the split of
+            `test_tokens` and its cached prompt tokens (None in older results).
+        lms: LM names by role: ``task`` (the program's LM), ``prompt`` (proposals,
+            lessons, rules), ``reflection`` (GEPA), ``judge`` (the BinEval metric's LM in
+            generation set-ups), ``source`` (cross-model); empty in older results.
+        metric_counts: the optimized metric's calls during optimization (``scored``,
+            ``unscored``, ``failed``, ``total``; for the BinEval optimizer, its item
+            evaluations over all iterations); None when not recorded.
         prompt_chars: characters of the compiled program's instructions (all predictors).
         demos: few-shot demos in the compiled program.
         instructions: the compiled instructions by predictor name.
@@ -78,6 +105,13 @@ class OptimizerResult(BaseModel):
     test_lm_calls: int = Field(default=0, ge=0)
     test_tokens: int = Field(default=0, ge=0)
     test_seconds: float = Field(default=0.0, ge=0)
+    compile_prompt_tokens: int | None = Field(default=None, ge=0)
+    compile_completion_tokens: int | None = Field(default=None, ge=0)
+    test_prompt_tokens: int | None = Field(default=None, ge=0)
+    test_completion_tokens: int | None = Field(default=None, ge=0)
+    test_cached_tokens: int | None = Field(default=None, ge=0)
+    lms: dict[str, str] = Field(default_factory=dict)
+    metric_counts: dict[str, int] | None = None
     prompt_chars: int = Field(default=0, ge=0)
     demos: int = Field(default=0, ge=0)
     instructions: dict[str, str] = Field(default_factory=dict)
@@ -127,12 +161,28 @@ def _row_rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _mean_metric(values: Sequence[float | None]) -> MetricValue:
+    """Mean of the defined values with its CI; ``n`` defined values of ``total``."""
     clean = [v for v in values if v is not None]
     if not clean:
-        return MetricValue(value=None, n=0)
+        return MetricValue(value=None, n=0, total=len(values))
     arr = np.array(clean, dtype=float)
     low, high = bootstrap_ci(len(arr), lambda idx: arr[idx].mean(axis=1))
-    return MetricValue(value=float(arr.mean()), low=low, high=high, n=len(arr))
+    return MetricValue(value=float(arr.mean()), low=low, high=high, n=len(arr), total=len(values))
+
+
+def scored_items(kind: str, records: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(test items scored, test items) of one optimizer's test records.
+
+    ``summeval``: an item is scored when it was judged and has a score on every
+    dimension. ``ifbench``: when its record says ``scored`` (records saved before that
+    field existed count as scored unless their ``status`` is ``failed``).
+    """
+    if kind == "summeval":
+        scored = sum(1 for r in records if not r.get("failed")
+                     and all(v is not None for v in (r.get("model") or {}).values()) and r.get("model"))
+    else:
+        scored = sum(1 for r in records if r.get("scored", r.get("status") != "failed"))
+    return scored, len(records)
 
 
 def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
@@ -140,7 +190,8 @@ def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
     the human ratings (1 - mean |model - human|, with CI), and agreement with the source
     evaluator when recorded.
 
-    The CI resamples the items on which the evaluator scored every dimension.
+    The CI resamples the items on which the evaluator scored every dimension; ``n`` is
+    their number (per dimension: the items scored on it) and ``total`` the test items.
     """
     if not records:
         return {}
@@ -159,9 +210,10 @@ def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
             return np.nanmean(per_dim, axis=0)
 
     low, high = bootstrap_ci(len(complete), mean_rho) if len(dims) else (None, None)
-    out = {"spearman": MetricValue(value=full["mean"], low=low, high=high, n=len(records))}
+    out = {"spearman": MetricValue(value=full["mean"], low=low, high=high, n=len(complete), total=len(records))}
     for d in dims:
-        out[f"spearman_{d}"] = MetricValue(value=full[d], n=len(records))
+        out[f"spearman_{d}"] = MetricValue(value=full[d], n=sum(m.get(d) is not None for m in model),
+                                           total=len(records))
     out["human_agreement"] = _mean_metric([_human_agreement(m, h) for m, h in zip(model, human, strict=True)])
     if "agreement" in records[0]:
         out["agreement"] = _mean_metric([r.get("agreement") for r in records])
@@ -176,16 +228,23 @@ def _human_agreement(model: dict[str, float | None], human: dict[str, float]) ->
 
 def generator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
     """Prompt-level strict / loose accuracy (with CI) and instruction-level accuracy from
-    the checkers; the mean BinEval score when the test used BinEval instead."""
+    the checkers; the mean BinEval score when the test used BinEval instead.
+
+    A prompt whose generation failed (``strict``/``loose`` None) or whose BinEval score
+    is None (unscored) is left out of the mean and counted in ``total - n``; its
+    instructions are counted in the instruction-level ``total``.
+    """
     if not records:
         return {}
     out: dict[str, MetricValue] = {}
     if "strict" in records[0]:
         for level in ("strict", "loose"):
-            out[f"{level}_accuracy"] = _mean_metric([1.0 if r[level] else 0.0 for r in records])
-            flags = [x for r in records for x in r[f"{level}_list"]]
+            out[f"{level}_accuracy"] = _mean_metric(
+                [None if r.get(level) is None else (1.0 if r[level] else 0.0) for r in records])
+            flags = [x for r in records for x in (r.get(f"{level}_list") or [])]
+            instructions = sum(len(r.get("instruction_id_list") or r.get(f"{level}_list") or []) for r in records)
             out[f"{level}_instruction_accuracy"] = MetricValue(
-                value=sum(flags) / len(flags) if flags else None, n=len(flags))
+                value=sum(flags) / len(flags) if flags else None, n=len(flags), total=max(instructions, len(flags)))
     if "bineval" in records[0]:
         out["bineval_score"] = _mean_metric([r.get("bineval") for r in records])
     return out
@@ -222,22 +281,84 @@ def _fmt(metric: MetricValue | None) -> str:
     return f"{metric.value:.3f} [{metric.low:.3f}, {metric.high:.3f}]"
 
 
+def _tokens(prompt: int | None, completion: int | None, cached: int | None, total: int) -> str:
+    """``prompt / completion / cached``; older results hold only the total."""
+    if prompt is None or completion is None:
+        return f"{total} total (split not recorded)"
+    return f"{prompt} / {completion} / {cached if cached is not None else 'n/a'}"
+
+
+def row_lms(config: dict[str, Any], result: OptimizerResult) -> dict[str, str]:
+    """LM names by role for one row: the result's own ``lms``, else (older results) the
+    task and prompt LMs from the result and the source LM from the config."""
+    lms = dict(result.lms) or {"task": result.lm, "prompt": result.prompt_lm}
+    if config.get("source_lm") and "source" not in lms:
+        lms["source"] = str(config["source_lm"])
+    return lms
+
+
+def _lms_cell(lms: dict[str, str]) -> str:
+    """``task: X; prompt: Y; reflection: Z`` (``-`` for a role the optimizer does not use),
+    then any other role (judge, source)."""
+    always = ["task", "prompt", "reflection"]
+    cells = [f"{role}: {lms.get(role, '-')}" for role in always]
+    cells += [f"{role}: {name}" for role, name in lms.items() if role not in always]
+    return "; ".join(cells).replace("|", "/")
+
+
+def _counts_cell(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "n/a"
+    text = f"{counts.get('scored', 0)} / {counts.get('total', 0)}"
+    extra = [f"{counts[k]} {k}" for k in ("unscored", "failed") if counts.get(k)]
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
 def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the comparison table."""
+    """Header and rows of the comparison table.
+
+    Per row: the test metrics (primary with its 95% CI), test items scored / n, the
+    optimization metric's calls scored / n, LM calls, prompt / completion / cached
+    tokens and wall time (optimization, then test), the LMs by role, the compiled
+    prompt's characters and the notes.
+    """
     kind, mode = config["setup"]["kind"], config["setup"]["mode"]
     metrics = [metrics_from_records(kind, r.test_records) for r in results]
     primary = primary_metric(kind, mode, metrics[0] if metrics else {})
     secondary = {"summeval": ["spearman", "human_agreement"] if mode == "cross_model" else ["human_agreement"],
                  "ifbench": ["strict_accuracy"] if primary == "loose_accuracy" else []}[kind]
-    header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary], "LM calls",
-              "tokens (cached)", "wall time (s)", "test LM calls", "prompt chars", "notes"]
+    header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary],
+              "test items scored / n", "optimization metric calls scored / n", "LM calls (optimize / test)",
+              "optimize tokens prompt / completion / cached", "test tokens prompt / completion / cached",
+              "wall time s (optimize / test)", "LMs", "prompt chars", "notes"]
     body = []
     for result, m in zip(results, metrics, strict=True):
-        body.append([result.optimizer, _fmt(m.get(primary)), *[_fmt(m.get(s)) for s in secondary],
-                     str(result.compile_lm_calls), f"{result.compile_tokens} ({result.compile_cached_tokens})",
-                     f"{result.compile_seconds:.1f}", str(result.test_lm_calls),
-                     str(result.prompt_chars), result.notes.replace("|", "/")[:120]])
+        scored, total = scored_items(kind, result.test_records)
+        body.append([
+            result.optimizer, _fmt(m.get(primary)), *[_fmt(m.get(s)) for s in secondary],
+            f"{scored} / {total}", _counts_cell(result.metric_counts),
+            f"{result.compile_lm_calls} / {result.test_lm_calls}",
+            _tokens(result.compile_prompt_tokens, result.compile_completion_tokens, result.compile_cached_tokens,
+                    result.compile_tokens),
+            _tokens(result.test_prompt_tokens, result.test_completion_tokens, result.test_cached_tokens,
+                    result.test_tokens),
+            f"{result.compile_seconds:.1f} / {result.test_seconds:.1f}", _lms_cell(row_lms(config, result)),
+            str(result.prompt_chars), result.notes.replace("|", "/")[:120]])
     return header, body
+
+
+def bineval_history_section(out_dir: Path) -> list[str]:
+    """Markdown lines summarizing ``<out>/bineval/history.json`` per iteration (items scored
+    / n per split, LM cost, the kept iteration and the selection rule); [] when absent or
+    unreadable."""
+    path = out_dir / "bineval" / "history.json"
+    if not path.is_file():
+        return []
+    try:
+        history = OptimizationHistory.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return []
+    return ["## BinEval optimizer iterations", "", history.summary_markdown().rstrip("\n"), ""]
 
 
 def comparison_table(config: dict[str, Any], results: list[OptimizerResult]) -> Table:
@@ -251,8 +372,9 @@ def comparison_table(config: dict[str, Any], results: list[OptimizerResult]) -> 
     return table
 
 
-def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult]) -> str:
-    """The ``comparison.md`` text: set-up, LMs, split, budgets, the table and notes."""
+def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult], out_dir: Path | None = None) -> str:
+    """The ``comparison.md`` text: set-up, LMs, split, budgets, the table and notes; with
+    `out_dir`, also the BinEval optimizer's iterations from its saved history."""
     header, body = rows(config, results)
     setup = config["setup"]
     lines = [
@@ -263,9 +385,16 @@ def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult]) 
         f"- Split sizes: {setup['sizes']} (seed {config.get('seed')}; limit {config.get('limit')})",
         f"- Metric every optimizer optimized: {config['metric']}",
         f"- Test metric: {config['test_metric']}; 95% CIs by percentile bootstrap over test items (1,000 resamples).",
-        ("- Cost columns (LM calls, tokens, wall time) cover optimization, on every thread; 'test LM calls' is the"
-         " test evaluation. Tokens in parentheses were served from the provider's prompt cache. Calls answered"
-         " from DSPy's cache are not counted."),
+        ("- Cost columns give optimization, then the test evaluation: LM calls that reached a model, on every"
+         " thread; prompt / completion tokens, and prompt tokens served from the provider's prompt cache; wall"
+         " time. Calls answered from DSPy's cache are not counted."),
+        ("- 'test items scored / n': test items the test metric could use; an item the evaluator or judge could"
+         " not score, or whose generation failed, is left out of the averages, never counted as 0."
+         " 'optimization metric calls scored / n': calls of the optimized metric during optimization (BinEval"
+         " optimizer: its item evaluations over all iterations); an unscored call returned the metric's fallback"
+         " score 0.0 to the optimizer. Calls DSPy itself failed (the program raised) never reach the metric."),
+        ("- LMs per row: task = the program being optimized; prompt = proposals / lessons / rules; reflection ="
+         " GEPA's reflection LM; judge = the BinEval metric's LM; source = the reference evaluator."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
@@ -279,6 +408,8 @@ def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult]) 
         "",
         f"- {OPRO_NOTE}",
     ]
+    if out_dir is not None:
+        lines[lines.index("## Budgets"):lines.index("## Budgets")] = bineval_history_section(out_dir)
     lines += [f"- {note}" for note in config.get("notes", [])]
     missing = [name for name in config["optimizers"] if name not in {r.optimizer for r in results}]
     if missing:
@@ -290,5 +421,5 @@ def write_comparison(out_dir: Path) -> Path:
     """Rebuild ``comparison.md`` from the saved results; returns its path."""
     config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
     path = out_dir / "comparison.md"
-    path.write_text(comparison_markdown(config, load_results(out_dir)), encoding="utf-8")
+    path.write_text(comparison_markdown(config, load_results(out_dir), out_dir), encoding="utf-8")
     return path

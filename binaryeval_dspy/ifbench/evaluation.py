@@ -7,12 +7,17 @@ without its last line, without both, and each of these four with every ``*``
 removed (so Markdown emphasis or a preamble line does not fail a format rule).
 Prompt-level accuracy is the share of prompts whose instructions all pass;
 instruction-level accuracy is the share of all instructions that pass.
+
+`ifbench_test_records` builds the per-prompt test records of the optimizer comparison:
+a generation that raised is recorded as failed with its error (never checked or judged
+as an empty response), and a BinEval score the judge could not give is stored as
+``None`` with ``scored: false`` (never as 0.0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import dspy
 from pydantic import BaseModel, ConfigDict
@@ -192,3 +197,86 @@ def ifbench_accuracy(results: Sequence[IFBenchResult]) -> dict[str, float]:
         "prompt_level": sum(result.follow_all_instructions for result in results) / len(results),
         "instruction_level": followed / total,
     }
+
+
+class GenerationLike(Protocol):
+    """A generator call's outcome (`binaryeval_dspy.optimizers.bineval_optimizer.item_runs.Generation`)."""
+
+    output: str | None
+    error: str | None
+
+
+def ifbench_test_records(
+    items: Sequence[dspy.Example],
+    generations: Sequence[GenerationLike],
+    *,
+    checkers: tuple[Callable[[Any, str], Any], Callable[[Any, str], Any]] | None = None,
+    metric: Any = None,
+    num_threads: int = 1,
+) -> list[dict[str, Any]]:
+    """One JSON-ready test record per IFBench prompt, from its generation.
+
+    Every record has ``item_id``, ``instruction_id_list``, ``response`` (None when the
+    generation failed), ``status`` (``scored`` / ``unscored`` / ``failed``), ``scored``
+    (bool), ``stage`` (``generation`` or ``judge`` when not scored, else None) and
+    ``error`` (the error or parser message, else None).
+
+    * With `checkers` ((strict, loose), each ``(item, response) -> IFBenchResult``-like):
+      ``strict``, ``loose`` (prompt-level booleans) and ``strict_list``, ``loose_list``
+      (per instruction), all None for a failed generation.
+    * Else with `metric` (a `BinEvalMetric`): ``bineval``, the BinEval score in [0, 1], or
+      None when the judge could not score the response (``scored: false``), judged with
+      `BinEvalMetric.judge_outputs` (``num_threads`` calls in flight). An empty response
+      is a real 0.0.
+
+    Args:
+        items: the test prompts (`dspy.Example` with ``item_id`` and ``instruction_id_list``).
+        generations: one outcome per item, in order (``output``; ``error`` when it raised).
+        checkers: IFBench's strict and loose checkers, or None.
+        metric: the BinEval metric used when there are no checkers.
+        num_threads: judge calls in flight.
+
+    Returns:
+        The records, in item order.
+
+    Raises:
+        InputError: neither checkers nor a metric were given, or the lengths differ.
+    """
+    if checkers is None and metric is None:
+        raise InputError("IFBench test records need checkers or a BinEval metric")
+    if len(items) != len(generations):
+        raise InputError(f"{len(items)} items but {len(generations)} generations")
+    records: list[dict[str, Any]] = []
+    for item, generation in zip(items, generations):
+        failed = generation.error is not None
+        records.append({
+            "item_id": item.item_id, "instruction_id_list": list(item.instruction_id_list),
+            "response": None if failed else (generation.output or ""),
+            "status": "failed" if failed else "scored", "scored": not failed,
+            "stage": "generation" if failed else None, "error": generation.error,
+        })
+    if checkers is not None:
+        for item, record in zip(items, records):
+            if record["status"] == "failed":
+                record.update(strict=None, loose=None, strict_list=None, loose_list=None)
+                continue
+            strict, loose = (check(item, record["response"]) for check in checkers)
+            record.update(strict=bool(strict.follow_all_instructions), loose=bool(loose.follow_all_instructions),
+                          strict_list=[bool(x) for x in strict.follow_instruction_list],
+                          loose_list=[bool(x) for x in loose.follow_instruction_list])
+        return records
+    to_judge = [i for i, r in enumerate(records) if r["status"] != "failed" and r["response"].strip()]
+    judged = metric.judge_outputs([(items[i], records[i]["response"]) for i in to_judge], num_threads=num_threads)
+    results: dict[int, Any] = {i: metric.prediction(j) for i, j in zip(to_judge, judged)}
+    for i, record in enumerate(records):
+        if record["status"] == "failed":
+            record["bineval"] = None
+            continue
+        pred = results.get(i)
+        if pred is None:  # an empty response: the metric's real 0.0, no judge call
+            pred = metric(items[i], dspy.Prediction(**{metric.output_field: record["response"]}))
+        scored = bool(getattr(pred, "scored", True))
+        record.update(bineval=float(pred.score) if scored else None, scored=scored,
+                      status="scored" if scored else str(getattr(pred, "status", "unscored")),
+                      stage=None if scored else "judge", error=None if scored else getattr(pred, "error", None))
+    return records

@@ -11,6 +11,8 @@ from typing import Literal
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.analysis.explanation_flags import explanation_flags
+from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.adapters import judging_adapter
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
@@ -216,10 +218,12 @@ class BinEval(dspy.Module):
             )
         return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
                                p_yes=p_yes(getattr(pred, "logprobs", None)),
+                               flags=explanation_flags(verdict, explanation, question.violation_example) or None,
                                raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None)
 
     def item_work(
-        self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()
+        self, input: str, output: str, previous: Sequence[QuestionVerdict] = (),
+        question_set: QuestionSet | None = None,
     ) -> ItemWork[QuestionVerdict, dspy.Prediction]:
         """One item as independent question calls plus a scoring step (for `map_items`).
 
@@ -230,20 +234,31 @@ class BinEval(dspy.Module):
 
         Args:
             input: the source x; non-empty.
-            output: the output y under evaluation; non-empty.
+            output: the output y under evaluation. One that is empty after removing
+                whitespace and invisible format characters (`is_empty_output`) is not
+                judged: the prediction has ``status="empty_output"``, ``score`` None,
+                ``score_card`` None and no verdicts, and no LM call is made.
             previous: verdicts stored for this item by an earlier, incomplete run.
+            question_set: the questions for this item only (e.g. an IFBench prompt's
+                own questions); None uses the program's `question_set`.
 
         Returns:
             An `ItemWork` whose calls each return a `QuestionVerdict` and whose finish
             returns the prediction `forward` returns.
 
         Raises:
-            InputError: `input` or `output` is empty or not a string.
+            InputError: `input` is empty or not a string, or `output` is not a string.
+            BinEvalError: no `question_set` given and the program has none.
         """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"BinEval needs a non-empty string, got {value!r:.60}", field=name)
-        question_set = self.question_set
+        if not isinstance(input, str) or not input.strip():
+            raise InputError(f"BinEval needs a non-empty string, got {input!r:.60}", field="input")
+        if not isinstance(output, str):
+            raise InputError(f"BinEval needs a string, got {output!r:.60}", field="output")
+        if question_set is None:
+            question_set = self.question_set
+        if is_empty_output(output):  # nothing to judge: an outcome, never a score and never an LM call
+            return ItemWork(calls=[], finish=lambda _asked: dspy.Prediction(
+                score=None, score_card=None, verdicts=[], status="empty_output"), one_call_each=True)
         by_code = {q.id: answer_with_check(q, input=input, output=output) for q in question_set.code_checked}
         kept = {v.question_id: v for v in previous if v.answered and v.source == "lm" and v.question_id not in by_code}
         ask = [q for q in question_set.questions if q.id not in by_code and q.id not in kept]
@@ -257,12 +272,13 @@ class BinEval(dspy.Module):
         return ItemWork(calls=[partial(self.judge_question, input, output, q) for q in ask], finish=finish,
                         one_call_each=True)
 
-    def forward(self, input: str, output: str) -> dspy.Prediction:
+    def forward(self, input: str, output: str, question_set: QuestionSet | None = None) -> dspy.Prediction:
         """Answer every question about `output` and score it.
 
         Args:
             input: the source x (document, dialogue context, instruction); non-empty.
             output: the output y under evaluation; non-empty.
+            question_set: the questions for this call only; None uses the program's.
 
         Returns:
             `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
@@ -274,7 +290,7 @@ class BinEval(dspy.Module):
             InputError: `input` or `output` is empty or not a string. A failed LM call
                 does not raise: it is an ``error`` verdict.
         """
-        work = self.item_work(input, output)
+        work = self.item_work(input, output, question_set=question_set)
         outcome: list[ItemDone] = []
         map_items([None], lambda _index, _item: work, outcome.append,
                   concurrency=min(self.num_threads, max(1, len(work.calls))))

@@ -7,22 +7,35 @@ GEPA's reflection reads. It takes DSPy's five-argument form
 ``(gold, pred, trace=None, pred_name=None, pred_trace=None)``, so `dspy.Evaluate`,
 MIPROv2, COPRO, SIMBA and GEPA all accept it; `as_float()` gives the same metric
 returning a plain float for code that tests a metric's truth value (bootstrapping).
+
+Judging goes through `BinEval.item_work` and `binaryeval_dspy.lm.call_pool.map_items`,
+the one judging path of the project: code-checked questions are answered by their
+check (never by the LM), replies are salvaged by our parsers, and every question ends
+yes / no / unparsed / error exactly as in `BinEval.forward` and ``bineval evaluate``.
+
+Unscored is not zero. Every result carries ``scored`` and ``status``: an output the
+judge could not score (no verdict parsed, or its LM calls failed) gets the documented
+fallback ``unscored_score`` (DSPy's optimizers need a float) with ``scored=False``, and
+is counted: `CountingMetric.counts` / `CountingMetric.counting` give the scored,
+unscored and failed calls of one `dspy.Evaluate` or one optimizer evaluation.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.cache_identity import ensure_cache_identity
+from binaryeval_dspy.lm.call_pool import ItemDone, map_items
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -30,14 +43,143 @@ from binaryeval_dspy.scoring import score_verdicts
 
 QuestionsFor = Callable[[dspy.Example], QuestionSet]
 
+#: Outcome of one metric call: ``scored`` (a real score), ``unscored`` (the judge answered
+#: but no verdict parsed) or ``failed`` (the judge's LM calls failed, or judging raised).
+MetricStatus = Literal["scored", "unscored", "failed"]
+
+
+@dataclass
+class MetricCounts:
+    """How many metric calls were scored, unscored or failed (see `MetricStatus`).
+
+    Attributes:
+        scored: calls whose score is a measurement (in [0, 1] for BinEval's yes-rate).
+        unscored: calls that returned the fallback score because no verdict parsed.
+        failed: calls that returned the fallback score because the judge's LM calls
+            failed (transport, rate limit, timeout) or judging raised.
+    """
+
+    scored: int = 0
+    unscored: int = 0
+    failed: int = 0
+
+    @property
+    def total(self) -> int:
+        """scored + unscored + failed."""
+        return self.scored + self.unscored + self.failed
+
+    @property
+    def not_scored(self) -> int:
+        """unscored + failed: the calls that returned the fallback score."""
+        return self.unscored + self.failed
+
+    def add(self, status: MetricStatus) -> None:
+        """Count one call with `status` (``scored``, ``unscored`` or ``failed``)."""
+        setattr(self, status, getattr(self, status) + 1)
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"scored", "unscored", "failed", "total"}`` as ints (JSON-ready)."""
+        return {"scored": self.scored, "unscored": self.unscored, "failed": self.failed, "total": self.total}
+
+    def describe(self) -> str:
+        """``"<scored> scored / <total> (<unscored> unscored, <failed> failed)"``."""
+        return f"{self.scored} scored / {self.total} ({self.unscored} unscored, {self.failed} failed)"
+
+
+class CountingMetric:
+    """Thread-safe per-evaluation counters of a metric's outcomes (mixin).
+
+    Subclasses call `_init_counts()` in ``__init__`` and `_record(status)` once per call.
+    Callers read them with `counts()` (since creation or the last `reset_counts()`) or
+    with the `counting()` context manager (the calls made inside one block, on any
+    thread: one `dspy.Evaluate`, one optimizer evaluation).
+    """
+
+    def _init_counts(self) -> None:
+        self._counts = MetricCounts()
+        self._windows: list[MetricCounts] = []
+        self._lock = threading.Lock()
+
+    def _record(self, status: MetricStatus) -> None:
+        with self._lock:
+            self._counts.add(status)
+            for window in self._windows:
+                window.add(status)
+
+    def counts(self) -> MetricCounts:
+        """A copy of the counts since the metric was made or last reset."""
+        with self._lock:
+            return MetricCounts(self._counts.scored, self._counts.unscored, self._counts.failed)
+
+    def reset_counts(self) -> MetricCounts:
+        """Return the counts so far and start again from zero."""
+        with self._lock:
+            counts, self._counts = self._counts, MetricCounts()
+            return counts
+
+    @contextmanager
+    def counting(self) -> Iterator[MetricCounts]:
+        """Count the calls made while the block runs; yields the live `MetricCounts`.
+
+        Calls from every thread are counted (DSPy's evaluation threads included), so
+        two evaluations running at the same time with one metric object count each
+        other's calls: give each its own metric for separate figures.
+
+        Example:
+            >>> with metric.counting() as counts:                        # doctest: +SKIP
+            ...     dspy.Evaluate(devset=dev, metric=metric)(program)
+            >>> counts.scored, counts.unscored, counts.failed            # doctest: +SKIP
+        """
+        window = MetricCounts()
+        with self._lock:
+            self._windows.append(window)
+        try:
+            yield window
+        finally:
+            with self._lock:
+                self._windows.remove(window)
+
 
 @dataclass
 class JudgedOutput:
-    """One judged output: the questions asked, the verdicts and the score card."""
+    """One judged output: the questions asked, the verdicts and the score card.
+
+    Attributes:
+        question_set: the questions asked.
+        verdicts: one `QuestionVerdict` per question, in question order (empty when
+            judging raised).
+        score_card: the scores (``overall`` None when nothing parsed).
+        error: ``"<ErrorType>: <message>"`` when judging the item raised, else None.
+    """
 
     question_set: QuestionSet
     verdicts: list[QuestionVerdict]
     score_card: ScoreCard
+    error: str | None = field(default=None)
+
+    @property
+    def status(self) -> MetricStatus:
+        """``scored`` when a verdict parsed; else ``failed`` when judging raised or an LM
+        call failed (``error`` verdicts), else ``unscored`` (the LM's replies did not parse)."""
+        if self.error is not None:
+            return "failed"
+        if self.score_card.overall is not None:
+            return "scored"
+        return "failed" if any(v.verdict == "error" for v in self.verdicts) else "unscored"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the output is not scored: the item's error, else the first failed call's
+        error, else the first parser message; None when scored."""
+        if self.status == "scored":
+            return None
+        if self.error is not None:
+            return self.error
+        for wanted in ("error", "unparsed"):
+            for v in self.verdicts:
+                if v.verdict == wanted:
+                    return v.error or wanted
+        return None
 
     @property
     def failed(self) -> list[tuple[str, str, str]]:
@@ -60,7 +202,7 @@ def lm_context(lm: LMHandle | dspy.LM | None) -> Any:
     return dspy.context(lm=ensure_cache_identity(lm))
 
 
-class BinEvalMetric:
+class BinEvalMetric(CountingMetric):
     """Score a program's output with BinEval: yes-rate plus the failed questions as feedback.
 
     Args:
@@ -75,17 +217,26 @@ class BinEvalMetric:
         output_field: the prediction field holding the output y to judge.
         judge_lm: the LM (or `LMHandle`) the judge runs on; None uses the configured LM.
         max_feedback_questions: list at most this many failed questions in the feedback.
+        unscored_score: the fallback score returned, with ``scored=False``, when the
+            output could not be scored (default 0.0: DSPy's optimizers need a float and
+            treat 0.0 as their own failure score). A finite float.
 
     Returns (when called):
-        ``dspy.Prediction(score, feedback, score_card, verdicts)``. ``score`` is the
-        yes-rate over parsed verdicts, in [0, 1]. Unparsed verdicts are left out and
-        mentioned in the feedback, never counted as "no"; when nothing parsed the score
-        is 0.0, the feedback says so and `unscored` is incremented. An empty output
-        scores 0.0 (the program produced nothing to judge).
+        ``dspy.Prediction(score, scored, status, error, feedback, score_card, verdicts)``.
+        ``score`` is the yes-rate over parsed verdicts, in [0, 1], with ``scored=True``
+        and ``status="scored"``. Unparsed verdicts are left out and mentioned in the
+        feedback, never counted as "no". When nothing parsed, ``score`` is
+        `unscored_score`, ``scored=False``, ``status`` is ``"unscored"`` (the replies did
+        not parse) or ``"failed"`` (the judge's LM calls failed; ``error`` says why),
+        and the call is counted (`counts()`, `counting()`). An empty output is a real
+        score of 0.0 (the program produced nothing; ``scored=True``).
+
+    Judging runs through `BinEval.item_work` (code checks answer their questions, the
+    LM never sees them) and `map_items`, with ``judge.num_threads`` calls in flight.
 
     Raises:
-        BinEvalError: no questions can be found for an item, or the gold example lacks
-            the input field.
+        BinEvalError: no questions can be found for an item, the gold example lacks
+            the input field, or `unscored_score` is not a finite number.
 
     Example:
         >>> metric = BinEvalMetric(BinEval(question_set), input_field="prompt",   # doctest: +SKIP
@@ -105,7 +256,11 @@ class BinEvalMetric:
         output_field: str = "output",
         judge_lm: LMHandle | dspy.LM | None = None,
         max_feedback_questions: int = 10,
+        unscored_score: float = 0.0,
     ) -> None:
+        if isinstance(unscored_score, bool) or not isinstance(unscored_score, (int, float)) \
+                or not math.isfinite(unscored_score):
+            raise BinEvalError(f"unscored_score must be a finite number, got {unscored_score!r}")
         self.judge = judge if judge is not None else BinEval()
         self.question_set = question_set
         self.questions_for = questions_for
@@ -114,9 +269,18 @@ class BinEvalMetric:
         self.output_field = output_field
         self.judge_lm = judge_lm
         self.max_feedback_questions = max_feedback_questions
-        self.unscored = 0
-        self.calls = 0
-        self._lock = threading.Lock()
+        self.unscored_score = float(unscored_score)
+        self._init_counts()
+
+    @property
+    def calls(self) -> int:
+        """Metric calls counted so far (`counts().total`)."""
+        return self.counts().total
+
+    @property
+    def unscored(self) -> int:
+        """Calls that returned the fallback score so far (`counts().not_scored`)."""
+        return self.counts().not_scored
 
     # ------------------------------------------------------------------ questions
     def questions(self, gold: dspy.Example) -> QuestionSet:
@@ -137,16 +301,62 @@ class BinEvalMetric:
             f"a judge with a question set, or put a QuestionSet in the example's '{self.questions_field}' field"
         )
 
-    def judge_output(self, gold: dspy.Example, output: str) -> JudgedOutput:
-        """Answer every question of `gold`'s question set about `output` (judge LM calls)."""
+    def input_text(self, gold: dspy.Example) -> str:
+        """The input shown to the judge: ``gold.<input_field>``; BinEvalError if missing or blank."""
         input_text = gold.get(self.input_field) if hasattr(gold, "get") else None
         if not isinstance(input_text, str) or not input_text.strip():
             raise BinEvalError(f"the gold example has no non-empty '{self.input_field}' field to show the judge")
-        question_set = self.questions(gold)
+        return input_text
+
+    def judge_output(self, gold: dspy.Example, output: str) -> JudgedOutput:
+        """Answer every question of `gold`'s question set about `output` (`judge_outputs` of one)."""
+        return self.judge_outputs([(gold, output)])[0]
+
+    def judge_outputs(
+        self, pairs: Sequence[tuple[dspy.Example, str]], *, num_threads: int | None = None
+    ) -> list[JudgedOutput]:
+        """Judge many (gold, output) pairs through `BinEval.item_work` and `map_items`.
+
+        Every pair is one item of the project's one item loop: code-checked questions
+        are answered by their check, the others by the judge LM (one call each), and the
+        questions of all pairs share `num_threads` calls in flight. Nothing is judged
+        until every pair has its input and questions.
+
+        Args:
+            pairs: (gold example, non-empty output text) pairs.
+            num_threads: LM calls in flight across the pairs (an int >= 1); None uses
+                ``judge.num_threads``.
+
+        Returns:
+            One `JudgedOutput` per pair, in order. A pair whose judging raised is a
+            `JudgedOutput` with no verdicts and its ``error`` (status ``failed``); a
+            failed LM call is an ``error`` verdict (never a "no").
+
+        Raises:
+            BinEvalError: a gold example has no input field or no questions.
+            InputError: an output is empty or not a string.
+        """
+        planned = [(self.input_text(gold), output, self.questions(gold)) for gold, output in pairs]
+        works = [self.judge.item_work(input_text, output, question_set=question_set)
+                 for input_text, output, question_set in planned]
+        done: list[ItemDone | None] = [None] * len(works)
+
+        def on_done(item: ItemDone) -> None:
+            done[item.index] = item
+
+        calls = sum(len(work.calls) for work in works)
+        concurrency = max(1, min(num_threads if num_threads is not None else self.judge.num_threads, max(1, calls)))
         # The judge's calls must not land in the trace of the program being optimized.
         with lm_context(self.judge_lm), dspy.context(trace=None):
-            verdicts = [self.judge.judge_question(input_text, output, q) for q in question_set.questions]
-        return JudgedOutput(question_set, verdicts, score_verdicts(verdicts, question_set))
+            map_items(works, lambda _index, work: work, on_done, concurrency=concurrency)
+        out: list[JudgedOutput] = []
+        for (_, _, question_set), item in zip(planned, done, strict=True):
+            if item is None or item.error is not None:
+                reason = error_text(item.error) if item is not None else "the item was not judged"
+                out.append(JudgedOutput(question_set, [], score_verdicts([], question_set), error=reason))
+                continue
+            out.append(JudgedOutput(question_set, list(item.result.verdicts), item.result.score_card))
+        return out
 
     # ------------------------------------------------------------------ metric
     def feedback(self, judged: JudgedOutput) -> str:
@@ -176,21 +386,29 @@ class BinEvalMetric:
         pred_trace: Any = None,
     ) -> dspy.Prediction:
         """Judge ``pred.<output_field>`` for `gold`; see the class docstring for the result."""
-        with self._lock:
-            self.calls += 1
         output = pred.get(self.output_field) if hasattr(pred, "get") else getattr(pred, self.output_field, None)
         if not isinstance(output, str) or not output.strip():
-            return dspy.Prediction(score=0.0, feedback=f"The program produced no '{self.output_field}' to judge.",
+            self._record("scored")
+            return dspy.Prediction(score=0.0, scored=True, status="scored", error=None,
+                                   feedback=f"The program produced no '{self.output_field}' to judge.",
                                    score_card=None, verdicts=[])
         judged = self.judge_output(gold, output)
-        overall = judged.score_card.overall
-        if overall is None:
-            with self._lock:
-                self.unscored += 1
-            return dspy.Prediction(score=0.0, feedback="No verdict of the judge could be parsed; unscored.",
-                                   score_card=judged.score_card, verdicts=judged.verdicts)
-        return dspy.Prediction(score=float(overall), feedback=self.feedback(judged),
-                               score_card=judged.score_card, verdicts=judged.verdicts)
+        return self.prediction(judged)
+
+    def prediction(self, judged: JudgedOutput) -> dspy.Prediction:
+        """The metric's result for a judged output, counted once (see the class docstring)."""
+        status = judged.status
+        self._record(status)
+        if status != "scored":
+            what = ("the judge's LM calls failed" if status == "failed"
+                    else "no verdict of the judge could be parsed")
+            feedback = (f"Not scored: {what} ({judged.problem}). The score {self.unscored_score} is the "
+                        "fallback for an unscored output, not a measurement.")
+            return dspy.Prediction(score=self.unscored_score, scored=False, status=status, error=judged.problem,
+                                   feedback=feedback, score_card=judged.score_card, verdicts=judged.verdicts)
+        return dspy.Prediction(score=float(judged.score_card.overall), scored=True, status="scored", error=None,
+                               feedback=self.feedback(judged), score_card=judged.score_card,
+                               verdicts=judged.verdicts)
 
     def as_float(self) -> Callable[..., float]:
         """The same metric returning ``float(score)`` (for bootstrapping code that tests truth values)."""

@@ -5,6 +5,12 @@ evaluated, its scores, the lessons drawn, how each lesson was deduplicated, each
 substring rewrite (applied or skipped, with the reason), the resulting diff and the LM
 cost. It is saved as JSON next to the compiled program and can be read back without
 calling any LM.
+
+Failures are counted, never hidden: every iteration records, per split, how many items
+were scored, unscored (judged, but no verdict parsed) and failed (an LM call or the
+generation raised), and lists each unscored or failed item with its error. The best
+iteration is chosen only among iterations scored on the same selection items
+(`SELECTION_RULE`, recorded in every history).
 """
 
 from __future__ import annotations
@@ -18,6 +24,62 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from binaryeval_dspy.errors import InputError
 
 OPTIMIZATION_HISTORY_SCHEMA_VERSION = 1
+
+#: How `BinEvalOptimizer` (``keep="best"``) picks the kept iteration; saved in each history.
+SELECTION_RULE = (
+    "Iterations are compared only when their selection scores were computed on the same items: "
+    "iterations are grouped by the set of selection items they could not score (unscored or failed); "
+    "the group with the fewest such items is eligible (on a tie, the group holding the earliest "
+    "iteration); within it the highest selection score wins, the earliest iteration on a tie. "
+    "An iteration without a selection score is never picked."
+)
+
+ItemStatus = Literal["unscored", "failed"]
+
+
+class ItemCounts(BaseModel):
+    """Items of one split in one iteration, by outcome.
+
+    Attributes:
+        total: items run.
+        scored: items whose score entered the iteration's scores.
+        unscored: items judged but with no usable verdict (nothing parsed, or a
+            dimension left without one), left out of the scores.
+        failed: items whose generation or judge LM calls failed, left out of the scores.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: int = Field(default=0, ge=0)
+    scored: int = Field(default=0, ge=0)
+    unscored: int = Field(default=0, ge=0)
+    failed: int = Field(default=0, ge=0)
+
+    def describe(self) -> str:
+        """``"<scored>/<total>"``, plus ``" (<u> unscored, <f> failed)"`` when any."""
+        extra = f" ({self.unscored} unscored, {self.failed} failed)" if self.unscored or self.failed else ""
+        return f"{self.scored}/{self.total}{extra}"
+
+
+class ItemProblem(BaseModel):
+    """One item left out of an iteration's scores, and why.
+
+    Attributes:
+        split: ``train`` or ``val``.
+        item_id: the item's id (its position when it has none).
+        status: ``unscored`` or ``failed`` (see `ItemCounts`).
+        stage: where it went wrong: ``generation`` (the generator call raised),
+            ``judge`` (the judge's calls) or ``evaluator`` (the evaluator being optimized).
+        error: the error (``"<ErrorType>: <message>"``) or parser message, when known.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str
+    item_id: str
+    status: ItemStatus
+    stage: str
+    error: str | None = None
 
 
 class DedupDecision(BaseModel):
@@ -81,6 +143,12 @@ class IterationRecord(BaseModel):
             ``train_pass_rate``); None where undefined (e.g. constant scores).
         selection_score: the score used to pick the best iteration (higher is better).
         failures: number of items with failures or disagreements.
+        items: item counts by split (``train``, ``val``): total, scored, unscored, failed.
+        item_problems: every unscored or failed item, with its error.
+        selection_split: the split the selection score was computed on (``val`` when
+            there is a validation set, else ``train``).
+        selection_missing: ids of the selection split's items not scored in this
+            iteration (sorted); iterations are compared only when these sets match.
         lessons: every lesson the note-taker wrote this iteration.
         dedup: one decision per lesson.
         lesson_memory: the unique lessons kept (at most the memory size).
@@ -103,6 +171,10 @@ class IterationRecord(BaseModel):
     scores: dict[str, float | None] = Field(default_factory=dict)
     selection_score: float | None = None
     failures: int = Field(default=0, ge=0)
+    items: dict[str, ItemCounts] = Field(default_factory=dict)
+    item_problems: list[ItemProblem] = Field(default_factory=list)
+    selection_split: str | None = None
+    selection_missing: list[str] = Field(default_factory=list)
     lessons: list[str] = Field(default_factory=list)
     dedup: list[DedupDecision] = Field(default_factory=list)
     lesson_memory: list[str] = Field(default_factory=list)
@@ -127,6 +199,8 @@ class OptimizationHistory(BaseModel):
         lms: LM names by role (``target``, ``note_taker``, ``source``, ``judge``).
         iterations: one record per iteration, in order.
         best_iteration: index of the iteration whose prompt the compiled program keeps.
+        selection_rule: how the best iteration was chosen (`SELECTION_RULE`, or the
+            ``keep="last"`` rule).
         stop_reason: why the loop ended (converged, nothing failed, validation score
             dropped, iteration limit).
         final_prompts: the prompts of the returned program, by name.
@@ -140,6 +214,7 @@ class OptimizationHistory(BaseModel):
     lms: dict[str, str] = Field(default_factory=dict)
     iterations: list[IterationRecord] = Field(default_factory=list)
     best_iteration: int | None = None
+    selection_rule: str = SELECTION_RULE
     stop_reason: str = ""
     final_prompts: dict[str, str] = Field(default_factory=dict)
 
@@ -157,6 +232,41 @@ class OptimizationHistory(BaseModel):
     def seconds(self) -> float:
         """Wall time over all iterations."""
         return sum(r.seconds for r in self.iterations)
+
+    def summary_rows(self) -> tuple[list[str], list[list[str]]]:
+        """Header and one row per iteration: selection score with ``n scored / n`` of its
+        split, train and validation items scored (unscored, failed), failing items, lessons,
+        LM calls, prompt / completion / cached tokens, seconds; ``*`` marks the kept iteration.
+
+        Returns:
+            (header, rows), strings ready for a Markdown or rich table.
+        """
+        header = ["iteration", "selection score (n scored / n)", "train items scored", "val items scored",
+                  "failing items", "lessons", "LM calls", "prompt / completion / cached tokens", "seconds"]
+        body = []
+        for r in self.iterations:
+            split = r.items.get(r.selection_split or "")
+            score = "n/a" if r.selection_score is None else f"{r.selection_score:.3f}"
+            if split is not None:
+                score += f" ({split.scored}/{split.total} {r.selection_split})"
+            mark = "*" if r.iteration == self.best_iteration else ""
+            body.append([f"{r.iteration}{mark}", score,
+                         r.items["train"].describe() if "train" in r.items else "n/a",
+                         r.items["val"].describe() if "val" in r.items else "-",
+                         str(r.failures), str(len(r.lessons)), str(r.lm_calls),
+                         f"{r.prompt_tokens} / {r.completion_tokens} / {r.cached_prompt_tokens}",
+                         f"{r.seconds:.1f}"])
+        return header, body
+
+    def summary_markdown(self) -> str:
+        """The iterations as a Markdown table (`summary_rows`), with the LMs, the kept
+        iteration and the selection rule underneath."""
+        header, body = self.summary_rows()
+        lms = "; ".join(f"{role}: {name}" for role, name in self.lms.items()) or "not recorded"
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+                 *["| " + " | ".join(row) + " |" for row in body], "",
+                 f"LMs: {lms}. Kept iteration: {self.best_iteration} (marked *). Selection: {self.selection_rule}"]
+        return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:
         """Write the history as indented UTF-8 JSON; returns the path."""

@@ -4,6 +4,10 @@ Both evaluators answer the same binary questions on the same items. Every questi
 which they disagree (both verdicts parsed) is evidence for the note-taker; the loop
 stops when, for every dimension, the target's mean yes-rate is within epsilon of the
 source's.
+
+An item with no question answered (parsed) by both evaluators adds nothing to the
+agreement: the iteration record counts it as unscored, or failed when an LM call (or the
+judging) failed, with the error and which evaluator it was (``evaluator`` / ``source``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
     judge_items_by_id,
     require_bineval,
     require_items,
+    verdicts_outcome,
 )
 from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
-from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import Evaluation, UpdateMode, lm_name
+from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
+    Evaluation,
+    ItemOutcome,
+    UpdateMode,
+    lm_name,
+)
 from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
     get_instructions,
     set_instructions,
@@ -148,6 +158,26 @@ class CrossModelMode(UpdateMode):
                     agree += v.verdict == s.verdict
         return agree / total if total else None
 
+    @staticmethod
+    def _outcomes(tgt: dict[str, list[QuestionVerdict] | None], src: dict[str, list[QuestionVerdict] | None],
+                  question_set) -> list[ItemOutcome]:
+        """Per item: scored when some question was parsed by both evaluators, else why not."""
+        outcomes = []
+        for key, verdicts in tgt.items():
+            source = src.get(key)
+            mine = verdicts_outcome(key, verdicts, question_set)
+            theirs = verdicts_outcome(key, source, question_set, stage="source")
+            if mine.status != "scored":
+                outcomes.append(mine)
+            elif theirs.status != "scored":
+                outcomes.append(theirs)
+            elif CrossModelMode._agreement({key: verdicts}, {key: source}) is None:
+                outcomes.append(ItemOutcome(key, "unscored", "evaluator",
+                                            "no question was parsed by both evaluators"))
+            else:
+                outcomes.append(ItemOutcome(key, "scored"))
+        return outcomes
+
     def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
         target = require_bineval(program, self.name)
         question_set = target.question_set
@@ -162,10 +192,12 @@ class CrossModelMode(UpdateMode):
         scores["max_dimension_gap"] = max(known) if known else None
         scores["train_agreement"] = self._agreement(tgt, src)
         selection = scores["train_agreement"]
+        val_outcomes = None
         if valset:
-            val_agreement = self._agreement(judge_items_by_id(target, valset, num_threads=self.num_threads),
-                                            self._source_for(target, valset))
-            scores["val_agreement"] = selection = val_agreement
+            val_tgt, val_src = judge_items_by_id(target, valset, num_threads=self.num_threads), \
+                self._source_for(target, valset)
+            scores["val_agreement"] = selection = self._agreement(val_tgt, val_src)
+            val_outcomes = self._outcomes(val_tgt, val_src, question_set)
         by_id = {q.id: q for q in question_set.questions}
         findings: list[ItemFindings] = []
         for index, item in enumerate(trainset):
@@ -189,8 +221,12 @@ class CrossModelMode(UpdateMode):
             stop = f"converged: every dimension's mean score is within {self.epsilon} of the source's"
         elif not findings:
             stop = "no question-level disagreements to learn from"
-        return Evaluation(scores=scores, selection_score=selection, findings=findings, failures=len(findings),
-                          stop_reason=stop)
+        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
+                                failures=len(findings), stop_reason=stop)
+        evaluation.add_split("train", self._outcomes(tgt, src, question_set), selection=val_outcomes is None)
+        if val_outcomes is not None:
+            evaluation.add_split("val", val_outcomes, selection=True)
+        return evaluation
 
     def apply(self, program: dspy.Module, new_prompts: dict[str, str], record: IterationRecord) -> None:
         set_instructions(program, new_prompts["judge_instructions"], "judge")

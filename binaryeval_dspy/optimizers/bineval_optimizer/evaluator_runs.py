@@ -9,9 +9,11 @@ import dspy
 
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id, map_work
-from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import ItemOutcome
+from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.scoring import score_verdicts
 
 
 def require_bineval(program: dspy.Module, mode: str) -> BinEval:
@@ -40,16 +42,59 @@ def require_items(items: Sequence[dspy.Example], name: str) -> None:
                 )
 
 
+def judge_item_results(
+    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
+) -> list[list[QuestionVerdict] | Exception]:
+    """Verdicts of `program` on every item, in item order, or the exception that failed the item.
+
+    Runs `BinEval.item_work` (code checks, salvage, outcome states) in `map_items`: the
+    questions of all items share `num_threads` calls in flight; a question whose call
+    failed is an ``error`` verdict (left out of every yes-rate).
+    """
+    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
+    return [result if isinstance(result, Exception) else list(result.verdicts) for result in results]
+
+
 def judge_items(
     program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
 ) -> list[list[QuestionVerdict] | None]:
-    """Verdicts of `program` on every item, in item order (None for an item that could not be judged).
+    """`judge_item_results` with None for an item that could not be judged."""
+    return [None if isinstance(result, Exception) else result
+            for result in judge_item_results(program, items, num_threads=num_threads)]
 
-    The questions of all items share `num_threads` calls in flight; a question whose
-    call failed is an ``error`` verdict (left out of every yes-rate).
+
+def verdicts_outcome(
+    key: str, verdicts: list[QuestionVerdict] | Exception | None, question_set: QuestionSet,
+    dimensions: Sequence[str] | None = None, *, stage: str = "evaluator",
+) -> ItemOutcome:
+    """Whether an item's verdicts give it a score on every dimension in `dimensions`.
+
+    Args:
+        key: the item id.
+        verdicts: the item's verdicts, or the exception / None of an item that failed.
+        question_set: the questions the verdicts answer.
+        dimensions: the dimensions that must be scored (None: any parsed verdict will do).
+        stage: recorded for an item not scored (``evaluator``, ``source``).
+
+    Returns:
+        ``scored``; ``failed`` (judging raised, or a needed dimension has no parsed verdict
+        and some call failed) with the error; or ``unscored`` (the replies did not parse).
     """
-    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
-    return [None if isinstance(result, Exception) else list(result.verdicts) for result in results]
+    if verdicts is None or isinstance(verdicts, Exception):
+        error = error_text(verdicts) if verdicts is not None else "the item was not judged"
+        return ItemOutcome(key, "failed", stage, error)
+    card = score_verdicts(verdicts, question_set)
+    if dimensions is None:
+        ok = card.overall is not None
+    else:
+        ok = all(card.dimension_scores.get(d) is not None for d in dimensions)
+    if ok:
+        return ItemOutcome(key, "scored")
+    errors = [v for v in verdicts if v.verdict == "error"]
+    if errors:
+        return ItemOutcome(key, "failed", stage, errors[0].error)
+    unparsed = next((v for v in verdicts if v.verdict == "unparsed"), None)
+    return ItemOutcome(key, "unscored", stage, (unparsed.error or "unparsed") if unparsed else "no parsed verdict")
 
 
 def judge_items_by_id(

@@ -6,6 +6,11 @@ that dimension's verdicts with explanations and the human rating. The judge's
 instructions are rewritten; optionally the task prompt the questions came from is
 rewritten too and the questions regenerated from it. The loop stops early when the
 validation Spearman drops and keeps the best iteration.
+
+An item the evaluator could not score on every dimension (its replies did not parse, or
+its LM calls failed) is left out of that dimension's pooled Spearman; the iteration
+record counts and lists such items, the optimizer compares iterations only when they
+were scored on the same items, and the early stop compares two iterations only then too.
 """
 
 from __future__ import annotations
@@ -19,17 +24,23 @@ from scipy.stats import spearmanr
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
-    judge_items,
+    judge_item_results,
     nan_to_none,
     require_bineval,
     require_items,
+    verdicts_outcome,
 )
 from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
-from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import Evaluation, UpdateMode
+from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
+    Evaluation,
+    ItemOutcome,
+    UpdateMode,
+)
 from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
     get_instructions,
     set_instructions,
 )
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import lm_context
 from binaryeval_dspy.programs.note_taker import ItemFindings
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
@@ -142,17 +153,25 @@ class HumanMode(UpdateMode):
         card = score_verdicts(verdicts, question_set)
         return {d: card.dimension_scores.get(d) for d in self._dimensions}
 
-    def _spearman(self, program, items) -> dict[str, float | None]:
-        judged = judge_items(program, items, num_threads=self.num_threads)
+    def _judge(self, program: BinEval, items: list[dspy.Example]
+               ) -> tuple[list[list[QuestionVerdict] | None], list[ItemOutcome]]:
+        """Verdicts per item (None when judging failed) and whether each item was scored on every dimension."""
+        results = judge_item_results(program, items, num_threads=self.num_threads)
+        outcomes = [verdicts_outcome(item_id(item, i), result, program.question_set, self._dimensions)
+                    for i, (item, result) in enumerate(zip(items, results, strict=True))]
+        return [None if isinstance(r, Exception) else r for r in results], outcomes
+
+    def _spearman(self, program, items) -> tuple[dict[str, float | None], list[ItemOutcome]]:
+        judged, outcomes = self._judge(program, items)
         model = [self._model_scores(program.question_set, verdicts) for verdicts in judged]
         human = [normalized_human_scores(it, self._dimensions, field=self.human_field, scale=self.human_scale)
                  for it in items]
-        return pooled_spearman(model, human, self._dimensions)
+        return pooled_spearman(model, human, self._dimensions), outcomes
 
     def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
         target = require_bineval(program, self.name)
         question_set = target.question_set
-        judged = judge_items(target, trainset, num_threads=self.num_threads)
+        judged, train_outcomes = self._judge(target, trainset)
         model, human, findings = [], [], []
         by_id = {q.id: q for q in question_set.questions}
         for index, item in enumerate(trainset):
@@ -183,16 +202,27 @@ class HumanMode(UpdateMode):
         scores: dict[str, float | None] = {"train_spearman": train["mean"],
                                            "train_failure_rate": len(findings) / len(trainset)}
         selection = train["mean"]
+        val_outcomes = None
         if valset:
-            val = self._spearman(target, valset)
+            val, val_outcomes = self._spearman(target, valset)
             scores.update({f"val_spearman_{d}": val[d] for d in self._dimensions})
             scores["val_spearman"] = selection = val["mean"]
         stop = None if findings else f"no item differs from the human ratings by more than {self.threshold}"
-        return Evaluation(scores=scores, selection_score=selection, findings=findings, failures=len(findings),
-                          stop_reason=stop)
+        if not findings and not any(o.status == "scored" for o in train_outcomes):
+            stop = "no training item could be scored (every judgement failed or did not parse)"
+        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
+                                failures=len(findings), stop_reason=stop)
+        evaluation.add_split("train", train_outcomes, selection=val_outcomes is None)
+        if val_outcomes is not None:
+            evaluation.add_split("val", val_outcomes, selection=True)
+        return evaluation
 
     def early_stop(self, records: list[IterationRecord]) -> str | None:
+        """Stop when the selection Spearman dropped from the previous iteration, both
+        scored on the same items (else the two numbers are not comparable: no stop)."""
         if len(records) < 2:
+            return None
+        if records[-1].selection_missing != records[-2].selection_missing:
             return None
         now, before = records[-1].selection_score, records[-2].selection_score
         if now is not None and before is not None and now < before:

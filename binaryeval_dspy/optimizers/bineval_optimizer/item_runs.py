@@ -1,14 +1,21 @@
-"""Running a program over items, sequentially or concurrently, keeping failures as failures."""
+"""Running a program over items, sequentially or concurrently, keeping failures as failures.
+
+`generate_outputs` is the one place generations are made for scoring (the optimizer's
+generation mode, the IFBench comparison's test records): a call that raised is a failed
+`Generation` with its error, never an empty text to be judged.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
 
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.programs.bineval import error_text
 
 logger = logging.getLogger(__name__)
 
@@ -62,3 +69,57 @@ def map_work(
 
     map_items(list(items), lambda _index, item: plan(item), on_done, concurrency=max(1, int(num_threads)))
     return out
+
+
+@dataclass
+class Generation:
+    """One generator call's outcome.
+
+    Attributes:
+        output: the output text ("" when the call succeeded but the field is missing or
+            blank: the program produced nothing, which scores as such); None when failed.
+        error: ``"<ErrorType>: <message>"`` when the call raised (a transport error, a
+            reply the adapter could not parse, anything else); None otherwise.
+    """
+
+    output: str | None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the generator call raised (there is no output to judge)."""
+        return self.error is not None
+
+
+def generate_outputs(
+    program: Callable[..., Any],
+    items: Sequence[dspy.Example],
+    *,
+    output_field: str,
+    inputs: Callable[[dspy.Example], dict[str, Any]] | None = None,
+    num_threads: int = 1,
+) -> list[Generation]:
+    """Call `program` on every item and keep each call's output or error, in item order.
+
+    Args:
+        program: the generator (a DSPy module or any callable taking keyword inputs).
+        items: the items; by default ``program(**item.inputs())``.
+        output_field: the prediction field holding the output text.
+        inputs: item -> keyword arguments, instead of ``item.inputs()``.
+        num_threads: generator calls in flight (`map_items`).
+
+    Returns:
+        One `Generation` per item: ``failed`` with the error when the call raised (it
+        is never turned into an empty output), else the output text ("" when blank).
+    """
+
+    def one(item: dspy.Example) -> Generation:
+        try:
+            pred = program(**(inputs(item) if inputs is not None else item.inputs()))
+        except Exception as exc:  # noqa: BLE001 - any failed call is recorded as failed, with its error
+            return Generation(output=None, error=error_text(exc))
+        value = pred.get(output_field) if hasattr(pred, "get") else getattr(pred, output_field, None)
+        return Generation(output=value if isinstance(value, str) else ("" if value is None else str(value)))
+
+    results = run_items(one, items, num_threads=num_threads)
+    return [r if isinstance(r, Generation) else Generation(output=None, error=error_text(r)) for r in results]

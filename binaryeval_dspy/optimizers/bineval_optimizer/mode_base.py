@@ -2,12 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dspy
 
 from binaryeval_dspy.programs.note_taker import ItemFindings
-from binaryeval_dspy.schemas.optimization_history import IterationRecord
+from binaryeval_dspy.schemas.optimization_history import ItemCounts, ItemProblem, IterationRecord
+
+
+@dataclass
+class ItemOutcome:
+    """Whether one item's score entered an iteration's scores.
+
+    Attributes:
+        item_id: the item's id (its position when it has none).
+        status: ``scored``, ``unscored`` (judged, no usable verdict) or ``failed`` (a
+            generation or LM call failed, or judging raised).
+        stage: where an unscored / failed item went wrong (``generation``, ``judge``,
+            ``evaluator``, ``source``); "" when scored.
+        error: the error or parser message, when known.
+    """
+
+    item_id: str
+    status: str
+    stage: str = ""
+    error: str | None = None
+
+
+def tally(split: str, outcomes: Sequence[ItemOutcome]) -> tuple[ItemCounts, list[ItemProblem], list[str]]:
+    """Counts, problems and the sorted ids of the items not scored, for one split's outcomes."""
+    counts = ItemCounts(total=len(outcomes))
+    problems: list[ItemProblem] = []
+    for outcome in outcomes:
+        if outcome.status == "scored":
+            counts.scored += 1
+            continue
+        if outcome.status == "unscored":
+            counts.unscored += 1
+        else:
+            counts.failed += 1
+        problems.append(ItemProblem(split=split, item_id=outcome.item_id,
+                                    status="unscored" if outcome.status == "unscored" else "failed",
+                                    stage=outcome.stage or "judge", error=outcome.error))
+    missing = sorted(o.item_id for o in outcomes if o.status != "scored")
+    return counts, problems, missing
 
 
 @dataclass
@@ -22,6 +61,11 @@ class Evaluation:
         failures: how many items went wrong (may exceed ``len(findings)``).
         stop_reason: set when the loop should stop before updating (converged,
             nothing failed).
+        items: item counts by split (``train``, ``val``).
+        item_problems: every unscored or failed item.
+        selection_split: the split of the selection score (``val`` or ``train``).
+        selection_missing: sorted ids of that split's items left out of the selection
+            score (iterations are compared only when these match).
     """
 
     scores: dict[str, float | None]
@@ -29,6 +73,18 @@ class Evaluation:
     findings: list[ItemFindings] = field(default_factory=list)
     failures: int = 0
     stop_reason: str | None = None
+    items: dict[str, ItemCounts] = field(default_factory=dict)
+    item_problems: list[ItemProblem] = field(default_factory=list)
+    selection_split: str | None = None
+    selection_missing: list[str] = field(default_factory=list)
+
+    def add_split(self, split: str, outcomes: Sequence[ItemOutcome], *, selection: bool = False) -> None:
+        """Record one split's item outcomes (`tally`); `selection` marks the selection split."""
+        counts, problems, missing = tally(split, outcomes)
+        self.items[split] = counts
+        self.item_problems.extend(problems)
+        if selection:
+            self.selection_split, self.selection_missing = split, missing
 
 
 class UpdateMode:

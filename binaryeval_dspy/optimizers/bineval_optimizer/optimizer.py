@@ -69,7 +69,8 @@ class BinEvalOptimizer(Teleprompter):
         regenerate_questions: ``human``: rewrite the task prompt too and regenerate the questions.
         judge: ``generation``: the `BinEvalMetric` judging generated outputs.
         predictor_name: ``generation``: the predictor holding the generation prompt.
-        keep: ``best`` (the iteration with the highest selection score) or ``last``.
+        keep: ``best`` (the highest selection score among the iterations scored on the same
+            items: `best_iteration`, rule saved as the history's ``selection_rule``) or ``last``.
         num_threads: items evaluated concurrently.
         progress: called with a short status line as the loop advances (e.g. a CLI's printer).
 
@@ -213,7 +214,7 @@ class BinEvalOptimizer(Teleprompter):
             mode=self.mode, config=self.config,
             lms={"target": lm_name(None), "note_taker": lm_name(self.prompt_lm), **self.strategy.lm_names()},
         )
-        best: tuple[int, float | None, dspy.Module] = (0, None, program.deepcopy())
+        snapshots: dict[int, dspy.Module] = {}  # the program each iteration evaluated
         for iteration in range(self.max_iterations + 1):
             record = IterationRecord(iteration=iteration, prompts=self.strategy.prompts(program))
             if isinstance(program, BinEval):
@@ -224,9 +225,11 @@ class BinEvalOptimizer(Teleprompter):
                 evaluation = self.strategy.evaluate(program, trainset, valset)
                 record.scores, record.selection_score = evaluation.scores, evaluation.selection_score
                 record.failures = evaluation.failures
-                score = evaluation.selection_score
-                if score is not None and (best[1] is None or score > best[1]):
-                    best = (iteration, score, program.deepcopy())
+                record.items, record.item_problems = evaluation.items, evaluation.item_problems
+                record.selection_split, record.selection_missing = (evaluation.selection_split,
+                                                                    evaluation.selection_missing)
+                if self.keep == "best":
+                    snapshots[iteration] = program.deepcopy()
                 stop = (evaluation.stop_reason or self.strategy.early_stop([*history.iterations, record])
                         or (f"reached the iteration limit ({self.max_iterations} updates)"
                             if iteration == self.max_iterations else None))
@@ -243,7 +246,9 @@ class BinEvalOptimizer(Teleprompter):
             record.completion_tokens, record.seconds = meter.completion_tokens, round(meter.seconds, 3)
             record.cached_prompt_tokens = meter.cached_prompt_tokens
             history.iterations.append(record)
-            self._say(f"iteration {iteration}: scores {record.scores}")
+            problems = sum(c.unscored + c.failed for c in record.items.values())
+            self._say(f"iteration {iteration}: scores {record.scores}"
+                      + (f"; {problems} item(s) not scored" if problems else ""))
             if history_path is not None:
                 history.save(history_path)
             if stop is not None:
@@ -252,8 +257,12 @@ class BinEvalOptimizer(Teleprompter):
         if self.keep == "last":
             # Every stop happens after an evaluation and before (or instead of) an update,
             # so the program in hand is the last one evaluated.
-            best = (len(history.iterations) - 1, history.iterations[-1].selection_score, program)
-        compiled = best[2]
+            best = (len(history.iterations) - 1, program)
+            history.selection_rule = "keep='last': the last iteration evaluated is kept, whatever its score."
+        else:
+            chosen = best_iteration(history.iterations)
+            best = (chosen, snapshots[chosen])
+        compiled = best[1]
         history.best_iteration = best[0]
         history.final_prompts = self.strategy.prompts(compiled)
         if history_path is not None:
@@ -262,3 +271,28 @@ class BinEvalOptimizer(Teleprompter):
         compiled.optimization_history = history
         compiled._compiled = True
         return compiled
+
+
+def best_iteration(records: list[IterationRecord]) -> int:
+    """The iteration `keep="best"` keeps, by `SELECTION_RULE`.
+
+    Iterations are grouped by the set of selection items they could not score
+    (``selection_missing``); only the group with the fewest such items is eligible (on a
+    tie, the group holding the earliest iteration), so every candidate was scored on the
+    same items. Within it the highest ``selection_score`` wins, the earliest on a tie.
+    An iteration without a selection score is never picked; when none has one, 0.
+
+    Args:
+        records: the history's iteration records, in order (non-empty).
+
+    Returns:
+        The chosen record's ``iteration``.
+    """
+    scored = [r for r in records if r.selection_score is not None]
+    if not scored:
+        return records[0].iteration if records else 0
+    groups: dict[tuple[str, ...], list[IterationRecord]] = {}
+    for r in scored:
+        groups.setdefault(tuple(r.selection_missing), []).append(r)
+    eligible = min(groups.values(), key=lambda g: (len(g[0].selection_missing), g[0].iteration))
+    return max(eligible, key=lambda r: (r.selection_score, -r.iteration)).iteration
