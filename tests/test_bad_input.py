@@ -297,7 +297,7 @@ def test_questions_checks_out_path_and_dimensions_before_the_lm(tmp_path, fake_c
     assert result.exit_code == 2 and "is a directory" in result.output
     result = CliRunner().invoke(cli, ["questions", str(task), "--out", str(tmp_path / "q.json"),
                                       "--dimensions", ",,!!"])
-    assert result.exit_code == 2 and "no usable dimension" in result.output
+    assert result.exit_code == 2 and "no letter or digit" in result.output
     assert fake_cli_lm == []
 
 

@@ -30,7 +30,7 @@ DRAFTS = {
     "Be fluent.": [
         {"question": "Is every claim supported by the article?", "dimension": "consistency",
          "violation_example": "duplicate"},
-        {"question": "Is it grammatical?", "dimension": "fluent", "violation_example": "Broken sentence."},
+        {"question": "Is it grammatical?", "dimension": "Fluency", "violation_example": "Broken sentence."},
     ],
 }
 
@@ -49,9 +49,9 @@ def test_two_steps_with_given_dimensions():
         "Is every claim supported by the article?", "Are numbers copied correctly?", "Is it grammatical?"]
     assert pred.merged == 1
     assert [q.id for q in qs.questions] == ["consistency-01", "consistency-02", "fluency-01"]
-    assert qs.questions[2].dimension == "fluency"  # "fluent" matched to the closest declared name
+    assert qs.questions[2].dimension == "fluency"  # "Fluency" equals "fluency" after normalising
     assert qs.questions[0].requirement_id == "r1" and qs.questions[2].requirement_id == "r2"
-    assert all(q.origin == "generated" for q in qs.questions)
+    assert [q.origin for q in qs.questions] == ["merged", "generated", "generated"]  # q1 also drafted for r2
     assert qs.questions[0].violation_example == "Invents a quote."
     # summarize + 2 decompositions, no dimension inference when dimensions are given
     assert len(engine.calls) == 3

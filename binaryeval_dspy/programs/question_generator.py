@@ -1,23 +1,46 @@
-"""QuestionGenerator: task prompt -> requirements -> binary questions (paper section 3.1)."""
+"""QuestionGenerator: task prompt -> requirements -> binary questions (paper section 3.1).
+
+Every fallback is recorded (see `binaryeval_dspy.schemas.generation_report`): each
+question's ``origin`` and ``dimension_source``, and the set's ``generation_report``.
+"""
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
+from collections.abc import Sequence
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.schemas.generation_report import (
+    DroppedDraft,
+    FallbackTemplate,
+    GenerationReport,
+)
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet, Requirement
-from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
+from binaryeval_dspy.signatures.decomposition import DecomposeRequirement
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 
 logger = logging.getLogger(__name__)
 
 _FALLBACK_DIMENSION = "overall"
+_MAX_INFERRED_DIMENSIONS = 6
+MIN_QUESTION_WORDS = 3
+"""A drafted question needs at least this many words (``"Is it fluent?"`` has 3)."""
+
+# Whole texts (lowercased, trailing punctuation and quotes removed) that are placeholders,
+# not content: "test_1", "question 2", "q3", "TODO", "N/A", "<question>", "{text}", "...".
+_PLACEHOLDER = re.compile(
+    r"^(?:[a-z]+[\s_\-]*\d+"
+    r"|test|question|questions|placeholder|example|sample|dummy|todo|tbd|tba|n/?a|none|null|nil"
+    r"|string|text|str|foo|bar|baz|x+|\.+|-+|_+|\?+"
+    r"|<[^<>]*>|\{[^{}]*\}|\[[^\[\]]*\]"
+    r"|.*lorem ipsum.*|.*(?:your|insert|enter) (?:question|requirement|text) here.*)$"
+)
+_CLOSERS = "\"')]}»”’ \t\r\n"
 
 
 def normalize_dimension(name: str) -> str:
@@ -29,6 +52,80 @@ def normalize_dimension(name: str) -> str:
 def question_key(text: str) -> str:
     """Key under which two questions count as identical: lowercase words only."""
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def question_text_problem(text: str) -> str | None:
+    """Why a drafted question cannot be used, or None if it can.
+
+    The rule, checked in this order (the first failing check is the reason):
+
+    * ``"empty"``: nothing but whitespace;
+    * ``"placeholder text"``: the whole text, ignoring case and trailing punctuation,
+      is a placeholder such as ``test_1``, ``question 2``, ``q3``, ``TODO``, ``N/A``,
+      ``<question>``, ``{text}``, ``...`` or contains "lorem ipsum";
+    * ``"too short"``: fewer than `MIN_QUESTION_WORDS` (3) words;
+    * ``"not a question"``: does not end with ``?`` (closing quotes and brackets after
+      it are allowed).
+
+    Args:
+        text: the question as the LM wrote it.
+
+    Returns:
+        One of the reasons above (the `DropReason` values other than "unknown
+        dimension"), or None.
+
+    Example:
+        >>> question_text_problem("test_1"), question_text_problem("Is it fluent?")
+        ('placeholder text', None)
+    """
+    stripped = str(text).strip()
+    if not stripped:
+        return "empty"
+    core = stripped.lower().rstrip(_CLOSERS + "?.!:;,").strip()
+    if not core or _PLACEHOLDER.match(core) or _PLACEHOLDER.match(stripped.lower()):
+        return "placeholder text"
+    if len(re.findall(r"\w+", stripped)) < MIN_QUESTION_WORDS:
+        return "too short"
+    if not stripped.rstrip(_CLOSERS).endswith("?"):
+        return "not a question"
+    return None
+
+
+def requirement_text_problem(text: str) -> str | None:
+    """Why a summarized requirement cannot be used: ``"empty"`` or ``"placeholder
+    text"`` (as in `question_text_problem`), else None. Requirements are statements,
+    so the length and question-mark rules do not apply."""
+    problem = question_text_problem(text)
+    return problem if problem in ("empty", "placeholder text") else None
+
+
+def _one_line(text: str, limit: int = 60) -> str:
+    """`text` on one line, whitespace collapsed, cut to `limit` characters."""
+    return " ".join(str(text).split())[:limit]
+
+
+def _user_dimensions(dimensions: Sequence[str] | None) -> list[str] | None:
+    """The caller's dimension names, normalized and de-duplicated; None to infer them.
+
+    Raises:
+        InputError: `dimensions` is a single string, or a name has no letter or digit
+            (it could match nothing); the message names the value and lists the
+            usable names given.
+    """
+    if dimensions is None:
+        return None
+    if isinstance(dimensions, str):
+        raise InputError(f"dimensions must be a list of names, got the string {dimensions!r}",
+                         field="dimensions", fix=f"pass a list, e.g. {dimensions.split(',')!r}.")
+    names = [normalize_dimension(d) if isinstance(d, str) else "" for d in dimensions]
+    usable = list(dict.fromkeys(n for n in names if n))
+    for raw, name in zip(dimensions, names):
+        if not name:
+            raise InputError(
+                f"the dimension name {raw!r} has no letter or digit, so it can name no dimension "
+                f"(usable names given: {usable})", field="dimensions",
+                fix="use names such as coherence or factual_consistency, or remove it.")
+    return usable or None
 
 
 def _clean_list(values: object) -> list[str]:
@@ -50,31 +147,63 @@ class QuestionGenerator(dspy.Module):
 
     Step 1 summarizes the task prompt into requirements r_1..r_K; step 2 decomposes
     each requirement into atomic yes/no questions, each with a violation example and a
-    dimension. Dimension names are the user's, or inferred from the requirements when
-    none are given. Identical questions (same words, ignoring case and punctuation) are
-    merged; a requirement whose decomposition cannot be parsed becomes one question
-    asking whether the output meets it, so no requirement is silently dropped.
+    dimension. Dimension names are the caller's, or inferred from the requirements when
+    none are given. Nothing is guessed or dropped silently; every fallback is recorded
+    in the questions' ``origin`` / ``dimension_source`` and in the set's
+    ``generation_report`` (`GenerationReport`):
+
+    * Dimension names match only when equal after `normalize_dimension` (case, spaces,
+      underscores, hyphens and other punctuation ignored: "Factual Consistency" ==
+      "factual_consistency"); there is no nearest-name guess. A drafted question whose
+      dimension matches none is dropped with reason "unknown dimension" (no retry: at
+      temperature 0 the same call gives the same answer). One exception: when the set
+      has a single dimension, every question belongs to it; a question the LM labelled
+      otherwise is kept under it with ``dimension_source="mapped_from:<LM's name>"``.
+    * If dimension inference fails (unparseable answer or no usable name), the set
+      uses the single dimension "overall" and records ``dimensions_source="fallback"``
+      with the reason.
+    * Drafted questions failing `question_text_problem` (empty, placeholder such as
+      "test_1", fewer than 3 words, no final "?") are dropped and counted with the
+      reason; requirements that are empty or placeholders likewise.
+    * Identical questions (same words, ignoring case and punctuation) are merged: the
+      first is kept with ``origin="merged"`` and later copies are counted.
+    * A requirement left with no usable question (decomposition unparseable, empty, or
+      every draft dropped) is asked as one template question, ``origin=
+      "fallback_template"``, under the first dimension (``dimension_source=
+      "first_declared"``), so no requirement is silently dropped.
+    * A dimension left with no question is removed from the set's ``dimensions``
+      (a dimension without questions has no score) and listed in
+      ``generation_report.empty_dimensions``.
 
     Args:
-        dimensions: dimension names to use (normalized to snake_case); None infers them.
+        dimensions: dimension names to use (normalized to snake_case, duplicates
+            merged); None or an empty list infers them.
         max_requirements: keep at most this many requirements (>= 1).
+
+    Raises:
+        InputError: `dimensions` is a single string or holds a name with no letter or
+            digit (the message names it and lists the usable names given).
+        BinEvalError: `max_requirements` < 1.
 
     Example:
         >>> gen = QuestionGenerator(dimensions=["coherence", "consistency"])   # doctest: +SKIP
         >>> qs = gen(task_prompt="Summarize the article ...").question_set       # doctest: +SKIP
+        >>> qs.generation_report.summary()                                       # doctest: +SKIP
+        '7 generated, 1 fallback template, 1 dropped (placeholder text)'
     """
 
     def __init__(self, *, dimensions: list[str] | None = None, max_requirements: int = 12) -> None:
         super().__init__()
         if max_requirements < 1:
             raise BinEvalError(f"max_requirements must be >= 1, got {max_requirements}")
-        self.dimensions = [d for d in (normalize_dimension(x) for x in (dimensions or [])) if d] or None
+        self.dimensions = _user_dimensions(dimensions)
         self.max_requirements = max_requirements
         self.summarize = dspy.Predict(SummarizeRequirements)
         self.infer_dimensions = dspy.Predict(InferDimensions)
         self.decompose = dspy.Predict(DecomposeRequirement)
 
-    def _requirements(self, task_prompt: str) -> list[str]:
+    def _requirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
+        """Usable requirement texts (at most `max_requirements`) and the dropped ones."""
         try:
             found = _clean_list(self.summarize(task_prompt=task_prompt).requirements)
         except AdapterParseError as exc:
@@ -82,79 +211,138 @@ class QuestionGenerator(dspy.Module):
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
                 f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger --lm."
             ) from exc
-        if not found:
-            raise BinEvalError("the LM returned no requirements for this task prompt; try a stronger --lm")
-        return found[: self.max_requirements]
+        dropped = [DroppedDraft(text=t, reason=problem) for t in found
+                   if (problem := requirement_text_problem(t)) is not None]
+        usable = [t for t in found if requirement_text_problem(t) is None]
+        if not usable:
+            got = f" (it returned only unusable ones: {[d.text for d in dropped]!r:.200})" if dropped else ""
+            raise BinEvalError(f"the LM returned no requirements for this task prompt{got}; try a stronger --lm")
+        return usable[: self.max_requirements], dropped
 
-    def _dimensions(self, task_prompt: str, requirements: list[str]) -> list[str]:
+    def _dimensions(self, task_prompt: str, requirements: list[str]) -> tuple[list[str], str, str]:
+        """(dimension names, source "given" | "inferred" | "fallback", note)."""
         if self.dimensions:
-            return list(dict.fromkeys(self.dimensions))
+            return list(self.dimensions), "given", ""
         try:
-            raw = self.infer_dimensions(task_prompt=task_prompt, requirements=requirements).dimensions
-        except AdapterParseError:
-            raw = []
-        dims = list(dict.fromkeys(d for d in (normalize_dimension(x) for x in _clean_list(raw)) if d))[:6]
-        return dims or [_FALLBACK_DIMENSION]
+            raw: object = self.infer_dimensions(task_prompt=task_prompt, requirements=requirements).dimensions
+        except AdapterParseError as exc:
+            reason = ("dimension inference failed: the LM's answer could not be parsed "
+                      f"({_one_line(exc.lm_response, 120)!r})")
+            return [_FALLBACK_DIMENSION], "fallback", reason
+        dims = list(dict.fromkeys(d for d in (normalize_dimension(x) for x in _clean_list(raw)) if d))
+        if not dims:
+            reason = f"dimension inference returned no usable name (got {_one_line(repr(raw), 120)})"
+            return [_FALLBACK_DIMENSION], "fallback", reason
+        note = ""
+        if len(dims) > _MAX_INFERRED_DIMENSIONS:
+            note = (f"the LM inferred {len(dims)} dimensions; kept the first {_MAX_INFERRED_DIMENSIONS}, "
+                    f"left out {dims[_MAX_INFERRED_DIMENSIONS:]}")
+            dims = dims[:_MAX_INFERRED_DIMENSIONS]
+        return dims, "inferred", note
 
-    def _drafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> list[DraftQuestion]:
+    def _drafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> tuple[list[object], str]:
+        """The LM's drafts for one requirement, and "" or why there are none."""
         try:
             drafts = self.decompose(task_prompt=task_prompt, dimensions=dimensions, requirement=requirement).questions
         except AdapterParseError:
-            drafts = []
-        drafts = [d for d in (drafts or []) if isinstance(d, DraftQuestion) and d.question.strip()]
-        if not drafts:
-            logger.warning("no parseable questions for requirement %r; asking it as one question", requirement)
-            drafts = [DraftQuestion(
-                question=f"Does the output meet this requirement: {requirement.rstrip('.')}?",
-                dimension=dimensions[0], violation_example="",
-            )]
-        return drafts
+            return [], "the LM's decomposition could not be parsed"
+        drafts = list(drafts or [])
+        return drafts, ("" if drafts else "the LM drafted no question")
 
     @staticmethod
-    def _match_dimension(name: str, dimensions: list[str]) -> str:
-        key = normalize_dimension(name)
+    def _place(lm_name: str, dimensions: list[str], source: str) -> tuple[str | None, str]:
+        """The declared dimension a question labelled `lm_name` goes to, and its
+        ``dimension_source``; (None, "") when the name matches none of several."""
+        key = normalize_dimension(lm_name)
         if key in dimensions:
-            return key
-        close = difflib.get_close_matches(key, dimensions, n=1, cutoff=0.0)
-        return close[0] if close else dimensions[0]
+            return key, source
+        if len(dimensions) == 1:
+            return dimensions[0], f"mapped_from:{_one_line(lm_name) or '(blank)'}"
+        return None, ""
 
     def forward(self, task_prompt: str) -> dspy.Prediction:
-        """Generate the question set for `task_prompt`.
+        """Generate the question set for `task_prompt` (paper 3.1, steps 1 and 2).
 
         Returns:
-            `dspy.Prediction` with ``question_set`` (`QuestionSet`, origin "generated",
-            ids ``<dimension>-NN``) and ``merged`` (number of duplicate questions merged).
+            `dspy.Prediction` with ``question_set`` (`QuestionSet`; ids
+            ``<dimension>-NN``; each question's ``origin`` and ``dimension_source`` set;
+            ``generation_report`` filled), ``merged`` (number of duplicate drafts folded
+            in, >= 0) and ``report`` (the same `GenerationReport`).
 
         Raises:
             BinEvalError: empty task prompt, or the LM gives no usable requirements.
         """
         if not isinstance(task_prompt, str) or not task_prompt.strip():
             raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
-        requirement_texts = self._requirements(task_prompt)
-        dimensions = self._dimensions(task_prompt, requirement_texts)
+        requirement_texts, dropped_requirements = self._requirements(task_prompt)
+        dimensions, source, note = self._dimensions(task_prompt, requirement_texts)
         requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
-        seen: set[str] = set()
+        rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
+        by_key: dict[str, dict] = {}
         merged = 0
+        dropped: list[DroppedDraft] = []
+        templates: list[tuple[dict, str]] = []
+        for req in requirements:
+            drafts, failure = self._drafts(task_prompt, dimensions, req.text)
+            used_any = False
+            for draft in drafts:
+                text = str(getattr(draft, "question", "") or "").strip()
+                lm_dim = str(getattr(draft, "dimension", "") or "")
+                problem = question_text_problem(text)
+                if problem is not None:
+                    dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
+                                                lm_dimension=lm_dim))
+                    continue
+                dim, dim_source = self._place(lm_dim, dimensions, source)
+                if dim is None:
+                    dropped.append(DroppedDraft(
+                        text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
+                        detail=f"{lm_dim!r} is none of the dimensions {dimensions}"))
+                    continue
+                used_any = True
+                key = question_key(text)
+                if key in by_key:
+                    merged += 1
+                    if by_key[key]["origin"] == "generated":
+                        by_key[key]["origin"] = "merged"
+                    continue
+                violation = str(getattr(draft, "violation_example", "") or "").strip()
+                by_key[key] = row = {
+                    "dimension": dim, "text": text, "violation_example": violation, "requirement_id": req.id,
+                    "origin": "generated", "dimension_source": dim_source}
+                rows.append(row)
+            if not used_any:
+                reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
+                row = {
+                    "dimension": dimensions[0],
+                    "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
+                    "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
+                    "dimension_source": "first_declared"}
+                by_key.setdefault(question_key(row["text"]), row)
+                rows.append(row)
+                templates.append((row, reason))
         per_dim_count = {d: 0 for d in dimensions}
         questions: list[BinaryQuestion] = []
-        for req in requirements:
-            for draft in self._drafts(task_prompt, dimensions, req.text):
-                key = question_key(draft.question)
-                if key in seen:
-                    merged += 1
-                    continue
-                seen.add(key)
-                dim = self._match_dimension(draft.dimension, dimensions)
-                per_dim_count[dim] += 1
-                questions.append(BinaryQuestion(
-                    id=f"{dim}-{per_dim_count[dim]:02d}", dimension=dim, text=draft.question.strip(),
-                    violation_example=(draft.violation_example or "").strip(),
-                    requirement_id=req.id, origin="generated",
-                ))
-        used = [d for d in dimensions if per_dim_count[d]]
+        for row in rows:
+            per_dim_count[row["dimension"]] += 1
+            row["id"] = f"{row['dimension']}-{per_dim_count[row['dimension']]:02d}"
+            questions.append(BinaryQuestion(**row))
+        by_origin = {o: sum(q.origin == o for q in questions) for o in ("generated", "merged", "fallback_template")}
+        report = GenerationReport(
+            dimensions_source=source, dimensions_note=note,
+            empty_dimensions=[d for d in dimensions if not per_dim_count[d]],
+            questions_by_origin=by_origin, duplicates_merged=merged,
+            fallback_templates=[FallbackTemplate(question_id=row["id"], requirement_id=row["requirement_id"],
+                                                 reason=reason) for row, reason in templates],
+            relabelled=[q.id for q in questions if (q.dimension_source or "").startswith("mapped_from:")],
+            dropped_questions=dropped, dropped_requirements=dropped_requirements,
+        )
+        for warning in report.warnings():
+            logger.warning("question generation: %s", warning)
         lm = dspy.settings.lm
         question_set = QuestionSet(
-            task_prompt=task_prompt, dimensions=used, requirements=requirements, questions=questions,
-            generated_by=getattr(lm, "model", None),
+            task_prompt=task_prompt, dimensions=[d for d in dimensions if per_dim_count[d]],
+            requirements=requirements, questions=questions, generated_by=getattr(lm, "model", None),
+            generation_report=report,
         )
-        return dspy.Prediction(question_set=question_set, merged=merged)
+        return dspy.Prediction(question_set=question_set, merged=merged, report=report)

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 class DraftQuestion(BaseModel):
     """A binary question as the LM drafts it, before ids are assigned."""
 
-    question: str = Field(description="a yes/no question; yes means the requirement is met")
-    dimension: str = Field(description="one of the given dimension names")
+    question: str = Field(description="a full yes/no question ending with '?'; yes means the requirement is met")
+    dimension: str = Field(description="one of the given dimension names, copied exactly")
     violation_example: str = Field(description="a short example of an output that earns 'no'")
 
 
@@ -21,7 +21,9 @@ class DecomposeRequirement(dspy.Signature):
     bundles several checks, write one question per check; when it is already a single
     check, write one question. Each question tests one thing only, is answerable from
     the output and its input alone, and comes with a brief example of a violating output.
-    Assign each question to the most fitting of the given dimensions."""
+    Write each question as a complete sentence ending with a question mark. Assign each
+    question to the most fitting of the given dimensions, copying its name exactly; no
+    other names are accepted."""
 
     task_prompt: str = dspy.InputField(desc="the instructions the evaluated model was given")
     dimensions: list[str] = dspy.InputField(desc="the allowed dimension names")
