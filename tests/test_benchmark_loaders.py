@@ -14,21 +14,23 @@ from binaryeval_dspy.data import (
     load_scored_items,
     load_summeval,
     load_topical_chat,
+    resolve_data_file,
     select_items,
 )
 from binaryeval_dspy.errors import InputError
 
 
 def _data_file(relative: str) -> Path | None:
-    folder = default_data_dir()
-    return folder / relative if folder is not None and (folder / relative).is_file() else None
+    try:  # $BINEVAL_DATA_DIR when set, else the copy shipped in the package
+        return resolve_data_file(relative)
+    except InputError:
+        return None
 
 
 def needs(relative: str):
     return pytest.mark.skipif(
         _data_file(relative) is None,
-        reason=f"benchmark data not present ({relative} under $BINEVAL_DATA_DIR, ../shared/data or "
-               "/work/shared/data); a clean clone has no data folder",
+        reason=f"benchmark data not present ({relative} is neither under $BINEVAL_DATA_DIR nor in the package)",
     )
 
 
@@ -147,13 +149,13 @@ def test_data_dir_resolution(tmp_path, monkeypatch):
         load_qags("cnn")  # type: ignore[arg-type]
 
 
-def test_no_data_folder_gives_a_fix(tmp_path, monkeypatch):
+def test_no_data_folder_reads_the_packaged_data_and_a_missing_folder_gives_a_fix(tmp_path, monkeypatch):
     monkeypatch.delenv("BINEVAL_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("binaryeval_dspy.data.paths.SHARED_DATA_DIRS", ("../shared/data", str(tmp_path / "none")))
     assert default_data_dir() is None
+    assert len(load_summeval(limit=3)) == 3  # shipped in the package (tests/test_packaged_data.py)
     with pytest.raises(InputError, match="--data-dir"):
-        load_summeval()
+        load_summeval(data_dir=tmp_path / "none")
 
 
 def test_select_items_methods():

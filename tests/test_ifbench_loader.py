@@ -57,12 +57,9 @@ def test_loads_the_real_file_from_a_data_dir(data_dir):
     _check_real_file(load_ifbench(data_dir=data_dir))
 
 
-def test_real_file_in_the_shared_data_when_present():
-    if default_data_dir() is None:
-        pytest.skip("no shared benchmark data directory on this machine")
-    path = default_data_dir() / "ifbench" / "IFBench_test.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
+def test_real_file_shipped_in_the_package(monkeypatch, tmp_path):
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
     _check_real_file(load_ifbench())
 
 
@@ -90,22 +87,21 @@ def test_default_data_dir_prefers_the_environment(monkeypatch, tmp_path, data_di
     assert "nowhere" in str(error.value) and DATA_DIR_ENV in str(error.value)
 
 
-def test_default_data_dir_finds_shared_data_beside_the_working_directory(monkeypatch, tmp_path):
+def test_no_folder_beside_the_working_directory_is_searched(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "ifbench").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "ifbench" / "IFBench_test.jsonl").write_text(_line() + "\n", encoding="utf-8")
     (tmp_path / "repo").mkdir()
     monkeypatch.chdir(tmp_path / "repo")
-    assert default_data_dir() == (tmp_path / "shared" / "data").resolve()
-
-
-def test_default_data_dir_error_says_where_it_looked(monkeypatch, tmp_path):
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("binaryeval_dspy.data.paths.SHARED_DATA_DIRS", ("../shared/data",))
     assert default_data_dir() is None
-    with pytest.raises(InputError, match="no benchmark data folder") as error:
-        load_ifbench()
-    assert DATA_DIR_ENV in str(error.value) and "../shared/data" in str(error.value)
+    assert len(load_ifbench()) == 300  # the packaged file, not ../shared/data
+
+
+def test_missing_data_dir_error_says_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    with pytest.raises(InputError, match="benchmark file not found in the data folder") as error:
+        load_ifbench(data_dir=tmp_path / "absent")
+    assert "absent" in str(error.value) and "--data-dir" in str(error.value)
 
 
 def test_missing_file(tmp_path):

@@ -23,7 +23,6 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.data import default_data_dir
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
 pytestmark = pytest.mark.server
@@ -312,9 +311,6 @@ def test_verdict_mode_on_the_audit_questions(llama_server, tmp_path, monkeypatch
 # --------------------------------------------------------------------------- 4. benchmark
 
 
-@pytest.mark.skipif(default_data_dir() is None
-                    or not (default_data_dir() / "qags" / "qags_cnndm.jsonl").is_file(),
-                    reason="benchmark data not present (set BINEVAL_DATA_DIR)")
 def test_benchmark_all_methods_on_two_qags_items(llama_server, tmp_path):
     # the shipped QAGS question set cut to its first two questions (it has five)
     questions = read_json(ROOT / "examples/tasks/qags/questions.manual.json")

@@ -20,7 +20,7 @@ from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.ifbench import bind_prompt_checkers
 
-#: Where `load_ifbench` looks inside the data directory.
+#: Where `load_ifbench` looks inside a data directory (the package ships it gzipped).
 IFBENCH_TEST_FILE = Path("ifbench") / "IFBench_test.jsonl"
 
 
@@ -64,8 +64,8 @@ def load_ifbench(
         path: an IFBench JSONL file; by default ``<data_dir>/ifbench/IFBench_test.jsonl``
             (the current 300-prompt release). The July 2025 release
             (``IFBench_test.2025-07-02.jsonl``, 294 prompts) loads the same way.
-        data_dir: the benchmark data directory; default `binaryeval_dspy.data.paths.default_data_dir()`.
-            Ignored when `path` is given.
+        data_dir: a benchmark data directory; default ``$BINEVAL_DATA_DIR``, else the
+            data shipped in the package (`binaryeval_dspy.data.paths`). Ignored when `path` is given.
         limit: keep only the first `limit` prompts (None keeps all).
 
     Returns:

@@ -17,6 +17,7 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.paths import open_data_file
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
 
@@ -340,7 +341,7 @@ def _utf8_lines(path: Path):
     Raises:
         InputError: a line is not valid UTF-8 (names the line).
     """
-    with path.open("rb") as handle:
+    with open_data_file(path) as handle:  # a .gz file is read through gzip
         for number, raw in enumerate(handle, start=1):
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]

@@ -1,7 +1,7 @@
 """QAGS (Wang et al., 2020): factual-consistency ratings of CNN/DM (235) and XSum (239) summaries.
 
-Reads ``qags/qags_cnndm.jsonl`` or ``qags/qags_xsum.jsonl`` of the benchmark data
-folder. The human score is the share of summary sentences that a majority of three
+Reads ``qags/qags_cnndm.jsonl`` or ``qags/qags_xsum.jsonl`` (shipped in the package; a
+data folder overrides them, see `binaryeval_dspy.data.paths`). The human score is the share of summary sentences that a majority of three
 annotators judged supported by the article, in [0, 1].
 """
 
@@ -37,7 +37,8 @@ def load_qags(
     Args:
         split: ``cnndm`` (QAGS-CNN, 235 items) or ``xsum`` (QAGS-XSum, 239 items).
         path: the split's JSONL file; default: ``<data dir>/qags/qags_<split>.jsonl``.
-        data_dir: the benchmark data folder (default: `default_data_dir()`).
+        data_dir: a benchmark data folder (default: ``$BINEVAL_DATA_DIR``, else the data
+            shipped in the package).
         limit: keep at most this many items.
         sample: ``head``, ``random`` or ``stratified`` (per score bin: 0, between, 1).
         seed: sampling seed.

@@ -1,6 +1,7 @@
 """SummEval (Fabbri et al., 2021): 100 CNN/DM articles x 16 systems, expert ratings 1-5.
 
-Reads ``summeval/summeval.jsonl`` of the benchmark data folder (see its README): the
+Reads ``summeval/summeval.jsonl`` (the copy shipped in the package unless a data folder
+is given, see `binaryeval_dspy.data.paths` and docs/data.md): the
 article is ``source`` and the summary ``system_output``, the texts that UniEval and
 G-Eval score; human scores are the mean of three expert ratings per dimension.
 """
@@ -33,7 +34,8 @@ def load_summeval(
 
     Args:
         path: the ``summeval.jsonl`` file; default: ``<data dir>/summeval/summeval.jsonl``.
-        data_dir: the benchmark data folder (default: `default_data_dir()`).
+        data_dir: a benchmark data folder (default: ``$BINEVAL_DATA_DIR``, else the data
+            shipped in the package).
         limit: keep at most this many items (None: all 1,600).
         sample: how to pick `limit` items: ``head``, ``random`` or ``stratified``
             (whole documents, systems balanced; see `binaryeval_dspy.data.sampling`).

@@ -1,6 +1,7 @@
 """Topical-Chat with USR annotations (Mehri & Eskenazi, 2020): 60 contexts x 6 responses.
 
-Reads ``topical_chat/topical_chat.jsonl`` of the benchmark data folder. The input a
+Reads ``topical_chat/topical_chat.jsonl`` (shipped in the package; a data folder
+overrides it, see `binaryeval_dspy.data.paths`). The input a
 judge sees is the dialogue history followed by the knowledge snippet the response
 may draw on; the output is the response.
 """
@@ -47,7 +48,8 @@ def load_topical_chat(
 
     Args:
         path: the ``topical_chat.jsonl`` file; default: ``<data dir>/topical_chat/topical_chat.jsonl``.
-        data_dir: the benchmark data folder (default: `default_data_dir()`).
+        data_dir: a benchmark data folder (default: ``$BINEVAL_DATA_DIR``, else the data
+            shipped in the package).
         limit: keep at most this many items (None: all 360).
         sample: ``head``, ``random`` or ``stratified`` (whole contexts, systems balanced).
         seed: sampling seed.

@@ -39,7 +39,7 @@ def _write_gzip(path: Path, data: bytes) -> None:
 
 
 def main() -> None:
-    source = default_data_dir() / "ifbench"
+    source = (default_data_dir() or Path("../shared/data")) / "ifbench"  # needs the full copy, not the package's
     _write_gzip(HERE / "IFBench_test.jsonl.gz", (source / "IFBench_test.jsonl").read_bytes())
     prompts = _rows(source / "IFBench_test.2025-07-02.jsonl")
     outputs = _rows(source / "sample_output.jsonl")
