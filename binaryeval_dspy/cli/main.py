@@ -10,6 +10,7 @@ import signal
 
 import click
 
+from binaryeval_dspy.cli.agreement_command import agreement_command
 from binaryeval_dspy.cli.benchmark_command import (
     benchmark_command,
     benchmark_questions_command,
@@ -32,6 +33,7 @@ cli.add_command(evaluate_command)
 cli.add_command(rejudge_command)
 cli.add_command(benchmark_command)
 cli.add_command(report_command)
+cli.add_command(agreement_command)
 cli.add_command(benchmark_questions_command)
 cli.add_command(optimize_command)
 

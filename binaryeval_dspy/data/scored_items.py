@@ -77,6 +77,7 @@ def load_scored_items(
     limit: int | None = None,
     sample: SampleMethod | None = None,
     seed: int = 0,
+    texts: bool = True,
 ) -> list[dspy.Example]:
     """Load scored (input, output) items from a ``.jsonl`` or ``.csv`` file.
 
@@ -92,6 +93,10 @@ def load_scored_items(
         reference_field: field holding a reference output (ROUGE); default none.
         limit / sample / seed: as in `select_items` (stratified groups by document,
             balances systems).
+        texts: False when only ids and human scores are needed (meta-evaluation of
+            someone else's predictions, ``bineval agreement``): `input_field` and
+            `output_field` are then not read, `id_field` is required, and ``input`` /
+            ``output`` of the items are empty strings.
 
     Returns:
         `dspy.Example`s with ``item_id``, ``input``, ``output``, ``line``, ``human``
@@ -101,9 +106,28 @@ def load_scored_items(
     Raises:
         InputError: any `load_items` error, a missing or non-numeric human score or a
             missing mapped field (names file, line and field); in a CSV file a mapped
-            column missing from the header is reported as line 1 (`check_csv_header`).
+            column missing from the header is reported as line 1 (`check_csv_header`);
+            ``texts=False`` without an `id_field`.
     """
     human = _human_map(human_fields)
+    if not texts:
+        if not id_field:
+            raise InputError("an id field is needed to match items without their texts", field="id_field",
+                             fix="pass the field that names each item (e.g. --id-field item_id).")
+        # The id column stands in for the (unread) texts: it is required and non-empty anyway.
+        try:
+            items = load_scored_items(path, human_fields=human, input_field=id_field, output_field=id_field,
+                                      id_field=id_field, doc_field=doc_field, system_field=system_field,
+                                      reference_field=reference_field, limit=limit, sample=sample, seed=seed)
+        except InputError as exc:
+            if exc.field != id_field or not exc.message.startswith(("the input", "the output", "the header")):
+                raise
+            what = (f"the header has no column {id_field!r} for the item id" if exc.message.startswith("the header")
+                    else "the id field is missing or empty")
+            raise InputError(what, path=exc.path, line=exc.line, field=id_field,
+                fix="give every row an id (the ids the predictions use), or pass --id-field with the field "
+                    "that holds it.") from exc
+        return [ex.copy(input="", output="").with_inputs("input", "output") for ex in items]
     if Path(path).suffix.lower() == ".csv":  # a missing column is a header error (line 1), not one per row
         columns = {input_field: "input", output_field: "output", **({id_field: "id"} if id_field else {}),
                    **{f: f"human score of {d}" for d, f in human.items()},

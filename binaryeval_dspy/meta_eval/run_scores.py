@@ -233,6 +233,12 @@ class RunScores:
         constant_predictions: how the report's summary-level correlations treat a
             document whose method scores are all equal: ``"skip"`` (default, G-Eval's
             and UniEval's scripts) or ``"zero"`` (see `summary_level_correlation`).
+        prediction_sets: name -> a user's `PredictionSet` (``bineval agreement``); its
+            frame is also in `scores` under the same name, with raw values on the
+            file's own scale (not [0, 1]).
+        from_run: False when no benchmark run was read (only prediction sets): there
+            is no LM, cost or question set.
+        items_source: where the items and human scores were read (for the report).
     """
 
     spec: BenchmarkSpec
@@ -245,17 +251,43 @@ class RunScores:
     bineval_results: list[ItemResult] = field(default_factory=list)
     question_set: QuestionSet | None = None
     constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
+    prediction_sets: dict[str, Any] = field(default_factory=dict)
+    from_run: bool = True
+    items_source: str = ""
 
     @property
     def methods(self) -> list[str]:
-        """Methods with results, in table order (derived methods after their source)."""
-        return [m for m in ALL_METHODS if m in self.scores]
+        """Prediction sets (in the order given), then our methods with results in table
+        order (derived methods after their source)."""
+        return [*self.prediction_sets, *self.run_methods]
+
+    @property
+    def run_methods(self) -> list[str]:
+        """Our own methods with results (from the benchmark run), in table order."""
+        return [m for m in ALL_METHODS if m in self.scores and m not in self.prediction_sets]
+
+    def normalized(self, method: str, dimension: str) -> pd.Series:
+        """A method's scores for one dimension on [0, 1] (aligned with `items`).
+
+        Our methods' scores are already on [0, 1]. A prediction set on its own scale is
+        rescaled min-max over its observed values (all 0.5 when they are all equal;
+        NaN stays NaN): an increasing affine map, so correlations are unchanged; used
+        only to draw and average sets of different scales together.
+        """
+        column = self.scores[method][dimension].reindex(self.items.index).astype(float)
+        if method not in self.prediction_sets:
+            return column
+        finite = column[np.isfinite(column.to_numpy(dtype=float))]
+        if finite.empty:
+            return column
+        low, high = float(finite.min()), float(finite.max())
+        return (column - low) / (high - low) if high > low else column * 0 + 0.5
 
     def on_human_scale(self, method: str, dimension: str) -> pd.Series:
         """A method's scores for one dimension mapped affinely onto that dimension's
-        human scale (aligned with `items`)."""
+        human scale (aligned with `items`); a prediction set via `normalized`."""
         low, high = self.spec.scales[dimension]
-        return self.scores[method][dimension] * (high - low) + low
+        return self.normalized(method, dimension) * (high - low) + low
 
     def human(self, dimension: str) -> pd.Series:
         """Human scores of one dimension (aligned with `items`)."""

@@ -12,6 +12,13 @@ soft scores (mean P(yes) per dimension), a "BinEval, P(yes)" row is added to eve
 table, computed from those scores exactly as BinEval's row is from its yes-rates. `write_benchmark_report` writes
 ``report.md`` (figures as PNG files), a self-contained ``report.html`` (figures
 embedded as base64 PNG) and ``metrics.json``.
+
+The same builder makes the report of ``bineval agreement``: a `RunScores` whose
+``prediction_sets`` hold a user's prediction files (any numeric scale; built by
+`binaryeval_dspy.meta_eval.agreement.load_agreement_scores`) gets one row per set in
+every table, labelled with the set's name and file, each row with its items used /
+total; paired tests compare the sets with each other and with our methods (when a run
+was given); items without a prediction and unknown ids are counted and listed.
 """
 
 from __future__ import annotations
@@ -293,50 +300,94 @@ def _method_label(method: str) -> str:
     return ALL_METHOD_TITLES.get(method, method)
 
 
+def report_lm_label(scores: RunScores) -> str:
+    """What the report's captions name after "LM:": the run's LM, and the prediction files.
+
+    E.g. ``gpt-4o-mini``, ``none (prediction files: mine, unieval-published)`` or
+    ``gpt-4o-mini (our methods); prediction files: mine``.
+    """
+    if not scores.prediction_sets:
+        return scores.config.lm
+    names = ", ".join(scores.prediction_sets)
+    if not scores.from_run:
+        return f"none (prediction files: {names})"
+    return f"{scores.config.lm} (our methods); prediction files: {names}"
+
+
+def _source_cell(scores: RunScores, method: str) -> str:
+    """Where a row's scores come from: ``file <name>`` or ``LM: <name>`` (ROUGE-L: no LM)."""
+    if method in scores.prediction_sets:
+        return f"file {scores.prediction_sets[method].path.name}"
+    if method == "rouge":
+        return "no LM (rouge-score)"
+    return f"LM: {scores.config.lm}"
+
+
+def coverage_cell(counts: dict[str, int], total: int) -> str:
+    """``"12/16"`` when every column used as many items, else ``"coherence 12/16, fluency 16/16"``."""
+    if not counts:
+        return f"0/{total}"
+    if len(set(counts.values())) == 1:
+        return f"{next(iter(counts.values()))}/{total}"
+    return ", ".join(f"{k} {n}/{total}" for k, n in counts.items())
+
+
 def _main_table_dimensions(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     spec = scores.spec
     level = spec.level
-    header = ["Method", *[d.capitalize() for d in spec.dimensions], "Average"]
+    sourced = bool(scores.prediction_sets)
+    header = ["Method", *(["source"] if sourced else []), *[d.capitalize() for d in spec.dimensions], "Average",
+              "items used / total"]
     rows = []
     for method in scores.methods:
-        row = [_method_label(method)]
+        row = [_method_label(method), *([_source_cell(scores, method)] if sourced else [])]
         rhos, taus = [], []
+        used: dict[str, int] = {}
         for d in spec.dimensions:
             rho, info = calc.value(method, d, "", level, "spearman")
             tau, _ = calc.value(method, d, "", level, "kendall")
             rhos.append(rho)
             taus.append(tau)
+            used[d] = info["items_scored"]
             metrics.setdefault(method, {})[d] = {"spearman": rho, "kendall": tau, **info}
             row.append(f"{_fmt(rho)} / {_fmt(tau)}" + _constant_mark(info))
         mean_rho, partial_rho = _mean(rhos)
         mean_tau, _ = _mean(taus)
         metrics[method]["average"] = {"spearman": mean_rho, "kendall": mean_tau}
+        metrics[method]["source"] = _source_cell(scores, method)
         row.append(f"{_fmt(mean_rho)} / {_fmt(mean_tau)}" + (" *" if partial_rho else ""))
+        row.append(coverage_cell(used, len(scores.items)))
         rows.append(row)
     n_items = len(scores.items)
     n_docs = scores.items["doc_id"].nunique()
     return ReportTable(
         caption=f"{LEVEL_TITLES[level]} Spearman ρ / Kendall τ on {spec.title} ({_plural(n_items, 'item')}, "
-                f"{_plural(n_docs, 'document' if level == 'summary' else 'context')}) - LM: {lm} "
-                f"(layout of the paper's {spec.paper_table})",
+                f"{_plural(n_docs, 'document' if level == 'summary' else 'context')}) - LM: {lm}"
+                + (f" (layout of the paper's {spec.paper_table})" if spec.paper_table else ""),
         header=header, rows=rows,
         note="Average = mean of the dimension columns (* = some dimension undefined, averaged over the rest). "
-             "n/a = undefined (e.g. constant human scores, too few items). " + CONSTANT_NOTE + " "
-             + constant_policy_note(scores, metrics) + " ROUGE-L uses no LM.",
+             "n/a = undefined (e.g. constant human scores, too few items). items used / total = items with a "
+             "score (per dimension when they differ) / items of the report; the others are left out, never "
+             "counted as 0. " + CONSTANT_NOTE + " "
+             + constant_policy_note(scores, metrics)
+             + (" ROUGE-L uses no LM." if "rouge" in scores.methods or not scores.prediction_sets else ""),
     )
 
 
 def _main_table_splits(calc: _Calculator, scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     spec = scores.spec
     dim = spec.dimensions[0]
-    header = ["Method"]
+    sourced = bool(scores.prediction_sets)
+    header = ["Method", *(["source"] if sourced else [])]
     titles = [spec.split_title(s) for s in spec.splits] + (["Average"] if len(spec.splits) > 1 else [])
     for title in titles:
         header += [f"{title} r", f"{title} ρ", f"{title} τ"]
+    header.append("items used / total")
     rows = []
     for method in scores.methods:
-        row = [_method_label(method)]
+        row = [_method_label(method), *([_source_cell(scores, method)] if sourced else [])]
         per_corr: dict[str, list[float]] = {"pearson": [], "spearman": [], "kendall": []}
+        used: dict[str, str] = {}
         for split in spec.splits:
             entry: dict[str, Any] = {}
             for corr in ("pearson", "spearman", "kendall"):
@@ -346,17 +397,22 @@ def _main_table_splits(calc: _Calculator, scores: RunScores, lm: str, metrics: d
                 entry.update(info)
                 row.append(_fmt(value) + _constant_mark(info))
             metrics.setdefault(method, {})[split or spec.name] = entry
+            used[spec.split_title(split)] = f"{entry['items_scored']}/{entry['items']}"
+        metrics[method]["source"] = _source_cell(scores, method)
         if len(spec.splits) > 1:
             avg = {c: _mean(v)[0] for c, v in per_corr.items()}
             metrics[method]["average"] = avg
             row += [_fmt(avg["pearson"]), _fmt(avg["spearman"]), _fmt(avg["kendall"])]
+        row.append(", ".join(f"{k} {v}" for k, v in used.items()) if len(used) > 1 else next(iter(used.values())))
         rows.append(row)
     counts = ", ".join(f"{spec.split_title(s)} {len(calc.subset(s))}" for s in spec.splits)
     return ReportTable(
         caption=f"Pearson r / Spearman ρ / Kendall τ with human consistency on {spec.title} ({counts} items) "
-                f"- LM: {lm} (layout of the paper's {spec.paper_table})",
+                f"- LM: {lm}" + (f" (layout of the paper's {spec.paper_table})" if spec.paper_table else ""),
         header=header, rows=rows,
-        note="Correlations are pooled over the items of each split; Average = mean of the splits. " + CONSTANT_NOTE,
+        note="Correlations are pooled over the items of each split; Average = mean of the splits. items used / "
+             "total = items with a score / items of the split (the others are left out, never counted as 0). "
+             + CONSTANT_NOTE,
     )
 
 
@@ -370,18 +426,22 @@ def _other_levels_table(calc: _Calculator, scores: RunScores, lm: str, metrics: 
     n_systems = scores.items["system_id"].nunique()
     if n_systems < 3:
         levels = [lv for lv in levels if lv != "system"]
+    if not (scores.items.groupby("doc_id").size() >= 2).any():  # every item its own document: nothing to rank
+        levels = [lv for lv in levels if lv != "summary"]
     header = ["Method", "Dimension", f"{LEVEL_TITLES[spec.level]} Pearson r"]
     header += [f"{LEVEL_TITLES[lv] if lv != 'summary' or spec.level != 'turn' else 'Per-context'} ρ" for lv in levels]
+    header.append("items used / total")
     rows = []
     for method in scores.methods:
         for d in spec.dimensions:
-            r, _ = calc.value(method, d, "", spec.level, "pearson")
+            r, info = calc.value(method, d, "", spec.level, "pearson")
             metrics[method][d]["pearson"] = r
             row = [_method_label(method), d, _fmt(r)]
             for lv in levels:
                 value, _ = calc.value(method, d, "", lv, "spearman")
                 metrics[method][d][f"{lv}_spearman"] = value
                 row.append(_fmt(value))
+            row.append(f"{info['items_scored']}/{info['items']}")
             rows.append(row)
     note = (f"System-level correlations use {n_systems} systems (means over the sampled items)." if "system" in levels
             else f"No system-level column: the sample has {_plural(n_systems, 'system')}, and it needs at least 3.")
@@ -440,8 +500,10 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
     for method in scores.methods:
         row = [_method_label(method)]
         h_rows, p_rows = [], []
+        used: dict[str, int] = {}
         for split, dim in columns:
             human, predicted, groups, systems = inputs(method, split, dim)
+            used[label(split, dim)] = int(np.isfinite(predicted).sum())
             ci = correlation_ci(human, predicted, level=level, method="spearman", groups=groups, systems=systems,
                                 n_resamples=n_resamples, seed=seed, constant_predictions=scores.constant_predictions)
             metrics[method].setdefault("ci95_spearman", {})[label(split, dim)] = [ci.low, ci.high]
@@ -453,35 +515,42 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
                                 n_resamples=n_resamples, seed=seed, constant_predictions=scores.constant_predictions)
             metrics[method]["ci95_spearman"]["Average"] = [ci.low, ci.high]
             row.append(f"{_fmt(ci.estimate)} [{_fmt(ci.low)}, {_fmt(ci.high)}]")
+        row.append(coverage_cell(used, len(scores.items)) if spec.layout == "dimensions" else ", ".join(
+            f"{k} {n}/{len(calc.subset(s))}" for (k, n), s in zip(used.items(), splits)))
         ci_rows.append(row)
     header = ["Method", *[label(s, d) for s, d in columns]]
     if len(columns) > 1 and spec.layout == "dimensions":
         header.append("Average")
+    ci_header = [*header, "items used / total"]
     unit = "documents" if level == "summary" else "items"
     n_units = scores.items["doc_id"].nunique() if level == "summary" else len(scores.items)
     few = (f"Only {_plural(n_units, unit[:-1])} to resample: intervals and p-values from so few are not "
-           "reliable; use a larger --limit." if n_units < FEW_UNITS else "")
+           f"reliable; use {'more items' if scores.prediction_sets else 'a larger --limit'}."
+           if n_units < FEW_UNITS else "")
     tables = [ReportTable(
         caption=f"Spearman ρ with bootstrap 95% intervals ({n_resamples} resamples of {unit}, seed {seed}) - LM: {lm}",
-        header=header, rows=ci_rows, note=few)]
-    if "bineval" not in scores.methods or len(scores.methods) < 2:
+        header=ci_header, rows=ci_rows, note=few)]
+    pairs = paired_comparisons(scores)
+    if not pairs:
         return tables
     test_rows = []
-    for other in [m for m in scores.methods if m != "bineval"]:
-        row = [f"BinEval vs {_method_label(other)}"]
+    for first, other in pairs:
         h_rows, a_rows, b_rows = [], [], []
+        cells, both_used = [], {}
         for split, dim in columns:
-            _, a, _, _ = inputs("bineval", split, dim)
+            _, a, _, _ = inputs(first, split, dim)
             _, b, _, _ = inputs(other, split, dim)
             both = np.isfinite(a) & np.isfinite(b)
-            human, a, groups, systems = inputs("bineval", split, dim, both)
+            both_used[label(split, dim)] = int(both.sum())
+            human, a, groups, systems = inputs(first, split, dim, both)
             _, b, _, _ = inputs(other, split, dim, both)
             test = paired_bootstrap_test(human, a, b, level=level, method="spearman", groups=groups,
                                          systems=systems, n_resamples=n_resamples, seed=seed,
                                          constant_predictions=scores.constant_predictions)
-            metrics["bineval"].setdefault("paired_vs", {}).setdefault(other, {})[label(split, dim)] = {
-                "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
-            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
+            metrics[first].setdefault("paired_vs", {}).setdefault(other, {})[label(split, dim)] = {
+                "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value,
+                "items_used": int(both.sum()), "items": len(both)}
+            cells.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
             h_rows.append(human)
             a_rows.append(a)
             b_rows.append(b)
@@ -489,21 +558,46 @@ def _ci_and_tests(calc: _Calculator, scores: RunScores, lm: str, n_resamples: in
             test = paired_bootstrap_test(h_rows, a_rows, b_rows, level=level, method="spearman", groups=groups,
                                          systems=systems, n_resamples=n_resamples, seed=seed,
                                          constant_predictions=scores.constant_predictions)
-            metrics["bineval"]["paired_vs"][other]["Average"] = {
+            metrics[first]["paired_vs"][other]["Average"] = {
                 "delta": test.delta, "ci95": [test.low, test.high], "p_value": test.p_value}
-            row.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
-        test_rows.append(row)
+            cells.append(f"{_fmt(test.delta, 3)} [{_fmt(test.low)}, {_fmt(test.high)}] {_fmt_p(test.p_value, n_resamples)}")
+        n_label = (coverage_cell(both_used, len(scores.items)) if spec.layout == "dimensions" else ", ".join(
+            f"{k} {n}/{len(calc.subset(s))}" for (k, n), s in zip(both_used.items(), splits)))
+        test_rows.append([f"{_method_label(first)} vs {_method_label(other)} (items with both: {n_label})", *cells])
+    if scores.prediction_sets:
+        what = ("between the prediction sets" if not scores.run_methods else
+                "of each prediction set against the other sets and our methods")
+        caption = (f"Paired bootstrap tests {what}: Δρ = ρ(A) - ρ(B) for row 'A vs B', 95% interval and "
+                   f"two-sided p ({n_resamples} resamples) - LM: {lm}")
+    else:
+        caption = (f"Paired bootstrap test of BinEval against each baseline: Δρ = ρ(BinEval) - ρ(baseline), "
+                   f"95% interval and two-sided p ({n_resamples} resamples) - LM: {lm}")
     tables.append(ReportTable(
-        caption=f"Paired bootstrap test of BinEval against each baseline: Δρ = ρ(BinEval) - ρ(baseline), "
-                f"95% interval and two-sided p ({n_resamples} resamples) - LM: {lm}",
+        caption=caption,
         header=header, rows=test_rows,
-        note="Both methods are compared on the items where both have a score; the same resampled units are "
-             "used for both in every resample. "
+        note="Both methods are compared on the items where both have a score (counted in each row's label); "
+             "the same resampled units are used for both in every resample. "
              + ("A document where one method's scores are constant is left out of that method's mean (policy "
                 "'skip'), so the two means may cover different documents." if scores.constant_predictions == "skip"
                 else "A constant method (†) counts as ρ = 0 (policy 'zero'), so it can 'beat' a baseline whose ρ "
                      "is negative without ranking anything.") + (f" {few}" if few else "")))
     return tables
+
+
+def paired_comparisons(scores: RunScores) -> list[tuple[str, str]]:
+    """The (A, B) pairs the report tests, A's ρ minus B's.
+
+    With prediction sets: every pair of sets (in the order given), then every set
+    against each of our methods (when a run was given). Without: BinEval against each
+    other method of the run (none when BinEval has not run).
+    """
+    names = list(scores.prediction_sets)
+    if names:
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+        return pairs + [(a, m) for a in names for m in scores.run_methods]
+    if "bineval" not in scores.methods:
+        return []
+    return [("bineval", m) for m in scores.methods if m != "bineval"]
 
 
 def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> ReportTable:
@@ -512,8 +606,9 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
     for method in scores.methods:
         for split in spec.splits:
             for d in spec.dimensions:
-                _, predicted, sub = calc.vectors(method, d, split)
-                finite = predicted[np.isfinite(predicted)]
+                _, _, sub = calc.vectors(method, d, split)
+                normalized = scores.normalized(method, d).loc[sub.index].to_numpy(dtype=float)
+                finite = normalized[np.isfinite(normalized)]
                 _, info = calc.value(method, d, split, spec.level, "spearman")
                 where = spec.split_title(split) if spec.layout == "splits" else d
                 rows.append([
@@ -526,19 +621,24 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
                 ])
     return ReportTable(
         caption="Coverage and degenerate cases",
-        header=["Method", "Dimension / split", "items scored", "unparsed or error", "distinct scores", "std [0,1]",
+        header=["Method", "Dimension / split", "items scored",
+                "unparsed or error" + (" / missing value" if scores.prediction_sets else ""), "distinct scores",
+                "std [0,1]" + (" (files: min-max)" if scores.prediction_sets else ""),
                 "groups skipped (constant human)",
                 "groups with constant method score ("
                 + ("skipped" if scores.constant_predictions == "skip" else "counted as 0") + ")", "note"],
         rows=rows,
         note=("Unparsed answers and failed LM calls are left out of every correlation, never counted as a low "
-              "score."))
+              "score." + (" For a prediction file, 'missing value' counts rows with a null, NaN or empty score; "
+                          "items without a row are counted in the prediction-file table; the std of a file's "
+                          "scores is taken after min-max rescaling of its observed values to [0, 1]."
+                          if scores.prediction_sets else "")))
 
 
 def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     rows = []
-    derived = [m for m in scores.methods if m in DERIVED_METHODS]
-    for method in [m for m in scores.methods if m not in DERIVED_METHODS]:
+    derived = [m for m in scores.run_methods if m in DERIVED_METHODS]
+    for method in [m for m in scores.run_methods if m not in DERIVED_METHODS]:
         c = scores.costs[method]
         metrics.setdefault("cost", {})[method] = {
             "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
@@ -562,7 +662,9 @@ def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
              "is empty or only invisible characters (no LM call, no score); 'error' = items that could not be "
              "judged (no score; rerun to retry). Neither is ever counted as a low score."
              + "".join(f" {_method_label(m)} is read from {_method_label(DERIVED_METHODS[m])}'s calls: no cost "
-                       "of its own." for m in derived))
+                       "of its own." for m in derived)
+             + (f" Prediction files ({', '.join(scores.prediction_sets)}) carry no cost records: not in this table."
+                if scores.prediction_sets else ""))
 
 
 def score_source_lines(scores: RunScores) -> list[tuple[str, str]]:
@@ -620,17 +722,23 @@ def _means_table(scores: RunScores, lm: str) -> ReportTable:
         human_row.append(mean_with_coverage(sub[d].to_numpy(dtype=float)))
     rows.append(human_row)
     for m in scores.methods:
-        row = [_method_label(m)]
+        own = m in scores.prediction_sets
+        row = [_method_label(m) + (" (own scale)" if own else "")]
         for s, d in cols:
             sub = items[items["split"] == s] if s else items
-            row.append(mean_with_coverage(scores.on_human_scale(m, d).loc[sub.index].to_numpy(dtype=float)))
+            values = scores.scores[m][d] if own else scores.on_human_scale(m, d)
+            row.append(mean_with_coverage(values.reindex(items.index).loc[sub.index].to_numpy(dtype=float)))
         rows.append(row)
-    return ReportTable(caption=f"Mean score on the human scale - LM: {lm}",
+    return ReportTable(caption="Mean score on the human scale" + (" (prediction files: on their own scale)"
+                                                                  if scores.prediction_sets else "") + f" - LM: {lm}",
                        header=["", *[where(s, d) for s, d in cols]], rows=rows,
                        note="Method scores in [0, 1] mapped affinely onto each dimension's human scale "
                             "(S' = S (b - a) + a); ROUGE-L is shown the same way for comparison only. "
                             "(n used / n total) = items with a score for that cell / items; items without "
-                            "one (unparsed, empty output, error) are left out of the mean, never counted as 0.")
+                            "one (unparsed, empty output, error) are left out of the mean, never counted as 0."
+                            + (" Prediction files: mean of the raw values on the file's own scale (own scale); "
+                               "items without a prediction or with a missing value are left out."
+                               if scores.prediction_sets else ""))
 
 
 def mean_with_coverage(values: np.ndarray, digits: int = 2) -> str:
@@ -659,7 +767,8 @@ def _system_frame(scores: RunScores) -> tuple[list[str], dict[str, pd.Series], s
 
     averages = {"Human": item_average(items, normalized=False)}
     for m in scores.methods:
-        averages[_method_label(m)] = item_average(scores.scores[m], normalized=True).reindex(items.index)
+        frame = pd.DataFrame({d: scores.normalized(m, d) for d in spec.dimensions}, index=items.index)
+        averages[_method_label(m)] = item_average(frame, normalized=True).reindex(items.index)
     unit = f"mean score over dimensions [{low:g}, {high:g}]" if len(scales) == 1 else "mean normalized score [0, 1]"
     return sorted(items["system_id"].unique(), key=str), averages, unit
 
@@ -686,7 +795,8 @@ def coverage_warnings(scores: RunScores) -> list[str]:
     warnings = []
     if short:
         warnings.append("not every item has a score: " + "; ".join(short) + ". Means and correlations use the "
-                        "scored items only (unparsed, empty outputs and errors are never counted as 0).")
+                        "scored items only (unparsed, empty outputs, errors and missing predictions are never "
+                        "counted as 0).")
     if items["system_id"].nunique() >= 2:
         systems, averages, _ = _system_frame(scores)
         uneven: dict[str, list[str]] = {}
@@ -731,7 +841,9 @@ def _system_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     note = ("(n used / n total) = the system's items with a score / its items. "
             + ("! = this mean is over fewer items than the system has (unparsed, empty output or error): it is "
                "not comparable with the other systems' means as it stands. " if flagged else "")
-            + "Means over dimensions leave undefined scores out, never counting them as 0.")
+            + "Means over dimensions leave undefined scores out, never counting them as 0."
+            + (" Prediction files are rescaled min-max over their observed values per dimension (to [0, 1], then "
+               "to the human scale) before averaging." if scores.prediction_sets else ""))
     return ReportTable(caption=f"Per-system {unit} - LM: {lm}", header=["System", *averages], rows=rows, note=note)
 
 
@@ -770,14 +882,94 @@ def _question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool
     return blocks
 
 
-def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
+MISSING_SHOWN = 10  # ids listed in the report per prediction set; the full lists go to missing_predictions.json
+MISSING_FILE = "missing_predictions.json"
+
+
+def _first_ids(ids: Sequence[str], count: int | None = None) -> str:
+    shown = ", ".join(ids[:MISSING_SHOWN])
+    return shown + (f", ... ({count if count is not None else len(ids)} in all)" if len(ids) > MISSING_SHOWN else "")
+
+
+def _agreement_intro(scores: RunScores) -> list[str]:
+    """The paragraphs that open an agreement report: where the human scores come from, each
+    prediction file, and every item left without a prediction or row left unused."""
+    items = scores.items
+    n = len(items)
+    spec = scores.spec
+    docs = items["doc_id"].nunique()
+    systems = items["system_id"].nunique()
+    lines = [(f"Human scores: {scores.items_source}: {_plural(n, 'item')}, {_plural(docs, 'document')}, "
+              f"{_plural(systems, 'system')}; main level: {LEVEL_TITLES[spec.level].lower()}.")]
+    for name, ps in scores.prediction_sets.items():
+        text = (f"Prediction set '{name}': {ps.path} ({_plural(ps.rows, 'row')}; columns used: {ps.column_summary()}"
+                + (f"; ignored columns: {', '.join(ps.ignored_columns)}" if ps.ignored_columns else "")
+                + f"); items with a prediction: {ps.matched_items}/{n}.")
+        if ps.missing_items:
+            text += (f" {len(ps.missing_items)} of the {n} items have no prediction (first ids: "
+                     f"{_first_ids(ps.missing_items)}; all in {MISSING_FILE}): they are left out of the "
+                     f"correlations of {name}, never counted as 0.")
+        if ps.unknown_ids:
+            shown = [f"{i} (line {line})" for i, line in ps.unknown_ids]
+            verb = "names" if len(ps.unknown_ids) == 1 else "name"
+            text += (f" {_plural(len(ps.unknown_ids), 'row')} of the file {verb} an item_id that is not among the "
+                     f"{n} items (first: {_first_ids(shown)}; all in {MISSING_FILE}): not used.")
+        gaps = {d: len(v) for d, v in ps.missing_values.items() if v}
+        if gaps:
+            text += (" Rows with a missing value (null, NaN or empty), left out: "
+                     + ", ".join(f"{d} {k}" for d, k in gaps.items()) + ".")
+        lines.append(text)
+    lines.append("Each prediction file is used on its own scale: Spearman ρ and Kendall τ depend only on the "
+                 "ranks and Pearson r is unchanged by an increasing affine map, so no rescaling enters the "
+                 "correlations. Means are shown on the file's own scale; figures and per-system means rescale "
+                 "each file min-max over its observed values.")
+    return lines
+
+
+def missing_predictions_record(scores: RunScores) -> dict[str, Any]:
+    """The full lists behind the report's counts, per prediction set (``missing_predictions.json``):
+    ``file``, ``items`` (total), ``items_without_prediction`` (ids), ``unknown_item_ids``
+    (``{"item_id", "line"}``), ``missing_values`` (dimension -> ids), ``dimensions_without_column``."""
+    return {name: {"file": str(ps.path), "items": len(scores.items),
+                   "items_without_prediction": list(ps.missing_items),
+                   "unknown_item_ids": [{"item_id": i, "line": line} for i, line in ps.unknown_ids],
+                   "missing_values": {d: list(v) for d, v in ps.missing_values.items()},
+                   "dimensions_without_column": [d for d in scores.spec.dimensions if d not in ps.columns]}
+            for name, ps in scores.prediction_sets.items()}
+
+
+def _prediction_files_table(scores: RunScores, metrics: dict) -> ReportTable:
+    n = len(scores.items)
+    rows = []
+    for name, ps in scores.prediction_sets.items():
+        gaps = ", ".join(f"{d} {len(v)}" for d, v in ps.missing_values.items() if v) or "0"
+        rows.append([name, str(ps.path), str(ps.rows), f"{ps.matched_items}/{n}", str(len(ps.missing_items)),
+                     str(len(ps.unknown_ids)), gaps, ps.column_summary()])
+        metrics.setdefault("prediction_sets", {})[name] = {
+            "file": str(ps.path), "rows": ps.rows, "items": n, "items_with_prediction": ps.matched_items,
+            "items_without_prediction": len(ps.missing_items), "unknown_item_ids": len(ps.unknown_ids),
+            "missing_values": {d: len(v) for d, v in ps.missing_values.items()}, "columns": dict(ps.columns),
+            "items_used": {d: ps.items_used(d) for d in scores.spec.dimensions}}
+    return ReportTable(
+        caption=f"Prediction files: rows read and items matched ({n} items)",
+        header=["Prediction set", "file", "rows", "items with a prediction / total", "items without a prediction",
+                "rows with an unknown item_id", "missing values", "columns used"],
+        rows=rows,
+        note=f"Items without a prediction, unknown ids and missing values are listed in full in {MISSING_FILE}; "
+             "none of them is ever counted as a score.")
+
+
+def build_benchmark_report(run: BenchmarkRun | str | Path | RunScores, *, n_resamples: int = 1000, seed: int = 0,
                            figures: bool = True,
                            constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
                            ) -> BenchmarkReport:
-    """Compute the report of a benchmark run from its files (no LM call).
+    """Compute the report of a benchmark run from its files (no LM call), or the agreement
+    report of prediction files.
 
     Args:
-        run: the run directory (or a `BenchmarkRun`).
+        run: the run directory (or a `BenchmarkRun`), or a `RunScores` already built,
+            e.g. by `load_agreement_scores` with users' prediction sets (its own
+            ``constant_predictions`` then applies and the argument is ignored).
         n_resamples: bootstrap resamples for intervals and paired tests.
         seed: bootstrap seed.
         figures: draw the figures (off for quick tests).
@@ -786,25 +978,38 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
             Stated in the report and in ``metrics.json`` with the counts.
 
     Returns:
-        A `BenchmarkReport`.
+        A `BenchmarkReport`. With prediction sets: titled after them, one row per set
+        in every table (labelled with its name and file), paired tests between the sets
+        and against our methods, the prediction-file table, and no question analysis
+        unless a run was given.
 
     Raises:
         InputError: not a benchmark run directory, or damaged files.
     """
-    run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
-    scores = load_run_scores(run, constant_predictions=constant_predictions)
+    if isinstance(run, RunScores):
+        scores = run
+    else:
+        run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
+        scores = load_run_scores(run, constant_predictions=constant_predictions)
     spec = scores.spec
-    lm = scores.config.lm
+    lm = report_lm_label(scores)
     calc = _Calculator(scores)
     metrics: dict[str, Any] = {"benchmark": spec.name, "lm": lm, "items": len(scores.items),
                                "level": spec.level, "constant_predictions": scores.constant_predictions}
-    report = BenchmarkReport(title=f"{spec.title}: evaluator agreement with human judgments - "
-                                   f"{len(scores.items)} items - LM: {lm}")
+    if scores.prediction_sets:
+        names = ", ".join(scores.prediction_sets)
+        metrics["items_source"] = scores.items_source
+        report = BenchmarkReport(title=f"{spec.title}: agreement of {names} with human judgments - "
+                                       f"{len(scores.items)} items"
+                                       + (f" - our methods' LM: {scores.config.lm}" if scores.from_run else ""))
+    else:
+        report = BenchmarkReport(title=f"{spec.title}: evaluator agreement with human judgments - "
+                                       f"{len(scores.items)} items - LM: {lm}")
     cfg = scores.config
     selection = f"first {cfg.limit}" if cfg.limit and (cfg.sample in (None, "head")) else (
         f"{cfg.limit} per split, {cfg.sample} sample, seed {cfg.seed}" if cfg.limit else "all items")
-    report.intro = [
-        (f"Every LM-based method ran on the same LM ({lm}), on the same items ({selection})."
+    report.intro = [] if not scores.from_run else [
+        (f"Every LM-based method ran on the same LM ({cfg.lm}), on the same items ({selection})."
          + (f" BinEval question set {cfg.question_set_hash} ({cfg.question_set_source})."
             if cfg.question_set_hash else "")
          + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities requested: "
@@ -812,8 +1017,10 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
         + "".join(f" {title}: {line}." for title, line in score_source_lines(scores))),
         "Methods: " + "; ".join(METHOD_DEFINITIONS[m] for m in scores.methods if m in METHOD_DEFINITIONS) + ".",
     ]
+    if scores.prediction_sets:
+        report.intro = _agreement_intro(scores) + report.intro
     missing = [m for m in cfg.methods if m not in scores.methods]
-    partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.methods
+    partial = [f"{_method_label(m)} {scores.costs[m].items}/{len(scores.items)}" for m in scores.run_methods
                if m not in DERIVED_METHODS and scores.costs[m].items < len(scores.items)]
     if missing or partial:
         report.intro.append("Incomplete run: " + "; ".join(
@@ -832,30 +1039,36 @@ def build_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int =
     if scores.methods:
         report.sections.append(("Confidence intervals and paired tests",
                                 _ci_and_tests(calc, scores, lm, n_resamples, seed, metrics)))
-        report.sections.append(("Cost", [_cost_table(scores, lm, metrics)]))
+        if scores.run_methods:
+            report.sections.append(("Cost", [_cost_table(scores, lm, metrics)]))
         report.sections.append(("Score distributions", [_means_table(scores, lm)]
                                 + ([_system_table(scores, lm, metrics)]
                                    if scores.items["system_id"].nunique() >= 2 else [])))
         sources_table = _score_source_table(scores, lm, metrics)
-        report.sections.append(("Coverage", [_diagnostics_table(calc, scores, metrics)]
+        report.sections.append(("Coverage", ([_prediction_files_table(scores, metrics)]
+                                             if scores.prediction_sets else [])
+                                + [_diagnostics_table(calc, scores, metrics)]
                                 + ([sources_table] if sources_table is not None else [])))
-    report.sections.append(("Why decomposition works: question analysis (paper 5.6)",
-                            _question_blocks(scores, lm, metrics, figures=figures)))
+    if scores.from_run:
+        report.sections.append(("Why decomposition works: question analysis (paper 5.6)",
+                                _question_blocks(scores, lm, metrics, figures=figures)))
     if figures and scores.methods:
         panels = _panels(scores)
+        n_items = f" ({_plural(len(scores.items), 'item')})"
         fig_blocks: list[Any] = [ReportFigure(
-            caption=f"Score distributions of humans and each method on the human scale (paper Figures 1, 7, 9) - LM: {lm}",
+            caption=f"Score distributions of humans and each method on the human scale (paper Figures 1, 7, 9)"
+                    f"{n_items} - LM: {lm}",
             png=figure_png(violin_figure(panels, title=f"{spec.title} score distributions - {lm}")),
             filename="violins.png")]
         if scores.items["system_id"].nunique() >= 3:
             systems, human, methods, ylabel = _system_means(scores)
             fig_blocks.append(ReportFigure(
-                caption=f"Per-system mean scores, systems ordered by human mean (paper Figures 2, 8) - LM: {lm}",
+                caption=f"Per-system mean scores, systems ordered by human mean (paper Figures 2, 8){n_items} - LM: {lm}",
                 png=figure_png(system_figure(systems, human, methods, ylabel=ylabel,
                                              title=f"{spec.title} per-system means - {lm}")),
                 filename="systems.png"))
         fig_blocks.append(ReportFigure(
-            caption=f"Per-item scores against human scores with Pearson's r (paper Figure 10) - LM: {lm}",
+            caption=f"Per-item scores against human scores with Pearson's r (paper Figure 10){n_items} - LM: {lm}",
             png=figure_png(scatter_figure(panels, title=f"{spec.title} method vs human - {lm}")),
             filename="scatter.png"))
         report.sections.append(("Figures", fig_blocks))
@@ -875,27 +1088,46 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def write_benchmark_report(run: BenchmarkRun | str | Path, *, n_resamples: int = 1000, seed: int = 0,
+def write_benchmark_report(run: BenchmarkRun | str | Path | RunScores, *, n_resamples: int = 1000, seed: int = 0,
                            figures: bool = True,
-                           constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS
-                           ) -> tuple[Path, Path, BenchmarkReport]:
+                           constant_predictions: ConstantPredictions = DEFAULT_CONSTANT_PREDICTIONS,
+                           out_dir: str | Path | None = None) -> tuple[Path, Path, BenchmarkReport]:
     """Build the report and write ``report.md``, ``report.html``, ``metrics.json`` and
-    ``figures/*.png`` into the run directory (arguments as in `build_benchmark_report`).
+    ``figures/*.png`` into the run directory, or `out_dir` (arguments as in
+    `build_benchmark_report`). With prediction sets, ``missing_predictions.json``
+    (`missing_predictions_record`) is written beside them.
 
     Returns:
         (report.md path, report.html path, the `BenchmarkReport`).
+
+    Raises:
+        InputError: as `build_benchmark_report`; a `RunScores` without `out_dir`.
     """
-    run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
-    report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures,
-                                    constant_predictions=constant_predictions)
-    figures_dir = run.path / "figures"
+    if isinstance(run, RunScores):
+        if out_dir is None:
+            from binaryeval_dspy.errors import InputError
+
+            raise InputError("no output directory for the report", field="out_dir", fix="pass out_dir (--out).")
+        scores: RunScores | None = run
+        report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures)
+    else:
+        run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
+        scores = None
+        report = build_benchmark_report(run, n_resamples=n_resamples, seed=seed, figures=figures,
+                                        constant_predictions=constant_predictions)
+    target = Path(out_dir) if out_dir is not None else run.path  # type: ignore[union-attr]
+    target.mkdir(parents=True, exist_ok=True)
+    figures_dir = target / "figures"
     for figure in report.figures():
         figures_dir.mkdir(parents=True, exist_ok=True)
         (figures_dir / figure.filename).write_bytes(figure.png)
-    md_path = run.path / "report.md"
-    html_path = run.path / "report.html"
+    md_path = target / "report.md"
+    html_path = target / "report.html"
     md_path.write_text(report.to_markdown(), encoding="utf-8")
     html_path.write_text(report.to_html(), encoding="utf-8")
-    (run.path / "metrics.json").write_text(json.dumps(_json_safe(report.metrics), indent=2, ensure_ascii=False)
-                                           + "\n", encoding="utf-8")
+    (target / "metrics.json").write_text(json.dumps(_json_safe(report.metrics), indent=2, ensure_ascii=False)
+                                         + "\n", encoding="utf-8")
+    if scores is not None and scores.prediction_sets:
+        (target / MISSING_FILE).write_text(json.dumps(missing_predictions_record(scores), indent=2,
+                                                      ensure_ascii=False) + "\n", encoding="utf-8")
     return md_path, html_path, report
