@@ -169,7 +169,7 @@ def test_optimize_into_a_folder_that_is_not_a_comparison_is_refused(tmp_path, mo
 def test_rubric_without_the_benchmark_dimensions_is_refused_before_the_lm(tmp_path, monkeypatch):
     tasks = tmp_path / "tasks" / "summeval"
     tasks.mkdir(parents=True)
-    shipped = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "summeval" / "rubric.json"
+    shipped = Path(__file__).resolve().parents[1] / "binaryeval_dspy" / "benchmark_data" / "tasks" / "summeval" / "rubric.json"
     rubric = json.loads(shipped.read_text())
     rubric["dimensions"] = {"tone": next(iter(rubric["dimensions"].values()))}
     (tasks / "rubric.json").write_text(json.dumps(rubric))

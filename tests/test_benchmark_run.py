@@ -56,7 +56,7 @@ def tasks_dir(tmp_path: Path) -> Path:
     """The shipped SummEval rubric with a 3-question-per-dimension set whose questions end in a number."""
     folder = tmp_path / "tasks" / "summeval"
     folder.mkdir(parents=True)
-    shipped = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "summeval"
+    shipped = Path(__file__).resolve().parents[1] / "binaryeval_dspy" / "benchmark_data" / "tasks" / "summeval"
     (folder / "rubric.json").write_text((shipped / "rubric.json").read_text())
     (folder / "task_prompt.txt").write_text("Summarize the article.")
     questions = [{"id": f"{d}-{n:02d}", "dimension": d, "text": f"Is it good beyond {n}", "origin": "manual"}

@@ -235,3 +235,18 @@ def test_hub_recipe_ifbench_on_a_local_dataset(outside_the_repository, tmp_path)
     packaged = load_ifbench()
     assert len(from_hub) == 300
     assert [dict(ex.items()) for ex in from_hub] == [dict(ex.items()) for ex in packaged]
+
+
+def test_benchmark_task_folders_ship_with_the_package(tmp_path, monkeypatch):
+    """bineval/G-Eval/UniEval methods need the task folders; outside the repository they come
+    from the package, and a local ./examples/tasks still takes precedence."""
+    from binaryeval_dspy.meta_eval.task_files import default_tasks_dir
+
+    monkeypatch.chdir(tmp_path)
+    packaged = default_tasks_dir()
+    assert packaged is not None and "benchmark_data" in str(packaged)
+    for benchmark in ("summeval", "topical_chat", "qags"):
+        for name in ("task_prompt.txt", "questions.manual.json", "rubric.json"):
+            assert (packaged / benchmark / name).is_file()
+    (tmp_path / "examples" / "tasks").mkdir(parents=True)
+    assert default_tasks_dir() == tmp_path / "examples" / "tasks"

@@ -313,7 +313,7 @@ def test_verdict_mode_on_the_audit_questions(llama_server, tmp_path, monkeypatch
 
 def test_benchmark_all_methods_on_two_qags_items(llama_server, tmp_path):
     # the shipped QAGS question set cut to its first two questions (it has five)
-    questions = read_json(ROOT / "examples/tasks/qags/questions.manual.json")
+    questions = read_json(ROOT / "binaryeval_dspy/benchmark_data/tasks/qags/questions.manual.json")
     questions["questions"] = questions["questions"][:2]
     qs_path = tmp_path / "qags-2q.json"
     qs_path.write_text(json.dumps(questions), encoding="utf-8")

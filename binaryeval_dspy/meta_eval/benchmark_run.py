@@ -316,10 +316,10 @@ def prepare_run(
 def _require_task_files(methods: Sequence[str], question_set: QuestionSet | None, rubric: Rubric | None) -> None:
     if "bineval" in methods and question_set is None:
         raise InputError("BinEval needs a question set", field="question_set",
-                         fix="pass the benchmark's question set (e.g. examples/tasks/<benchmark>/).")
+                         fix="pass the benchmark's question set (e.g. binaryeval_dspy/benchmark_data/tasks/<benchmark>/).")
     if {"geval", "unieval"} & set(methods) and rubric is None:
         raise InputError("the G-Eval- and UniEval-style baselines need a rubric", field="rubric",
-                         fix="pass the benchmark's rubric.json (e.g. examples/tasks/<benchmark>/).")
+                         fix="pass the benchmark's rubric.json (e.g. binaryeval_dspy/benchmark_data/tasks/<benchmark>/).")
 
 
 def _bineval_items(items: Sequence[dspy.Example]) -> list[dspy.Example]:

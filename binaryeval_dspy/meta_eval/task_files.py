@@ -1,6 +1,6 @@
 """The files of a benchmark's task folder: task prompt, question sets and baseline rubric.
 
-Layout of ``examples/tasks/<benchmark>/``:
+Layout of ``<tasks dir>/<benchmark>/`` (shipped in ``binaryeval_dspy/benchmark_data/tasks``):
 
 * ``task_prompt.txt``: the instructions the evaluated outputs were written for (our words);
 * ``questions.manual.json``: a question set written by hand from that prompt;
@@ -23,15 +23,17 @@ GENERATED = "generated"
 
 
 def default_tasks_dir() -> Path | None:
-    """``examples/tasks`` of the source tree this package runs from, else of the current
-    directory; None when neither exists (pass ``--tasks-dir``)."""
-    import binaryeval_dspy
+    """The benchmark task folders: ``examples/tasks`` in the current directory when there is
+    one (a user's own copy), else the copy shipped with the package
+    (``binaryeval_dspy/benchmark_data/tasks``: task prompt, manual and generated question
+    sets and the baselines' rubric per benchmark); None only if neither exists."""
+    from importlib.resources import files
 
-    for candidate in (Path(binaryeval_dspy.__file__).resolve().parents[1] / "examples" / "tasks",
-                      Path.cwd() / "examples" / "tasks"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    local = Path.cwd() / "examples" / "tasks"
+    if local.is_dir():
+        return local
+    packaged = Path(str(files("binaryeval_dspy") / "benchmark_data" / "tasks"))
+    return packaged if packaged.is_dir() else None
 
 
 def lm_tag(handle: LMHandle) -> str:
@@ -63,8 +65,8 @@ class TaskFiles:
         """
         root = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
         if root is None:
-            raise InputError("no tasks directory (examples/tasks) found next to the package or here",
-                             fix="pass --tasks-dir pointing at a folder like examples/tasks.")
+            raise InputError("no tasks directory found (neither ./examples/tasks nor the packaged copy)",
+                             fix="pass --tasks-dir pointing at a folder laid out like binaryeval_dspy/benchmark_data/tasks.")
         folder = root / task_dir
         if not folder.is_dir():
             raise InputError("task folder not found", path=folder,

@@ -1,6 +1,6 @@
 """The rubric of the holistic and single-question baselines, per benchmark dimension.
 
-A rubric file (``examples/tasks/<benchmark>/rubric.json``) gives, for every dimension,
+A rubric file (``<tasks dir>/<benchmark>/rubric.json``, shipped in ``binaryeval_dspy/benchmark_data/tasks``) gives, for every dimension,
 what the G-Eval-style judge needs (a criterion, evaluation steps and an integer rating
 scale) and the one yes/no question the UniEval-style judge asks. It is data, like a
 task prompt: the instructions around it live in the signatures.
@@ -106,7 +106,7 @@ class Rubric(BaseModel):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise InputError(first["msg"], path=path, field=where or None,
-                             fix="compare the file with examples/tasks/summeval/rubric.json.") from exc
+                             fix="compare the file with binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json.") from exc
 
     def save(self, path: str | Path) -> Path:
         """Write the rubric as indented JSON; returns the path."""
