@@ -24,7 +24,7 @@ from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers import BinEvalOptimizer
 from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import judge_items
 from binaryeval_dspy.optimizers.bineval_optimizer.human import normalized_human_scores
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import run_items
+from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import generate_outputs
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
@@ -304,28 +304,16 @@ class GeneratorSetup(ComparisonSetup):
 
     def test(self, program: dspy.Module) -> list[dict[str, Any]]:
         """Per test item: the response and, with checkers, strict and loose results
-        (prompt-level and per instruction); without them, the BinEval score."""
+        (prompt-level and per instruction); without them, the BinEval score. A generation
+        that raised is recorded as failed with its error, an unscored judgement as
+        ``bineval: None, scored: false`` (`binaryeval_dspy.ifbench.evaluation.ifbench_test_records`)."""
+        from binaryeval_dspy.ifbench.evaluation import ifbench_test_records
 
-        def respond(item: dspy.Example) -> str:
-            try:
-                return str(program(prompt=item.prompt).get("response") or "")
-            except Exception as exc:  # an unusable generation is an empty response, which fails
-                logger.warning("generation failed on %s: %s", item.item_id, exc)
-                return ""
-
-        responses = run_items(respond, self.split.test, num_threads=self.num_threads)
-        metric = self.metric() if self.checkers is None else None
-        records = []
-        for item, response in zip(self.split.test, responses, strict=True):
-            response = response if isinstance(response, str) else ""
-            record: dict[str, Any] = {"item_id": item.item_id, "response": response,
-                                      "instruction_id_list": list(item.instruction_id_list)}
-            if self.checkers is not None:
-                strict, loose = (check(item, response) for check in self.checkers)
-                record.update(strict=bool(strict.follow_all_instructions), loose=bool(loose.follow_all_instructions),
-                              strict_list=[bool(x) for x in strict.follow_instruction_list],
-                              loose_list=[bool(x) for x in loose.follow_instruction_list])
-            else:
-                record["bineval"] = float(metric(item, dspy.Prediction(response=response)).score)
-            records.append(record)
-        return records
+        generations = generate_outputs(program, self.split.test, output_field="response",
+                                       inputs=lambda item: {"prompt": item.prompt}, num_threads=self.num_threads)
+        for item, generation in zip(self.split.test, generations, strict=True):
+            if generation.failed:
+                logger.warning("generation failed on %s: %s", item.item_id, generation.error)
+        return ifbench_test_records(self.split.test, generations, checkers=self.checkers,
+                                    metric=self.metric() if self.checkers is None else None,
+                                    num_threads=self.num_threads)
