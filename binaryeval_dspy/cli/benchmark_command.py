@@ -12,14 +12,6 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
@@ -34,6 +26,7 @@ from binaryeval_dspy.cli.common import (
     run_options,
     slug,
 )
+from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.meta_eval.benchmark_run import (
@@ -95,14 +88,14 @@ def _print_main_table(report) -> None:
                    "systems balanced; score bins for QAGS).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Sampling and bootstrap seed.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Benchmark data folder (default: $BINEVAL_DATA_DIR, ../shared/data or /work/shared/data).")
+              help="Benchmark data folder (default: $BINEVAL_DATA_DIR, else the data shipped with the package).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory (default: runs/<benchmark>-<lm>-<selection>). Rerun to resume or add methods.")
 @click.option("--questions", "questions_choice", default=MANUAL, show_default=True,
               help="BinEval question set: 'manual', 'generated' (made by this --lm with benchmark-questions) "
                    "or a path.")
 @click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
-              help="Folder with one task folder per benchmark (default: examples/tasks).")
+              help="Folder with one task folder per benchmark (default: ./examples/tasks if present, else the copy shipped with the package).")
 @click.option("--logprobs", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="Ask the LM for token log-probabilities for the G-Eval/UniEval-style scores.")
 @click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
@@ -165,16 +158,16 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                 methods=chosen, limit=limit, sample=sample, seed=seed,
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
-    with Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
+    in_flight = 1 if handle is None or handle.embedded else concurrency
+    with ItemProgress(console, in_flight=in_flight) as progress:
         tasks: dict[str, int] = {}
 
         def on_start(method: str, total: int) -> None:
-            tasks[method] = progress.add_task(METHOD_TITLES[method], total=total, note="")
+            tasks[method] = progress.add_task(f"{METHOD_TITLES[method]:<14}", total=total)
 
         def on_progress(method: str, result, status: str) -> None:
             note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]
-            progress.update(tasks[method], advance=1, note=note)
+            progress.update(tasks[method], status, note="" if status == "skipped" else note)
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
@@ -244,7 +237,7 @@ def report_command(run_dir: Path, n_resamples: int, seed: int, constant_predicti
 @click.argument("names", nargs=-1, type=click.Choice(sorted({s.task_dir for s in BENCHMARKS.values()}),
                                                       case_sensitive=False))
 @click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
-              help="Folder with one task folder per benchmark (default: examples/tasks).")
+              help="Folder with one task folder per benchmark (default: ./examples/tasks if present, else the copy shipped with the package).")
 @click.option("--max-requirements", default=8, show_default=True, type=click.IntRange(min=1))
 @lm_options
 @friendly_errors
@@ -253,7 +246,7 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
                                 max_tokens: int) -> None:
     """Generate the question set of each benchmark's task prompt with --lm (all benchmarks by default).
 
-    Writes examples/tasks/<benchmark>/questions.generated-<lm>.json beside the task prompt.
+    Writes <tasks dir>/<benchmark>/questions.generated-<lm>.json beside the task prompt.
     """
     quiet_libraries()
     folders = list(dict.fromkeys(names)) or sorted({s.task_dir for s in BENCHMARKS.values()})

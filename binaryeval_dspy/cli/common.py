@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from binaryeval_dspy.errors import BinEvalError, InputError, LMConfigError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
-from binaryeval_dspy.lm.factory import LMHandle, make_lm
+from binaryeval_dspy.lm.factory import LMHandle, check_provider_key, make_lm
 
 PIPED_WIDTH = 200  # rich assumes 80 columns without a terminal, which cuts wide tables to "QAGS…"
 
@@ -39,6 +39,7 @@ out_console = _stdout_console()
 
 _ADAPTER_KEY = "bineval_adapter"
 _TIMEOUT_KEY = "bineval_timeout"
+_LLAMA_THREADS_KEY = "bineval_llama_threads"
 
 
 def remember_adapter(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -51,6 +52,28 @@ def remember_timeout(ctx: click.Context, _param: click.Parameter, value: float |
     """Keep --timeout in the command's context, where `build_lm` reads it."""
     ctx.meta[_TIMEOUT_KEY] = value
     return value
+
+
+def remember_llama_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+    """Keep --llama-threads in the command's context, where `build_lm` reads it."""
+    ctx.meta[_LLAMA_THREADS_KEY] = value
+    return value
+
+
+def llama_threads() -> int | None:
+    """The --llama-threads value of the running command (None: $BINEVAL_LLAMA_THREADS, else every core)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_LLAMA_THREADS_KEY) if ctx is not None else None
+
+
+def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --llama-threads (CPU threads of the embedded llama.cpp model), read by `build_lm`."""
+    return click.option(
+        "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None, expose_value=False,
+        callback=remember_llama_threads,
+        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else every core). "
+             "1 is much faster on a busy machine, where llama.cpp's threads wait on each other. No effect on "
+             "served or hosted models.")(func)
 
 
 def request_timeout() -> float | None:
@@ -87,7 +110,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --lm, --lm-model, --api-key-env, --max-tokens, --timeout and --adapter to a command."""
+    """Add --lm, --lm-model, --api-key-env, --max-tokens, --timeout, --adapter and
+    --llama-threads to a command."""
     decorators = [
         click.option("--lm", "lm_spec", default="local", show_default=True,
                      help="'local' (embedded SmolLM2-135M), a .gguf path, a LiteLLM id "
@@ -106,6 +130,7 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
                           "where the endpoint supports it (OpenAI, vLLM, llama.cpp server, embedded models), "
                           "chat fields otherwise. 'json' or 'chat' force one. Never retried in the other format."),
+        llama_threads_option,
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -116,23 +141,30 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
              option: str = "--lm") -> LMHandle:
     """Make the LM, telling the user when the embedded model is being loaded.
 
-    The adapter policy and request timeout come from the command's ``--adapter`` and
-    ``--timeout`` options (`adapter_policy`, `request_timeout`).
+    The adapter policy, request timeout and llama.cpp thread count come from the
+    command's ``--adapter``, ``--timeout`` and ``--llama-threads`` options
+    (`adapter_policy`, `request_timeout`, `llama_threads`). A LiteLLM id whose provider
+    key LiteLLM reports missing is refused here, before any item is judged
+    (`check_provider_key`).
 
     Args:
         option: the CLI option `lm_spec` came from (``--prompt-lm``, ``--source-lm``),
             named in errors instead of ``--lm``.
 
     Raises:
-        LMConfigError: as `make_lm`, with `option` named.
+        LMConfigError: as `make_lm`, or a missing provider key, with `option` named.
     """
+    check_provider_key(lm_spec, option)
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
+    threads = llama_threads() if embedded else None
     if embedded:
-        console.print(f"[dim]Using the embedded model ({escape(lm_spec)}); it runs offline and is too small "
+        on = f", {threads} llama.cpp thread(s)" if threads else ""
+        console.print(f"[dim]Using the embedded model ({escape(lm_spec)}{on}); it runs offline and is too small "
                       "to judge well - pass --lm for real evaluations.[/dim]")
+    extra = {"llama_threads": threads} if threads else {}
     try:
         return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
-                       adapter=adapter_policy(), timeout=None if embedded else request_timeout())
+                       adapter=adapter_policy(), timeout=None if embedded else request_timeout(), **extra)
     except LMConfigError as exc:
         if option == "--lm":
             raise
@@ -280,3 +312,99 @@ def load_checks_modules(specs: tuple[str, ...] | list[str]) -> list[dict[str, st
         load_checks_module(spec)
         loaded.append({"module": spec, "sha256": module_fingerprint(spec)})
     return loaded
+
+
+_SNIFF_BYTES = 20_000_000  # a question set is small; a larger .json is not read whole to be sniffed
+
+
+def file_kind(path: Path) -> str | None:
+    """What a file given as an argument looks like: ``"question_set"`` (a JSON object
+    with a ``questions`` list), ``"items"`` (.csv, or JSON Lines: a first line that is a
+    JSON object without ``questions``), or None (unreadable, missing, or neither)."""
+    import json
+
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return None
+        if path.suffix.lower() == ".csv":
+            return "items"
+        with path.open(encoding="utf-8-sig", errors="replace") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        try:
+            row = json.loads(first)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):  # a one-line file: a whole question set or one item
+            return "question_set" if isinstance(row.get("questions"), list) else "items"
+        if path.stat().st_size <= _SNIFF_BYTES:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
+            except (ValueError, RecursionError):
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("questions"), list):
+                return "question_set"
+        return "items" if path.suffix.lower() == ".jsonl" else None
+    except OSError:
+        return None
+
+
+def swapped_arguments_error(question_set_file: Path, items_file: Path,
+                            command: str = "bineval evaluate") -> InputError | None:
+    """An `InputError` naming the mix-up when QUESTION_SET_FILE looks like an items file
+    (and ITEMS_FILE like a question set: the two are swapped), or ITEMS_FILE looks like a
+    question set; None when neither does. Called when loading one of them failed, so a
+    file that loads is never second-guessed."""
+    given_set, given_items = file_kind(question_set_file), file_kind(items_file)
+    order = f"the order is {command} QUESTION_SET_FILE ITEMS_FILE"
+    if given_set == "items" and given_items == "question_set":
+        return InputError(
+            f"the two files look swapped: {question_set_file} (given as QUESTION_SET_FILE) holds items, and "
+            f"{items_file} (given as ITEMS_FILE) is a question set",
+            fix=f"swap them: {command} {items_file} {question_set_file} ... (the question set comes first).")
+    if given_set == "items":
+        return InputError(
+            f"{question_set_file} is given as QUESTION_SET_FILE but holds items (one JSON object or CSV row per "
+            "item), not a question set",
+            fix=f"{order}; make a question set with `bineval questions`.")
+    if given_items == "question_set":
+        return InputError(
+            f"{items_file} is given as ITEMS_FILE but is a question set (a JSON object with 'questions'), not "
+            "items", fix=f"{order}; the items are a .jsonl or .csv file with one item per line or row.")
+    return None
+
+
+def load_question_set_and_items(question_set_file: Path, items_file: Path, **item_options: Any) -> tuple[Any, list]:
+    """Load QUESTION_SET_FILE and ITEMS_FILE, naming swapped or misplaced arguments.
+
+    Args:
+        question_set_file: the question-set JSON given first.
+        items_file: the items file given second.
+        **item_options: passed to `binaryeval_dspy.data.items.load_items`.
+
+    Returns:
+        (the `QuestionSet`, the items).
+
+    Raises:
+        InputError: one of the files does not load; when it looks like the other kind
+            of file (the arguments swapped), the message says so instead of the
+            loader's own.
+    """
+    from binaryeval_dspy.data.items import load_items
+    from binaryeval_dspy.schemas.question_set import QuestionSet
+
+    try:
+        question_set = QuestionSet.load(question_set_file)
+    except InputError as exc:
+        swapped = swapped_arguments_error(question_set_file, items_file)
+        if swapped is not None:
+            raise swapped from exc
+        raise
+    try:
+        items = load_items(items_file, **item_options)
+    except InputError as exc:
+        swapped = swapped_arguments_error(question_set_file, items_file)
+        if swapped is not None:
+            raise swapped from exc
+        raise
+    return question_set, items

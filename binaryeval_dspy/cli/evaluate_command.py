@@ -10,14 +10,6 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from binaryeval_dspy.cli.common import (
     adapter_note,
@@ -30,12 +22,13 @@ from binaryeval_dspy.cli.common import (
     leave_after_interrupt,
     lm_options,
     load_checks_modules,
+    load_question_set_and_items,
     out_console,
     quiet_libraries,
     run_options,
     slug,
 )
-from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
@@ -111,9 +104,9 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     quiet_libraries()
     scale = check_scale(scale)
     loaded_checks = load_checks_modules(checks_modules)
-    question_set = QuestionSet.load(question_set_file)
-    items = load_items(items_file, input_field=input_field, output_field=output_field,
-                       id_field=id_field, limit=limit, empty_output=empty_output)
+    question_set, items = load_question_set_and_items(
+        question_set_file, items_file, input_field=input_field, output_field=output_field, id_field=id_field,
+        limit=limit, empty_output=empty_output)  # swapped arguments are named as such
     explanations = not no_explanations
     if aggregation == "score":
         program = BinEval(question_set, scale=scale, explanations=explanations)
@@ -153,24 +146,23 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter, {in_flight} call(s) in flight), "
                          f"aggregation '{aggregation}' -> {out_dir}"))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), console=console) as progress:
-        task = progress.add_task("items", total=len(items), note="")
+    with ItemProgress(console, in_flight=in_flight) as progress:
+        task = progress.add_task("items", total=len(items))
 
         def on_progress(result, status):
             note = ""
             if result is not None:
-                note = escape(progress_note(result))
-            if status not in ("done",):
+                note = progress_note(result)
+            if status not in ("done", "skipped"):
                 note = f"{note} ({status})" if note else status
-            progress.update(task, advance=1, note=note)
+            progress.update(task, status, note=note)
 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, on_progress=on_progress,
                                  concurrency=concurrency, fail_on_errors=fail_on_errors)
     wanted = {str(i.item_id) for i in items}
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test)
+                   pressure_test=pressure_test, embedded=handle.embedded)
     record_endpoint_outcome(run_dir, outcome, handle)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)
@@ -241,18 +233,22 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
 
 
 def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
-                   aggregation: str, pressure_test: str, print_only: set[str] | None = None) -> None:
+                   aggregation: str, pressure_test: str, print_only: set[str] | None = None,
+                   embedded: bool | None = None) -> None:
     """Print and save what the aggregation asks for: score tables and/or named verdicts.
 
     Files cover every result; `print_only` limits the per-item printout to those ids.
+    The summary carries the notes about the judge (a verdict skew, contradicting
+    explanations, the embedded model's P(yes)); `embedded` says whether `lm` is the
+    embedded model (None: guessed from its name).
     """
     if not results:
         return
     shown = [r for r in results if print_only is None or r.item_id in print_only]
     if aggregation in ("score", "both"):
-        summary = summarize_results(results, lm=lm)
+        summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set)
         if shown and len(shown) <= 40:
-            out_console.print(items_table(shown))
+            out_console.print(items_table(shown, embedded=summary.embedded_lm))
         out_console.print(summary_table(summary))
         write_summary(summary, run_dir.path)
     if aggregation in ("verdict", "both"):

@@ -26,11 +26,13 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.comparison.factories import make_setup
-from binaryeval_dspy.comparison.harness import OPTIMIZERS, run_comparison
+from binaryeval_dspy.comparison.harness import (
+    OPTIMIZERS,
+    ComparisonBudgets,
+    run_comparison,
+)
 from binaryeval_dspy.comparison.report import comparison_table, load_results, write_comparison
-from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.lm.llama_engine import load_llama
 from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
 
 
@@ -91,7 +93,7 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Comparison directory (default runs/optimize-<mode>-<lm>). Rerun to resume.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="BINEVAL_DATA_DIR",
-              help="Folder with summeval/ and ifbench/ (default: $BINEVAL_DATA_DIR, ../shared/data or /work/shared/data).")
+              help="Folder with summeval/ and ifbench/ (default: $BINEVAL_DATA_DIR, else the data shipped with the package).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Keep at most N items in each of train, validation and test (small runs).")
 @click.option("--seed", default=42, show_default=True, help="Split seed (paper: 42).")
@@ -117,11 +119,12 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
 @click.option("--copro-breadth", default=3, show_default=True, type=click.IntRange(min=2))
 @click.option("--copro-depth", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option("--gepa-metric-calls", default=40, show_default=True, type=click.IntRange(min=1))
+@click.option("--simba-metric-calls", default=None, type=click.IntRange(min=1),
+              help="SIMBA: most metric calls (program runs on an item, scored), mapped onto its max_steps, bsize "
+                   "and num_candidates; at least 3 + 2 x train items. Default: --gepa-metric-calls, raised to "
+                   "that minimum when below it.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
               help="Items evaluated concurrently (remote LMs; the embedded model serializes).")
-@click.option("--llama-threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads of the embedded llama.cpp model (default: every core). 1 is faster on a busy "
-                   "machine, where llama.cpp's threads wait on each other.")
 @click.option("--report-only", is_flag=True, default=False,
               help="Rebuild comparison.md from the results saved in --out and print the table; no LM calls.")
 @click.option("--cache/--no-cache", default=False, show_default=True,
@@ -133,9 +136,10 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                      target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
                      prompt_lm: str | None, regenerate_questions: bool, iterations: int, max_lessons: int,
                      max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
-                     copro_depth: int, gepa_metric_calls: int, threads: int, llama_threads: int | None, report_only: bool, cache: bool, lm_spec: str,
+                     copro_depth: int, gepa_metric_calls: int, simba_metric_calls: int | None, threads: int,
+                     report_only: bool, cache: bool, lm_spec: str,
                      lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
-    """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO and GEPA."""
+    """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO, GEPA and SIMBA."""
     quiet_libraries()
     if report_only:
         if out_dir is None or not (out_dir / "config.json").is_file():
@@ -183,15 +187,11 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                         source_lm=source_handle, source_verdicts_dir=source_verdicts,
                         regenerate_questions=regenerate_questions, prompt_lm=prompt_handle, judge_lm=prompt_handle,
                         num_threads=threads)
-    if llama_threads is not None:  # after make_setup, so that bad data fails before the model loads
-        for each in (handle, prompt_handle, source_handle):
-            if each is not None and each.engine is not None:
-                # The first load of a GGUF fixes its thread count for the process.
-                load_llama(each.engine.model_path, n_ctx=each.engine.n_ctx, n_threads=llama_threads)
-    budgets = Budgets(bineval_iterations=iterations, bineval_max_lessons=max_lessons,
-                      bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
-                      mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,
-                      gepa_metric_calls=gepa_metric_calls, seed=seed)
+    budgets = ComparisonBudgets(bineval_iterations=iterations, bineval_max_lessons=max_lessons,
+                                bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
+                                mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,
+                                gepa_metric_calls=gepa_metric_calls, simba_metric_calls=simba_metric_calls,
+                                seed=seed)
     notes = list(choice.notes)
     if handle.embedded:
         notes.append("The embedded engine bounds every free-text output field to 160 characters (responses, "

@@ -14,6 +14,7 @@ from binaryeval_dspy.cli.common import (
     console,
     endpoint_config,
     friendly_errors,
+    llama_threads_option,
     load_checks_modules,
     out_console,
     quiet_libraries,
@@ -80,6 +81,7 @@ def changes_table(report: RejudgeReport) -> Table:
 @click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
 @click.option("--restart", is_flag=True, help="Start the re-judge in --out over: an existing re-judge there is "
                                               "moved to <out>.old-N (nothing is deleted).")
+@llama_threads_option
 @checks_module_option
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,

@@ -105,10 +105,10 @@ def _refuse_chat_for_embedded(policy: str, spec: str) -> None:
         choose_adapter("chat", None, spec=spec)  # raises LMConfigError: embedded models need JSON
 
 
-def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool) -> LMHandle:
+def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool, n_threads: int | None = None) -> LMHandle:
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", path.stem)
-    engine = LlamaCppEngine(path, n_ctx=n_ctx, default_max_tokens=max_tokens)
+    engine = LlamaCppEngine(path, n_ctx=n_ctx, default_max_tokens=max_tokens, n_threads=n_threads)
     # The model string names the file and the engine settings that change what the model
     # returns; CacheScopedLM adds the engine's identity (file size and mtime, settings) to
     # the cache key as well.
@@ -182,6 +182,7 @@ def make_lm(
     cache: bool = True,
     adapter: str = "auto",
     timeout: float | None = None,
+    llama_threads: int | None = None,
 ) -> LMHandle:
     """Build the LM an `--lm` value names (see the module docstring for the forms).
 
@@ -203,6 +204,8 @@ def make_lm(
         timeout: seconds one request to a served or hosted model may take before it
             fails (then DSPy retries it; a call that still fails is an ``error``
             verdict). None keeps LiteLLM's default (600 s). Not used for embedded models.
+        llama_threads: CPU threads of an embedded (llama.cpp) model; None reads
+            ``$BINEVAL_LLAMA_THREADS``, else every core. Not used for other LMs.
 
     Returns:
         An `LMHandle` whose ``lm`` is a `CacheScopedLM` and whose ``adapter`` /
@@ -214,7 +217,10 @@ def make_lm(
             the key variable is unset, `max_tokens` < 1, or the embedded model / GGUF
             file cannot be loaded (checked here, before any run starts), `adapter` is
             not a known policy, ``adapter="chat"`` is asked for an embedded model, or
-            `timeout` is not a positive number.
+            `timeout` is not a positive number, or `llama_threads` is not a positive integer.
+
+    A LiteLLM id's API key is not checked here (it may be configured outside the
+    environment); `check_provider_key` does that, and the CLI calls it first.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise LMConfigError(f"--lm must be a non-empty string, got {spec!r}. Fix: e.g. --lm local.")
@@ -228,6 +234,9 @@ def make_lm(
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
         raise LMConfigError(f"--timeout must be a positive number of seconds, got {timeout!r}. Fix: e.g. --timeout 120.")
+    if llama_threads is not None and (isinstance(llama_threads, bool) or not isinstance(llama_threads, int)
+                                      or llama_threads < 1):
+        raise LMConfigError(f"--llama-threads must be a positive integer, got {llama_threads!r}. Fix: e.g. 1.")
     client = {"timeout": float(timeout)} if timeout is not None else {}
     policy = adapter.strip().lower()
     spec = spec.strip()
@@ -239,14 +248,15 @@ def make_lm(
         )
     if spec == LOCAL:
         _refuse_chat_for_embedded(policy, spec)
-        return _with_adapter(_gguf_handle(find_smollm2_gguf(), max_tokens=max_tokens, n_ctx=n_ctx, cache=cache),
-                             policy, spec)
+        return _with_adapter(_gguf_handle(find_smollm2_gguf(), max_tokens=max_tokens, n_ctx=n_ctx, cache=cache,
+                                          n_threads=llama_threads), policy, spec)
     if spec.endswith(".gguf"):
         path = Path(spec).expanduser()
         if not path.is_file():
             raise LMConfigError(f"--lm {spec}: GGUF file not found. Fix: give an existing .gguf path.")
         _refuse_chat_for_embedded(policy, spec)
-        return _with_adapter(_gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache), policy, spec)
+        return _with_adapter(_gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache,
+                                          n_threads=llama_threads), policy, spec)
     if spec.startswith(("http://", "https://")):
         if not model:
             raise LMConfigError(
@@ -283,4 +293,76 @@ def make_lm(
         f"--lm {spec!r} is not a model this tool knows how to reach. Expected 'local', a path "
         "ending in .gguf, a LiteLLM id like 'openai/gpt-4o-mini', or an http(s) base URL "
         "with --lm-model."
+    )
+
+
+# Providers whose credentials need not be an environment variable LiteLLM can see (cloud
+# credential chains, profiles, instance roles, AD tokens) or that need none: never refused.
+_CREDENTIAL_CHAIN_PREFIXES = ("bedrock", "sagemaker", "vertex_ai", "azure", "ollama", "watsonx", "snowflake",
+                              "oci", "github_copilot", "hosted_vllm", "lm_studio", "llamafile", "custom")
+# Other variables the provider's clients also read for the same key.
+_ALSO_READ = {"HUGGINGFACE_API_KEY": ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+
+
+def missing_provider_keys(spec: str) -> list[str]:
+    """The API-key variables LiteLLM reports missing for a LiteLLM model id, else [].
+
+    Uses ``litellm.validate_environment(spec)``, trusted only where its answer is a
+    plain API key: [] for base URLs, ``local`` and ``.gguf`` paths, providers whose
+    credentials may come from elsewhere (AWS / Google / Azure credential chains, local
+    servers), when any reported variable is not an ``*_API_KEY`` (an endpoint address, a
+    project), when ``litellm.api_key`` is set, or when LiteLLM cannot tell.
+
+    Returns:
+        The variables of which (at least) one must be set, e.g. ``["OPENAI_API_KEY"]``;
+        a provider read from either of two names lists both.
+    """
+    spec = (spec or "").strip()
+    if (not _LITELLM_ID.match(spec) or spec == LOCAL or spec.endswith(".gguf")
+            or spec.startswith(("http://", "https://"))):
+        return []
+    provider = spec.split("/", 1)[0].lower()
+    if provider.startswith(_CREDENTIAL_CHAIN_PREFIXES):
+        return []
+    try:
+        from dspy.clients.lm import _get_litellm
+
+        litellm = _get_litellm()
+        if getattr(litellm, "api_key", None):
+            return []
+        report = litellm.validate_environment(model=spec)
+    except Exception:  # noqa: BLE001 - an id LiteLLM cannot place: nothing to say before the first call
+        return []
+    if not isinstance(report, dict) or report.get("keys_in_environment", True):
+        return []
+    missing = [str(k) for k in report.get("missing_keys") or []]
+    if not missing or not all(k.endswith("_API_KEY") for k in missing):
+        return []
+    if any(os.environ.get(alt) for k in missing for alt in _ALSO_READ.get(k, ())):
+        return []
+    return missing
+
+
+def check_provider_key(spec: str, option: str = "--lm") -> None:
+    """Refuse a LiteLLM model id whose API key is missing, before any model call.
+
+    Without this, every item of a run fails in turn with the provider's error. Base
+    URLs, ``local`` and ``.gguf`` paths are never checked (see `missing_provider_keys`).
+
+    Args:
+        spec: the ``--lm`` value.
+        option: the option it came from, named in the message.
+
+    Raises:
+        LMConfigError: LiteLLM reports the provider's key variable unset; the message
+            names the variable(s).
+    """
+    missing = missing_provider_keys(spec)
+    if not missing:
+        return
+    names = missing[0] if len(missing) == 1 else " or ".join(missing)
+    raise LMConfigError(
+        f"{option} {spec}: the provider's API key is missing ({names} is not set in the environment, as "
+        f"LiteLLM reports). Nothing was judged. Fix: export {missing[0]}=... and rerun; or use --lm local, or a "
+        "served model's base URL with --lm-model."
     )

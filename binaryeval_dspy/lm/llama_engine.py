@@ -42,7 +42,8 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             call time) and otherwise uses every core (llama-cpp-python's own default is
             half of them, which measured 1.8x slower on 2 cores). On a machine shared by
             several model processes, 1 thread per process avoids llama.cpp's spinning
-            thread barriers stalling when the cores are oversubscribed.
+            thread barriers stalling when the cores are oversubscribed. Given for a
+            model already loaded with another count, it is applied to that model.
 
     Raises:
         LMConfigError: llama-cpp-python is missing or the file cannot be loaded.
@@ -68,7 +69,19 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variants
                 raise LMConfigError(f"could not load GGUF model {path}: {exc}. Fix: check that the file is a complete "
                                      "GGUF model (re-download it); lower n_ctx if memory is short.") from exc
+        elif n_threads and getattr(_MODELS[key], "n_threads", n_threads) != n_threads:
+            _set_threads(_MODELS[key], n_threads)
         return _MODELS[key]
+
+
+def _set_threads(llama: Any, n_threads: int) -> None:
+    """Give a loaded `llama_cpp.Llama` another CPU thread count (generation and batch)."""
+    ctx = getattr(llama, "_ctx", None)
+    if ctx is None or not hasattr(ctx, "set_n_threads"):
+        return
+    ctx.set_n_threads(n_threads, n_threads)
+    llama.n_threads = llama.n_threads_batch = n_threads
+    llama.context_params.n_threads = llama.context_params.n_threads_batch = n_threads
 
 
 def _threads_from_env() -> int | None:
@@ -220,6 +233,7 @@ class LlamaCppEngine:
         default_max_tokens: completion cap when the request sets none.
         max_string_chars: bound given to every free-text field of a JSON schema
             (see `cap_strings`); None leaves strings unbounded.
+        n_threads: CPU threads for llama.cpp (see `load_llama`); None: the default.
 
     Capabilities declared to DSPy: JSON-schema structured output (`response_format`),
     temperature, max_tokens, stop, and token log-probabilities (``logprobs`` /
@@ -240,8 +254,10 @@ class LlamaCppEngine:
         n_ctx: int = 8192,
         default_max_tokens: int = 512,
         max_string_chars: int | None = 160,
+        n_threads: int | None = None,
     ):
         self.model_path = str(model_path)
+        self.n_threads = n_threads
         self.max_string_chars = max_string_chars
         self.n_ctx = n_ctx
         self.default_max_tokens = default_max_tokens
@@ -251,7 +267,7 @@ class LlamaCppEngine:
     @property
     def llama(self) -> Any:
         """The process-wide `llama_cpp.Llama` for this file (loaded on first use)."""
-        return load_llama(self.model_path, n_ctx=self.n_ctx)
+        return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads)
 
     def complete(self, request: Any) -> Response:
         """Run one chat completion; greedy when temperature is 0 or unset."""

@@ -17,9 +17,20 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from binaryeval_dspy.analysis.explanation_flags import (
+    COPIES_VIOLATION_EXAMPLE,
+    EXPLANATION_FLAGS,
+    SAYS_NO,
+    SAYS_YES,
+    explanation_flags,
+)
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
+from binaryeval_dspy.schemas.question_set import QuestionSet
 
 UNDEFINED = "—"  # how an undefined mean or score is shown (never 0)
+#: Share of one verdict among the judge's answered questions above which the run is
+#: said not to discriminate between items (every verdict the same is the extreme case).
+SKEW_SHARE = 0.95
 
 
 class DimensionSummary(BaseModel):
@@ -54,6 +65,25 @@ class DimensionSummary(BaseModel):
     mean_p_yes: float | None = None
 
 
+class VerdictSkew(BaseModel):
+    """The judge gave (nearly) the same verdict to every question it answered.
+
+    Attributes:
+        verdict: the verdict given to (nearly) every question, ``"yes"`` or ``"no"``.
+        count: how many of the judge's answered questions got it.
+        answered: the judge's answered questions (yes + no; LM answers only, code
+            checks, unparsed and failed calls left out).
+        share: ``count / answered``, above `SKEW_SHARE`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: str
+    count: int
+    answered: int
+    share: float
+
+
 class RunSummary(BaseModel):
     """The numbers printed at the end of a run and saved as ``summary.json``.
 
@@ -75,6 +105,16 @@ class RunSummary(BaseModel):
             output, no LM call, no score) and ``error`` (could not be judged, no score).
         questions_answered / questions_total: answered (yes, no, unparsed) and asked
             questions over all items.
+        embedded_lm: True when the LM is the embedded llama.cpp model (its P(yes) and
+            verdicts are labelled as such).
+        verdict_skew: set when the judge gave the same verdict to more than
+            `SKEW_SHARE` of the questions it answered (over at least two judged items):
+            it does not discriminate between items; None otherwise.
+        explanations_checked: LM answers (yes/no) that came with an explanation.
+        explanations_flagged: those whose explanation contradicts the verdict (see
+            `binaryeval_dspy.analysis.explanation_flags`).
+        explanation_flags: count per flag (``explanation_says_no``, ...).
+        notes: what the summary says about the judge, as printed beside the table.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -94,6 +134,12 @@ class RunSummary(BaseModel):
     questions_answered: int = 0
     questions_total: int = 0
     items_by_status: dict[str, int] = Field(default_factory=dict)
+    embedded_lm: bool = False
+    verdict_skew: VerdictSkew | None = None
+    explanations_checked: int = 0
+    explanations_flagged: int = 0
+    explanation_flags: dict[str, int] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
 
 
 def _status(result: ItemResult) -> str:
@@ -124,16 +170,25 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
+def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | None = None,
+                      question_set: QuestionSet | None = None) -> RunSummary:
     """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
 
     Every item is counted (per status in ``items_by_status``); each mean is over the
     judged items with a defined score for it (None and NaN are left out, never read as
-    0), so one undefined score leaves the other dimensions' means intact.
+    0), so one undefined score leaves the other dimensions' means intact. The summary
+    also says whether the judge discriminates at all (`VerdictSkew`), counts the
+    explanations flagged as contradicting their verdict (``QuestionVerdict.flags``),
+    and carries the notes printed beside the table (`judge_notes`).
 
     Args:
         results: item results of one run (same question set and scale), of any status.
         lm: the LM name to print beside the figures.
+        embedded: whether `lm` is the embedded llama.cpp model; None guesses it from the
+            name (embedded LMs are named ``<file>.gguf (llama.cpp)``).
+        question_set: the run's questions; when given, explanations are checked again
+            against them (`explanation_flags`), so results stored before flags existed
+            are counted too. None counts the ``flags`` stored with each verdict.
     """
     carded = [r for r in results if r.score_card is not None]
     judged = [r for r in carded if _status(r) == "scored"]
@@ -164,7 +219,13 @@ def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
     n = len(results)
     prompt = sum(r.usage.prompt_tokens for r in results)
     completion = sum(r.usage.completion_tokens for r in results)
-    return RunSummary(
+    answers = [v for r in judged for v in r.verdicts if v.source == "lm" and v.parsed]
+    explained = [v for v in answers if v.explanation.strip()]
+    examples = {q.id: q.violation_example for q in question_set.questions} if question_set is not None else None
+    flagged = [(explanation_flags(v.verdict, v.explanation, examples.get(v.question_id)) if examples is not None
+                else list(v.flags or ())) for v in explained]
+    flag_counts = {flag: sum(1 for f in flagged if flag in f) for flag in EXPLANATION_FLAGS}
+    summary = RunSummary(
         lm=lm, items=n, scale=scale, dimensions=out, lm_calls=sum(r.usage.lm_calls for r in results),
         prompt_tokens=prompt, completion_tokens=completion,
         tokens_per_item=(prompt + completion) / n if n else 0.0,
@@ -175,7 +236,81 @@ def summarize_results(results: list[ItemResult], *, lm: str) -> RunSummary:
         questions_answered=sum(r.answered_count for r in results),
         questions_total=sum(len(r.verdicts) for r in results),
         items_by_status={status: sum(1 for r in results if _status(r) == status) for status in ITEM_STATUSES},
+        embedded_lm=lm.endswith("(llama.cpp)") if embedded is None else bool(embedded),
+        verdict_skew=verdict_skew(answers, judged_items=len(judged)),
+        explanations_checked=len(explained),
+        explanations_flagged=sum(1 for f in flagged if f),
+        explanation_flags={flag: count for flag, count in flag_counts.items() if count},
     )
+    stored = sum(1 for v in explained if v.flags)
+    summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
+    return summary
+
+
+def verdict_skew(answers: list, *, judged_items: int) -> VerdictSkew | None:
+    """A `VerdictSkew` when more than `SKEW_SHARE` of the judge's yes/no answers are the
+    same verdict, over at least two judged items; else None.
+
+    Args:
+        answers: the LM's parsed verdicts (`QuestionVerdict` with verdict yes or no).
+        judged_items: items judged (status ``scored``); one item cannot be compared.
+    """
+    if judged_items < 2 or not answers:
+        return None
+    yes = sum(1 for v in answers if v.verdict == "yes")
+    verdict, count = ("yes", yes) if yes * 2 >= len(answers) else ("no", len(answers) - yes)
+    share = count / len(answers)
+    if share <= SKEW_SHARE:
+        return None
+    return VerdictSkew(verdict=verdict, count=count, answered=len(answers), share=round(share, 4))
+
+
+_FLAG_WORDS = {SAYS_NO: 'begin with a bare "no" under a "yes" verdict',
+               SAYS_YES: 'begin with a bare "yes" under a "no" verdict',
+               COPIES_VIOLATION_EXAMPLE: 'copy the question\'s violation example under a "yes" verdict'}
+
+
+def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
+    """What to say beside the table about the judge: a verdict skew (with its counts and
+    what it means), explanations that contradict their verdicts, and, for the embedded
+    model, what its P(yes) column is. Empty when there is nothing to say.
+
+    Args:
+        summary: the run's summary.
+        flags_stored: whether the flagged verdicts carry their ``flags`` in
+            results.jsonl (False for results stored before the check existed, whose
+            flags were only counted from their explanations).
+    """
+    notes = []
+    skew = summary.verdict_skew
+    if skew is not None:
+        other = "no" if skew.verdict == "yes" else "yes"
+        if skew.count == skew.answered:
+            said = (f'The judge answered "{skew.verdict}" to all {skew.answered} questions it answered '
+                    f'(0 "{other}"): it does not discriminate between items')
+        else:
+            said = (f'The judge answered "{skew.verdict}" to {skew.count} of the {skew.answered} questions it '
+                    f'answered ({skew.share:.0%}; {skew.answered - skew.count} "{other}"): it barely '
+                    "discriminates between items")
+        fix = ("Try a larger model (--lm provider/model or a served model's URL)"
+               if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
+        notes.append(f"{said}, so these scores say little about them. {fix}.")
+    if summary.explanations_flagged:
+        kinds = "; ".join(f"{count} {_FLAG_WORDS.get(flag, flag)}" for flag, count in summary.explanation_flags.items())
+        where = ("those verdicts carry \"flags\" in results.jsonl" if flags_stored else
+                 "counted from the stored explanations (results stored before this check carry no \"flags\")")
+        notes.append(f"{summary.explanations_flagged} of {summary.explanations_checked} explanations contradict their "
+                     f"verdict ({kinds}); {where}. Do not trust those verdicts.")
+    if summary.embedded_lm:
+        has_soft = any(d.mean_p_yes is not None for d in summary.dimensions)
+        if has_soft:
+            notes.append(f"The P(yes) columns are the embedded model's own probability of \"yes\" ({summary.lm}): "
+                         "they rank items even where every verdict is \"yes\", but this model is too small to judge "
+                         "well; read them and the scores as a smoke test of the pipeline, not as measurements.")
+        else:
+            notes.append("Judged by the embedded model (llama.cpp), which is too small to judge well: read these "
+                         "scores as a smoke test of the pipeline, not as measurements.")
+    return notes
 
 
 def _p_yes(card: object, dim: str) -> float | None:
@@ -231,8 +366,21 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return UNDEFINED if not _defined(value) else f"{value:.{digits}f}"
 
 
+def p_yes_header(summary: RunSummary) -> str:
+    """The P(yes) column's heading, naming the embedded model when it produced them."""
+    return "mean P(yes), embedded model" if summary.embedded_lm else "mean P(yes)"
+
+
+def flagged_line(summary: RunSummary) -> str | None:
+    """``Explanations contradicting their verdict: N of M`` (None when no answer had one)."""
+    if not summary.explanations_checked:
+        return None
+    return f"Explanations contradicting their verdict: {summary.explanations_flagged} of {summary.explanations_checked}"
+
+
 def summary_table(summary: RunSummary) -> Table:
-    """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts."""
+    """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts,
+    with the run's notes about the judge (`judge_notes`) in its caption."""
     low, high = summary.scale
     table = Table(title=escape(f"BinEval scores - {summary.items} items - LM: {summary.lm}"))
     table.add_column("dimension")
@@ -245,7 +393,7 @@ def summary_table(summary: RunSummary) -> Table:
     table.add_column("error", justify="right")
     soft = any(d.mean_p_yes is not None for d in summary.dimensions)
     if soft:
-        table.add_column("mean P(yes)", justify="right")
+        table.add_column(p_yes_header(summary), justify="right")
     for d in summary.dimensions:
         cells = [_fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no), str(d.unparsed),
                  str(d.error)]
@@ -253,19 +401,32 @@ def summary_table(summary: RunSummary) -> Table:
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
     warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    table.caption = "\n".join([status_line(summary), usage_line(summary), *warnings])
+    caption = Text("\n".join([status_line(summary), usage_line(summary), *warnings,
+                              *([flagged_line(summary)] if flagged_line(summary) else [])]))
+    for note in summary.notes:
+        caption.append("\nNote: ", style="bold yellow")
+        caption.append(note, style="yellow")
+    table.caption = caption
+    table.caption_justify = "left"
     return table
 
 
-def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
+def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool = False) -> Table:
     """A rich table with one row per item (first `max_rows`): scaled scores per dimension;
-    an item without a score (``empty_output``, ``error``) shows its status and "—"."""
+    an item without a score (``empty_output``, ``error``) shows its status and "—".
+
+    When the LM returned log-probabilities, a ``P(yes)`` column (the item's mean P(yes)
+    over all questions, in [0, 1]) ranks items even where every hard verdict is the
+    same; `embedded` labels it as the embedded model's."""
     table = Table(title="Per-item scores (scaled)")
     table.add_column("item", no_wrap=True)
     dims = list(dict.fromkeys(d for r in results if r.score_card is not None for d in r.score_card.dimension_scores))
     for d in dims:
         table.add_column(escape(d), justify="right")
     table.add_column("overall", justify="right")
+    soft = any(r.score_card is not None and _defined(r.score_card.p_yes_overall) for r in results)
+    if soft:
+        table.add_column("P(yes), embedded model" if embedded else "P(yes)", justify="right")
     table.add_column("unparsed", justify="right")
     table.add_column("error", justify="right")
     for r in results[:max_rows]:
@@ -277,28 +438,32 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40) -> Table:
             item = Text(r.item_id) if r.complete else Text(f"{r.item_id} (incomplete)", style="yellow")
         if sc is None or status != "scored":
             counts = sc.total_counts if sc is not None else None
-            table.add_row(item, *[UNDEFINED for _ in dims], UNDEFINED, str(counts.unparsed if counts else 0),
-                          str(counts.error if counts else 0))
+            table.add_row(item, *[UNDEFINED for _ in dims], UNDEFINED, *([UNDEFINED] if soft else []),
+                          str(counts.unparsed if counts else 0), str(counts.error if counts else 0))
             continue
         table.add_row(item, *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
-                      _fmt(sc.scaled_overall, 2), str(sc.total_counts.unparsed), str(sc.total_counts.error))
+                      _fmt(sc.scaled_overall, 2), *([_fmt(sc.p_yes_overall)] if soft else []),
+                      str(sc.total_counts.unparsed), str(sc.total_counts.error))
     if len(results) > max_rows:
         table.caption = f"... {len(results) - max_rows} more items in results.jsonl"
     return table
 
 
 def summary_markdown(summary: RunSummary) -> str:
-    """The summary as a Markdown table, LM named in the heading."""
+    """The summary as a Markdown table, LM named in the heading, the notes about the judge
+    (`judge_notes`) right below it."""
     low, high = summary.scale
     lines = [
         f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
         (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | items used | yes | no | unparsed |"
-         " error | mean P(yes) |"),
+         f" error | {p_yes_header(summary)} |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for d in summary.dimensions:
         lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {used_cell(d)} | {d.yes} | "
                      f"{d.no} | {d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
+    for note in summary.notes:  # beside the table, before the cost lines
+        lines += ["", f"**Note:** {note}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
     lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
@@ -307,6 +472,8 @@ def summary_markdown(summary: RunSummary) -> str:
               (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
                f"incomplete items: {summary.items_incomplete}."),
               f"Items by status: {status_line(summary)}.", ""]
+    if flagged_line(summary):
+        lines[-1:] = [f"{flagged_line(summary)}.", ""]
     for warning in (coverage_warning(summary), incomplete_line(summary)):
         if warning:
             lines += [f"**Warning:** {warning}", ""]

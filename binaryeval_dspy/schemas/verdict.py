@@ -35,6 +35,10 @@ class QuestionVerdict(BaseModel):
         p_yes: P(yes) in [0, 1] read from the LM's token log-probabilities at the
             verdict's position, renormalized over yes/no; None when the LM returned
             none (omitted from JSON then).
+        flags: ways the explanation contradicts the verdict, from
+            `binaryeval_dspy.analysis.explanation_flags` (``explanation_says_no``,
+            ``explanation_says_yes``, ``copies_violation_example``); the verdict itself
+            is kept as answered. None when nothing was flagged (omitted from JSON then).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +51,7 @@ class QuestionVerdict(BaseModel):
     source: VerdictSource = Field(default="lm", exclude_if=lambda v: v == "lm")
     evidence: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
     p_yes: float | None = Field(default=None, ge=0.0, le=1.0, exclude_if=lambda v: v is None)
+    flags: list[str] | None = Field(default=None, exclude_if=lambda v: not v)
 
     @property
     def parsed(self) -> bool:

@@ -1,0 +1,288 @@
+"""Progress of a run over items: a bar on a terminal, plain lines everywhere else.
+
+On a terminal, a rich progress bar; when stderr is a file or a pipe (``| tee log``,
+CI, nohup) a bar shows nothing until the end, so plain lines are logged instead, every
+`PLAIN_EVERY_ITEMS` items or `PLAIN_EVERY_SECONDS` seconds (a line is written even while
+a slow item is still running). Either way:
+
+* the rate and the ETA count only the items judged in this session, so a resumed run
+  does not take its skipped items for instant work (`eta_seconds`);
+* after the first item judged in this session, one line estimates the whole run from
+  its wall time ("first item took 8.1 s; about 4 min for the remaining 31 items at this
+  rate").
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+from typing_extensions import Self
+
+PLAIN_EVERY_ITEMS = 10
+PLAIN_EVERY_SECONDS = 30.0
+#: A first item faster than this gets no estimate line (ROUGE, cached answers).
+ESTIMATE_MIN_SECONDS = 1.0
+
+
+def eta_seconds(done_this_session: int, remaining: int, elapsed: float) -> float | None:
+    """Seconds left at this session's rate: ``remaining * elapsed / done_this_session``.
+
+    Items skipped because an earlier session finished them are in neither count, so a
+    resumed run's ETA is not shortened by them.
+
+    Args:
+        done_this_session: items finished in this session (skipped ones excluded).
+        remaining: items still to do.
+        elapsed: seconds since this session started working on items.
+
+    Returns:
+        The estimate, 0.0 when nothing remains, None before the first item of the
+        session (no rate yet).
+    """
+    if remaining <= 0:
+        return 0.0
+    if done_this_session <= 0 or elapsed <= 0:
+        return None
+    return remaining * elapsed / done_this_session
+
+
+def format_duration(seconds: float | None) -> str:
+    """``h:mm:ss`` (``-:--:--`` when unknown)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-:--:--"
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def rough_duration(seconds: float) -> str:
+    """A spoken estimate: ``40 s``, ``4 min``, ``1 h 20 min``."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def first_item_estimate(first_seconds: float, remaining: int, in_flight: int = 1, *, fast_before: int = 0) -> str:
+    """The line printed once the first item of a session is done.
+
+    Args:
+        first_seconds: the first item's wall time.
+        remaining: items left after it.
+        in_flight: LM calls in flight; above 1 items overlap, so the estimate is an
+            upper bound and is said to be one.
+        fast_before: items of this session finished before it in well under a second
+            (answers from DSPy's cache, empty outputs); the estimate then starts from
+            the first item that took real time, and says so.
+    """
+    which = "first item" if not fast_before else (
+        f"item {fast_before + 1} (the first that was not near-instant: {fast_before} cached or empty before it)")
+    if remaining <= 0:
+        return f"{which} took {first_seconds:.1f} s."
+    plural = "item" if remaining == 1 else "items"
+    line = (f"{which} took {first_seconds:.1f} s; about {rough_duration(first_seconds * remaining)} for the "
+            f"remaining {remaining} {plural} at this rate")
+    if in_flight > 1:
+        line += f" (at most: {in_flight} calls are in flight, so items overlap)"
+    return line + "."
+
+
+@dataclass
+class SessionCounter:
+    """Counts of one progress task: everything done, and what this session did.
+
+    Attributes:
+        description: the task's name ("items", a method's title).
+        total: items in the task.
+        skipped: items done by an earlier session (not timed).
+        done: items finished in this session.
+        started: when this session started on the task (`clock` time).
+        first_seconds: the wall time of the session's first finished item.
+        last_done_at: when the session's last item finished (`clock` time).
+        estimated: whether the run's estimate was printed.
+    """
+
+    description: str
+    total: int
+    started: float
+    skipped: int = 0
+    done: int = 0
+    first_seconds: float | None = None
+    last_done_at: float | None = None
+    estimated: bool = False
+    note: str = ""
+    last_line_done: int = field(default=0, repr=False)
+
+    @property
+    def completed(self) -> int:
+        """Items finished, in earlier sessions or this one."""
+        return self.skipped + self.done
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left at this session's rate (`eta_seconds`)."""
+        return eta_seconds(self.done, self.total - self.completed, now - self.started)
+
+    def rate_text(self, now: float) -> str:
+        """``0.12 items/s (8.1 s per item)``, or ``no item finished yet``."""
+        elapsed = now - self.started
+        if not self.done or elapsed <= 0:
+            return f"no item finished yet ({elapsed:.0f} s so far)"
+        per_item = elapsed / self.done
+        return f"{self.done / elapsed:.2f} items/s ({per_item:.1f} s per item)"
+
+
+class SessionEtaColumn(ProgressColumn):
+    """A rich column with the ETA from this session's rate (see `eta_seconds`), where
+    rich's own column would count a resume's skipped items as instant work."""
+
+    def __init__(self, counters: dict[int, SessionCounter], clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.counters = counters
+        self.clock = clock
+
+    def render(self, task) -> Text:
+        counter = self.counters.get(task.id)
+        eta = counter.eta(self.clock()) if counter is not None else None
+        return Text(f"ETA {format_duration(eta)}", style="progress.remaining")
+
+
+class ItemProgress:
+    """Progress of one or more item loops (one per method in a benchmark).
+
+    Use as a context manager; `add_task` per loop, then `update` after every item with
+    the status the loop reports (``"skipped"`` for items done before this session).
+
+    Args:
+        console: where progress goes (stderr's console).
+        plain: force plain lines (True) or the bar (False); None picks plain lines
+            when `console` is not a terminal.
+        in_flight: LM calls in flight (for the first item's estimate).
+        every_items / every_seconds: how often plain lines are written.
+        estimate_min_seconds: the first item must take at least this long for its
+            estimate to be printed.
+        clock: time source (tests pass a fake one).
+    """
+
+    def __init__(self, console: Console, *, plain: bool | None = None, in_flight: int = 1,
+                 every_items: int = PLAIN_EVERY_ITEMS, every_seconds: float = PLAIN_EVERY_SECONDS,
+                 estimate_min_seconds: float = ESTIMATE_MIN_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self.plain = (not console.is_terminal) if plain is None else plain
+        self.in_flight = in_flight
+        self.every_items = max(1, every_items)
+        self.every_seconds = every_seconds
+        self.estimate_min_seconds = estimate_min_seconds
+        self.clock = clock
+        self.counters: dict[int, SessionCounter] = {}
+        self._lock = threading.Lock()
+        self._last_line = clock()
+        self._current: int | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._bar: Progress | None = None
+        if not self.plain:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), SessionEtaColumn(self.counters, clock),
+                                 TextColumn("{task.fields[note]}"), console=console)
+
+    def __enter__(self) -> Self:
+        if self._bar is not None:
+            self._bar.__enter__()
+        elif self.every_seconds and self.every_seconds > 0:
+            self._ticker = threading.Thread(target=self._tick, name="progress-lines", daemon=True)
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2)
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+        elif exc[0] is None:
+            with self._lock:
+                for key, counter in self.counters.items():
+                    if counter.done and counter.last_line_done != counter.done:
+                        self._line(key)
+
+    def add_task(self, description: str, total: int) -> int:
+        """Start timing a loop of `total` items; returns its key for `update`."""
+        with self._lock:
+            if self._bar is not None:
+                key = self._bar.add_task(description, total=total, note="")
+            else:
+                key = len(self.counters)
+            self.counters[key] = SessionCounter(description=description, total=total, started=self.clock())
+            self._current = key
+            self._last_line = self.clock()
+        return key
+
+    def update(self, key: int, status: str, note: str = "") -> None:
+        """One item of task `key` is finished (`status` as the item loop reports it;
+        ``"skipped"``: done by an earlier session, not timed)."""
+        estimate = None
+        with self._lock:
+            counter = self.counters[key]
+            now = self.clock()
+            if status == "skipped":
+                counter.skipped += 1
+            else:
+                took = now - (counter.last_done_at if counter.last_done_at is not None else counter.started)
+                counter.done += 1
+                counter.last_done_at = now
+                if counter.first_seconds is None:
+                    counter.first_seconds = took
+                if not counter.estimated and status != "empty_output" and took >= self.estimate_min_seconds:
+                    counter.estimated = True
+                    estimate = first_item_estimate(took, counter.total - counter.completed, self.in_flight,
+                                                   fast_before=counter.done - 1)
+            counter.note = note
+            if self._bar is not None:
+                self._bar.update(key, completed=counter.completed, note=escape(note))
+            elif status != "skipped" and (counter.done % self.every_items == 0
+                                          or counter.completed == counter.total
+                                          or now - self._last_line >= self.every_seconds):
+                self._line(key)
+        if estimate is not None:
+            prefix = "" if len(self.counters) == 1 else f"{counter.description}: "
+            self.console.print(escape(prefix + estimate), highlight=False)
+
+    def _line(self, key: int) -> None:
+        """Write one plain progress line for task `key` (the lock is held)."""
+        counter = self.counters[key]
+        now = self.clock()
+        before = f", {counter.skipped} done before" if counter.skipped else ""
+        percent = f" ({counter.completed / counter.total:.0%})" if counter.total else ""
+        note = f"; {counter.note}" if counter.note else ""
+        self.console.print(escape(
+            f"{counter.description}: {counter.completed}/{counter.total} done{percent}{before}; "
+            f"{counter.rate_text(now)}; ETA {format_duration(counter.eta(now))}{note}"), highlight=False)
+        counter.last_line_done = counter.done
+        self._last_line = now
+
+    def _tick(self) -> None:
+        """Plain mode: a line every `every_seconds` even while an item is still running."""
+        while not self._stop.wait(min(self.every_seconds, 5.0)):
+            with self._lock:
+                if self._current is None or self.clock() - self._last_line < self.every_seconds:
+                    continue
+                counter = self.counters[self._current]
+                if counter.completed < counter.total:
+                    self._line(self._current)
