@@ -16,7 +16,7 @@ from binaryeval_dspy.cli.main import cli
 pytest.importorskip("llama_cpp", reason="the embedded model needs the `local` extra")
 pytestmark = [pytest.mark.embedded]  # the benchmark data ships with the package
 
-SHIPPED = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "topical_chat"
+SHIPPED = Path(__file__).resolve().parents[1] / "binaryeval_dspy" / "benchmark_data" / "tasks" / "topical_chat"
 
 
 @pytest.fixture

@@ -292,7 +292,7 @@ def _chat_script(user: str):
 
 def _benchmark(tmp_path: Path, methods: list[str]) -> BenchmarkRun:
     spec = get_benchmark("summeval")
-    shipped = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "summeval" / "rubric.json"
+    shipped = Path(__file__).resolve().parents[1] / "binaryeval_dspy" / "benchmark_data" / "tasks" / "summeval" / "rubric.json"
     rubric = Rubric.load(shipped)
     questions = QuestionSet.model_validate({"dimensions": list(DIMS), "questions": [
         {"id": f"{d}-0{n}", "dimension": d, "text": f"Is it good {n}?", "origin": "manual"}

@@ -248,7 +248,7 @@ def test_out_of_range_scores_are_counted_apart_from_unparsed_in_the_report(tmp_p
         return f"[[ ## score ## ]]\n{replies[k]}\n\n[[ ## completed ## ]]"
 
     spec = get_benchmark("summeval")
-    shipped = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "summeval" / "rubric.json"
+    shipped = Path(__file__).resolve().parents[1] / "binaryeval_dspy" / "benchmark_data" / "tasks" / "summeval" / "rubric.json"
     rubric = Rubric.load(shipped)
     items = [dspy.Example(item_id=f"doc-{doc}/M{k}", doc_id=f"doc-{doc}", system_id=f"M{k}", split="",
                           input=f"Article {doc}.", output=" ".join(["summary"] + ["good"] * k) + f" of {doc}.",
