@@ -180,36 +180,14 @@ def load_csv(
     path = _existing(path)
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
+    _, rows = read_csv_rows(path, {input_field: "input", output_field: "output",
+                                   **({id_field: "id"} if id_field else {})})
     examples: list[dspy.Example] = []
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle, restval=_SHORT_ROW)
-        try:
-            _check_csv_header(reader.fieldnames, path, {input_field: "input", output_field: "output",
-                                                        **({id_field: "id"} if id_field else {})})
-            previous_end = reader.line_num
-            for row in reader:
-                number = previous_end + 1  # a quoted cell may span lines: report where the row starts
-                previous_end = reader.line_num
-                if None in row:
-                    raise InputError("the row has more cells than the header", path=path, line=number,
-                                     fix="quote cells that contain the separator.")
-                if any(v is _SHORT_ROW for v in row.values()):
-                    raise InputError(
-                        f"the row has fewer cells than the header ({len(reader.fieldnames)} columns)",
-                        path=path, line=number, fix="check for a missing separator or an unclosed quote.",
-                    )
-                examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                            output_field=output_field, id_field=id_field,
-                                            empty_output=empty_output))
-                if limit is not None and len(examples) >= limit:
-                    break
-        except csv.Error as exc:
-            raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
-                             fix="check the quoting on that line.") from exc
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
-                             fix="save the file as UTF-8.") from exc
+    for number, row in rows:
+        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
+                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
+        if limit is not None and len(examples) >= limit:
+            break
     _check_ids(examples, path, id_field)
     _check_not_empty(examples, path)
     return examples
@@ -333,6 +311,58 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             _check_encodable(key, path=path, line=number, field=shown)
             _check_encodable(json.dumps(value, ensure_ascii=False), path=path, line=number, field=shown)
         yield number, row
+
+
+def read_csv_rows(path: Path, required: Mapping[str, str]) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
+    """The header and the data rows of a CSV file, each row with its first line number.
+
+    The one CSV row reader of the package (items, prediction files): UTF-8 with or without
+    a BOM, cells of any length, a quoted cell may span lines (a row is numbered by the line
+    it starts on; the header is line 1, as in a spreadsheet), blank rows are skipped.
+
+    Args:
+        path: an existing CSV file with a header row.
+        required: column name -> role ("input", "output", "id", a dimension...) that must
+            be in the header (see `check_csv_header`).
+
+    Returns:
+        ``(header, rows)``; `rows` is a lazy iterator of ``(line, {column: text})``.
+
+    Raises:
+        InputError (located, raised while iterating for row errors): a bad header (line 1),
+            a row with more or fewer cells than the header, invalid CSV quoting, or text
+            that is not UTF-8.
+    """
+    header = check_csv_header(path, required)
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle, restval=_SHORT_ROW)
+            try:
+                _ = reader.fieldnames  # the header row, checked above
+                previous_end = reader.line_num
+                for row in reader:
+                    number = previous_end + 1  # a quoted cell may span lines: report where the row starts
+                    previous_end = reader.line_num
+                    if None in row:
+                        raise InputError("the row has more cells than the header", path=path, line=number,
+                                         fix="quote cells that contain the separator.")
+                    if any(v is _SHORT_ROW for v in row.values()):
+                        raise InputError(f"the row has fewer cells than the header ({len(header)} columns)",
+                                         path=path, line=number,
+                                         fix="check for a missing separator or an unclosed quote.")
+                    if not any((v or "").strip() for v in row.values()):
+                        continue  # a blank line of separators only
+                    yield number, row
+            except csv.Error as exc:
+                raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
+                                 fix="check the quoting on that line.") from exc
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
+                                 fix="save the file as UTF-8.") from exc
+
+    return header, rows()
 
 
 def _utf8_lines(path: Path):

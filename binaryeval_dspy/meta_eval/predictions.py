@@ -23,11 +23,9 @@ and listed (`PredictionSet.missing_items`, `PredictionSet.unknown_ids`).
 
 from __future__ import annotations
 
-import csv
 import math
 import re
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from binaryeval_dspy.data.items import check_csv_header, read_jsonl_rows
+from binaryeval_dspy.data.items import read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 
 ID_FIELD = "item_id"
@@ -43,7 +41,6 @@ SINGLE_SCORE_FIELD = "score"
 PREDICTION_SUFFIXES = (".jsonl", ".csv")
 MISSING_TEXTS = frozenset({"", "na", "n/a", "nan", "null", "none"})
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+\- ]{0,59}$")
-_SHORT_ROW = object()
 
 
 @dataclass
@@ -150,39 +147,6 @@ def score_value(raw: Any, *, path: Path, line: int, column: str) -> float:
     return value
 
 
-def _csv_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
-    header = check_csv_header(path, {})
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-
-    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle, restval=_SHORT_ROW)
-            try:
-                _ = reader.fieldnames  # reads the header row (checked above)
-                previous_end = reader.line_num
-                for row in reader:
-                    number = previous_end + 1
-                    previous_end = reader.line_num
-                    if None in row:
-                        raise InputError("the row has more cells than the header", path=path, line=number,
-                                         fix="quote cells that contain the separator.")
-                    if any(v is _SHORT_ROW for v in row.values()):
-                        raise InputError(f"the row has fewer cells than the header ({len(header)} columns)",
-                                         path=path, line=number,
-                                         fix="check for a missing separator or an unclosed quote.")
-                    if not any((v or "").strip() for v in row.values()):
-                        continue  # a blank line of separators only
-                    yield number, row
-            except csv.Error as exc:
-                raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
-                                 fix="check the quoting on that line.") from exc
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
-                                 fix="save the file as UTF-8.") from exc
-
-    return header, rows()
-
-
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
     """A JSONL row with a nested ``scores`` object also reachable as ``scores.<dim>``."""
     flat = dict(row)
@@ -242,7 +206,7 @@ def load_predictions(path: str | Path, *, name: str, dimensions: Sequence[str],
         raise InputError(f"unsupported file type {suffix!r}; expected one of {PREDICTION_SUFFIXES}", path=path,
                          fix="write the predictions as JSON Lines or CSV with an item_id column.")
     if suffix == ".csv":
-        header, row_iter = _csv_rows(path)
+        header, row_iter = read_csv_rows(path, {})
         if ID_FIELD not in header:
             raise InputError(f"the header has no column '{ID_FIELD}' (columns: {', '.join(header)})", path=path,
                              line=1, field=ID_FIELD, fix="add an item_id column naming each item.")
