@@ -89,8 +89,31 @@ def adapter_policy() -> str:
     return str(value) if value else "auto"
 
 
+_MAX_COST_KEY = "bineval_max_cost"
+_WARM_PREFIX_KEY = "bineval_warm_prefix"
+_PRICE_MODEL_KEY = "bineval_price_model"
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        ctx.meta[key] = value
+        return value
+
+    return callback
+
+
+def cost_settings() -> dict[str, Any]:
+    """The running command's --max-cost (USD or None), --warm-prefix (True, False or None for
+    the default) and --price-model (a LiteLLM id or None); all None outside such a command."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    return {"max_cost": meta.get(_MAX_COST_KEY), "warm_prefix": meta.get(_WARM_PREFIX_KEY),
+            "price_model": meta.get(_PRICE_MODEL_KEY)}
+
+
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --concurrency (alias --threads), --fail-on-errors and --no-explanations."""
+    """Add --concurrency (alias --threads), --fail-on-errors, --no-explanations, and the cost
+    options --max-cost, --warm-prefix/--no-warm-prefix and --price-model (read by `build_lm`)."""
     decorators = [
         click.option("--concurrency", "--threads", "concurrency", default=1, show_default=True,
                      type=click.IntRange(min=1),
@@ -103,6 +126,20 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-explanations", "no_explanations", is_flag=True,
                      help="Ask for the verdict alone (no explanation): about 3x faster on a small model, fewer "
                           "tokens everywhere; P(yes) is still recorded when the LM returns log-probabilities."),
+        click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
+                     metavar="USD", expose_value=False, callback=_remember(_MAX_COST_KEY),
+                     help="Stop before the estimated cost of this command's LM calls passes USD (prices from "
+                          "LiteLLM's price map; checked before each call with the mean cost per call so far). "
+                          "Everything judged is stored; exit status 1. See docs/cost.md."),
+        click.option("--warm-prefix/--no-warm-prefix", "warm_prefix", default=None, expose_value=False,
+                     callback=_remember(_WARM_PREFIX_KEY),
+                     help="Send each item's first question alone and the rest after it, so the provider's prompt "
+                          "cache is written before the others read it. Default: on for hosted models (a LiteLLM "
+                          "id) with --concurrency > 1."),
+        click.option("--price-model", "price_model", default=None, metavar="MODEL", expose_value=False,
+                     callback=_remember(_PRICE_MODEL_KEY),
+                     help="Estimate cost at this LiteLLM model's prices (e.g. gpt-4o-mini), e.g. for a base URL "
+                          "that proxies a hosted model. Default: the --lm model's own prices."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -163,14 +200,42 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
                       "to judge well - pass --lm for real evaluations.[/dim]")
     extra = {"llama_threads": threads} if threads else {}
     try:
-        return make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
-                       adapter=adapter_policy(), timeout=None if embedded else request_timeout(), **extra)
+        handle = make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
+                         adapter=adapter_policy(), timeout=None if embedded else request_timeout(), **extra)
     except LMConfigError as exc:
         if option == "--lm":
             raise
         message = str(exc)
         message = option + message.removeprefix("--lm") if message.startswith("--lm ") else f"{option}: {message}"
         raise LMConfigError(message) from exc
+    if option == "--lm":
+        apply_cost_settings(handle)
+    return handle
+
+
+def apply_cost_settings(handle: LMHandle) -> LMHandle:
+    """Put the command's --price-model, --warm-prefix and --max-cost on `handle`
+    (`LMHandle.price_model`, ``warm_prefix``, ``cost_budget``), where runs read them.
+
+    Raises:
+        LMConfigError: --max-cost for an LM without a price (see `CostBudget.for_model`), or a
+            --price-model LiteLLM's price map does not know.
+    """
+    from binaryeval_dspy.lm.cost_budget import CostBudget
+
+    settings = cost_settings()
+    if settings["price_model"]:
+        from binaryeval_dspy.lm.pricing import model_price, price_source
+
+        handle.price_model = str(settings["price_model"]).strip()
+        if model_price(handle.price_model) is None:
+            raise LMConfigError(f"--price-model {handle.price_model}: no price for it in {price_source()}. Fix: "
+                                "name a model of LiteLLM's price map, e.g. gpt-4o-mini or anthropic/claude-haiku-4-5.")
+    if settings["warm_prefix"] is not None:
+        handle.warm_prefix = bool(settings["warm_prefix"])
+    if settings["max_cost"] is not None:
+        handle.cost_budget = CostBudget.for_model(float(settings["max_cost"]), handle.priced_as())
+    return handle
 
 
 def slug(text: str) -> str:

@@ -43,6 +43,7 @@ from binaryeval_dspy.reports.verdict_report import (
     print_item_verdicts,
     write_verdict_output,
 )
+from binaryeval_dspy.runs.batch_run import check_no_pending_batches
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
 from binaryeval_dspy.schemas.item_result import ItemResult
@@ -89,6 +90,10 @@ def progress_note(result: ItemResult) -> str:
 @click.option("--restart", is_flag=True,
               help="Start the run in --out over: the existing run directory is moved to <out>.old-N (nothing is "
                    "deleted) and every item is judged again.")
+@click.option("--batch", "batch", is_flag=True,
+              help="Send the questions through the provider's batch API (OpenAI, or a base URL serving /v1/batches; "
+                   "typically half price, results within 24 h) instead of live calls. Rerun the same command to "
+                   "collect results; nothing is submitted twice. Exit 75 while requests wait. See docs/batch.md.")
 @checks_module_option
 @run_options
 @lm_options
@@ -97,7 +102,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                      output_field: str, id_field: str | None, limit: int | None, empty_output: str,
                      concurrency: int,
                      fail_on_errors: bool, no_explanations: bool,
-                     scale: tuple[float, float], aggregation: str, pressure_test: str, restart: bool,
+                     scale: tuple[float, float], aggregation: str, pressure_test: str, restart: bool, batch: bool,
                      checks_modules: tuple[str, ...], lm_spec: str, lm_model: str | None,
                      api_key_env: str | None, max_tokens: int) -> None:
     """Judge every item of ITEMS_FILE (.jsonl or .csv) with the questions of QUESTION_SET_FILE."""
@@ -140,6 +145,11 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
             console.print(escape(f"--restart: the previous run in {out_dir} was moved to {moved} (nothing deleted); "
                                  "starting a new run."))
     run_dir.check(manifest)  # a resume with other settings is refused before anything is shown or asked
+    if batch:  # batch mode (docs/batch.md): submit, poll, collect; exits with its own status
+        from binaryeval_dspy.cli.batch_command import evaluate_in_batch
+        evaluate_in_batch(program, items, run_dir, manifest, handle, question_set=question_set, aggregation=aggregation,
+                          pressure_test=pressure_test, fail_on_errors=fail_on_errors, api_key_env=api_key_env)
+    check_no_pending_batches(run_dir)  # a live rerun must not ask (and pay) again what a batch still holds
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
     in_flight = 1 if handle.embedded else concurrency
@@ -162,7 +172,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     wanted = {str(i.item_id) for i in items}
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, embedded=handle.embedded)
+                   pressure_test=pressure_test, embedded=handle.embedded, price_model=handle.priced_as())
     record_endpoint_outcome(run_dir, outcome, handle)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)
@@ -234,19 +244,22 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
 
 def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
                    aggregation: str, pressure_test: str, print_only: set[str] | None = None,
-                   embedded: bool | None = None) -> None:
+                   embedded: bool | None = None, price_model: str | None = None, batch: bool = False) -> None:
     """Print and save what the aggregation asks for: score tables and/or named verdicts.
 
     Files cover every result; `print_only` limits the per-item printout to those ids.
     The summary carries the notes about the judge (a verdict skew, contradicting
     explanations, the embedded model's P(yes)); `embedded` says whether `lm` is the
-    embedded model (None: guessed from its name).
+    embedded model (None: guessed from its name). The summary's estimated cost is at
+    `price_model`'s prices (`LMHandle.priced_as`; None: priced by `lm`), at batch prices
+    with `batch`.
     """
     if not results:
         return
     shown = [r for r in results if print_only is None or r.item_id in print_only]
     if aggregation in ("score", "both"):
-        summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set)
+        summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set,
+                                    price_model=price_model, batch=batch)
         if shown and len(shown) <= 40:
             out_console.print(items_table(shown, embedded=summary.embedded_lm))
         out_console.print(summary_table(summary))

@@ -11,6 +11,7 @@ import signal
 import click
 
 from binaryeval_dspy.cli.agreement_command import agreement_command
+from binaryeval_dspy.cli.batch_command import batch_group
 from binaryeval_dspy.cli.benchmark_command import (
     benchmark_command,
     benchmark_questions_command,
@@ -36,6 +37,7 @@ cli.add_command(report_command)
 cli.add_command(agreement_command)
 cli.add_command(benchmark_questions_command)
 cli.add_command(optimize_command)
+cli.add_command(batch_group)
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:

@@ -162,7 +162,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     report = outcome.report
     judged = {c.item_id for c in report.items if c.status in ("rejudged", "completed", "new")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, print_only=judged)
+                   pressure_test=pressure_test, print_only=judged, price_model=handle.priced_as())
     out_console.print(changes_table(report))
     counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
     console.print(f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}. "

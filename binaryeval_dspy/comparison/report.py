@@ -7,7 +7,8 @@ time from the saved files alone.
 
 Every figure names its LM and its n: each row gives the LMs it used (task, prompt,
 reflection, and judge or source where the set-up has one), its LM calls, prompt /
-completion / cached tokens and wall time (optimization and test), how many test items
+completion / cached tokens, estimated cost in USD (`cost_cell`, LiteLLM's prices) and
+wall time (optimization and test), how many test items
 were scored out of how many, and how many of the optimization's metric calls were scored.
 A test item the evaluator or the judge could not score, or whose generation failed, is
 left out of the averages and counted, never averaged in as a zero.
@@ -16,6 +17,7 @@ left out of the averages and counted, never averaged in as a zero.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 from scipy.stats import rankdata
 
+from binaryeval_dspy.lm.pricing import (
+    LOCAL_DISPLAY,
+    format_usd,
+    price_model_for_name,
+    price_source,
+    run_cost,
+)
 from binaryeval_dspy.optimizers.bineval_optimizer.human import pooled_spearman
 from binaryeval_dspy.schemas.optimization_history import OptimizationHistory
 
@@ -288,6 +297,41 @@ def _tokens(prompt: int | None, completion: int | None, cached: int | None, tota
     return f"{prompt} / {completion} / {cached if cached is not None else 'n/a'}"
 
 
+def _usd_range(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return format_usd(low) if math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-12) else (
+        f"{format_usd(low)}-{format_usd(high)}")
+
+
+def cost_cell(config: dict[str, Any], result: OptimizerResult) -> str:
+    """Estimated USD of the optimization and of the test evaluation, ``"$1.20 / $0.31"``.
+
+    The saved token counts are not split by LM, so when the row's LMs (task, prompt,
+    reflection, judge, source) have different prices the cell gives the range between
+    pricing every token at the cheapest and at the dearest of them (``"$0.90-$3.10 / ..."``).
+    ``unknown`` when one of them has no price in LiteLLM's map (a served model, an unknown
+    id), or the token split was not recorded; ``0 (local)`` for the embedded model only.
+    """
+    models = {price_model_for_name(name) for name in row_lms(config, result).values() if name and name != "-"}
+    cells = []
+    for prompt, completion, cached in ((result.compile_prompt_tokens, result.compile_completion_tokens,
+                                        result.compile_cached_tokens),
+                                       (result.test_prompt_tokens, result.test_completion_tokens,
+                                        result.test_cached_tokens)):
+        if prompt is None or completion is None:
+            cells.append("n/a")
+            continue
+        costs = [run_cost(prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached or 0,
+                          model=model) for model in models]
+        if not costs or any(c.status == "unknown" for c in costs):
+            cells.append("unknown")
+        elif all(c.status == "local" for c in costs):
+            cells.append(LOCAL_DISPLAY)
+        else:
+            cells.append(_usd_range([c.usd or 0.0 for c in costs]))
+    return " / ".join(cells)
+
+
 def row_lms(config: dict[str, Any], result: OptimizerResult) -> dict[str, str]:
     """LM names by role for one row: the result's own ``lms``, else (older results) the
     task and prompt LMs from the result and the source LM from the config."""
@@ -330,7 +374,7 @@ def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[s
     header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary],
               "test items scored / n", "optimization metric calls scored / n", "LM calls (optimize / test)",
               "optimize tokens prompt / completion / cached", "test tokens prompt / completion / cached",
-              "wall time s (optimize / test)", "LMs", "prompt chars", "notes"]
+              "est. cost USD (optimize / test)", "wall time s (optimize / test)", "LMs", "prompt chars", "notes"]
     body = []
     for result, m in zip(results, metrics, strict=True):
         scored, total = scored_items(kind, result.test_records)
@@ -341,7 +385,7 @@ def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[s
             _tokens(result.compile_prompt_tokens, result.compile_completion_tokens, result.compile_cached_tokens,
                     result.compile_tokens),
             _tokens(result.test_prompt_tokens, result.test_completion_tokens, result.test_cached_tokens,
-                    result.test_tokens),
+                    result.test_tokens), cost_cell(config, result),
             f"{result.compile_seconds:.1f} / {result.test_seconds:.1f}", _lms_cell(row_lms(config, result)),
             str(result.prompt_chars), result.notes.replace("|", "/")[:120]])
     return header, body
@@ -388,6 +432,10 @@ def comparison_markdown(config: dict[str, Any], results: list[OptimizerResult], 
         ("- Cost columns give optimization, then the test evaluation: LM calls that reached a model, on every"
          " thread; prompt / completion tokens, and prompt tokens served from the provider's prompt cache; wall"
          " time. Calls answered from DSPy's cache are not counted."),
+        ("- Estimated cost in USD from those tokens at the row's LMs' prices, " + price_source() + "; the tokens"
+         " are not split by LM, so a row whose LMs differ in price gives the range from all-cheapest to"
+         " all-dearest. 'unknown' when an LM has no price (a served model, an id the map lacks);"
+         " '0 (local)' for the embedded model."),
         ("- 'test items scored / n': test items the test metric could use; an item the evaluator or judge could"
          " not score, or whose generation failed, is left out of the averages, never counted as 0."
          " 'optimization metric calls scored / n': calls of the optimized metric during optimization (BinEval"

@@ -1,7 +1,8 @@
 """The LM factory: LiteLLM ids, OpenAI-compatible URLs and the embedded llama.cpp engine.
 
 Also: DSPy's response cache scoped to the endpoint or engine (`CacheScopedLM`,
-`ensure_cache_identity`) and the adapter chosen per endpoint (`choose_adapter`).
+`ensure_cache_identity`), the adapter chosen per endpoint (`choose_adapter`), and what
+calls cost (`estimate_cost`, `model_price`, `price_source`, the ``--max-cost`` `CostBudget`).
 """
 
 from binaryeval_dspy.lm.adapters import (
@@ -19,8 +20,10 @@ from binaryeval_dspy.lm.cache_identity import (
     ensure_cache_identity,
     normalize_base_url,
 )
+from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LOCAL, LMHandle, make_lm
 from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "LOCAL",
     "AdapterStats",
     "CacheScopedLM",
+    "CostBudget",
     "CountingChatAdapter",
     "CountingJSONAdapter",
     "LMHandle",
@@ -36,8 +40,11 @@ __all__ = [
     "choose_adapter",
     "engine_identity",
     "ensure_cache_identity",
+    "estimate_cost",
     "find_smollm2_gguf",
     "make_lm",
+    "model_price",
     "normalize_base_url",
+    "price_source",
     "schema_support",
 ]

@@ -25,6 +25,7 @@ without a schema, and requests re-sent because a server refused the schema's
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from typing import Any
@@ -35,6 +36,12 @@ from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.prompt_cache import (
+    cache_breakpoint_route,
+    mark_for_litellm,
+    native_cache_config,
+    split_at_shared_prefix,
+)
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
 
@@ -127,6 +134,33 @@ class _CountingAdapter:
             self.stats.add("parse_failures")
             raise
 
+    def _call_preprocess(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, inputs: dict[str, Any]) -> Any:
+        processed = super()._call_preprocess(lm, lm_kwargs, signature, inputs)  # type: ignore[misc]
+        # `format` runs next on this thread; it places the prompt-cache breakpoint (Anthropic)
+        # and, on DSPy's native route, adds the setting to these lm_kwargs before the call.
+        pending = self.__dict__.setdefault("_cache_plan", threading.local())
+        route = cache_breakpoint_route(lm)
+        pending.value = (route, lm_kwargs) if route is not None else None
+        return processed
+
+    def _with_cache_breakpoint(self, signature: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` with the item's shared part marked for the provider's prompt cache, when the
+        call being prepared goes to an ``anthropic/`` model (see `binaryeval_dspy.lm.prompt_cache`)."""
+        pending = self.__dict__.get("_cache_plan")
+        plan = getattr(pending, "value", None) if pending is not None else None
+        if plan is None:
+            return messages
+        pending.value = None
+        route, lm_kwargs = plan
+        split, index = split_at_shared_prefix(messages, list(signature.input_fields))
+        if index is None:
+            return messages
+        if route == "native":
+            if lm_kwargs.get("prompt_cache") is None:
+                lm_kwargs["prompt_cache"] = native_cache_config(split, index)
+            return split
+        return mark_for_litellm(split, index)
+
     def _remember_raw(self, parsed: dict[str, Any]) -> dict[str, Any]:
         # DSPy drops keys that are not output fields after parse; keep the raw reply aside
         # (per thread, in parse order) and put it back in `_call_postprocess`.
@@ -165,6 +199,12 @@ class _CountingAdapter:
         return super()._make_json_adapter_fallback()  # type: ignore[misc]
 
 
+def _parent_format(cls: type, adapter: Any, signature: Any, demos: list, inputs: dict) -> list[dict[str, Any]]:
+    """The parent adapter's ``format`` without DSPy's callback wrapper: our own ``format`` is
+    wrapped already, and the callbacks must fire once per format."""
+    return inspect.unwrap(super(cls, adapter).format.__func__)(adapter, signature, demos, inputs)
+
+
 class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
     """`dspy.ChatAdapter` that counts into an `AdapterStats`; no JSON retry by default.
 
@@ -180,6 +220,12 @@ class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
                  callbacks: list | None = None) -> None:
         super().__init__(callbacks=callbacks, use_json_adapter_fallback=use_json_adapter_fallback)
         self.stats = stats if stats is not None else AdapterStats()
+
+    def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """DSPy's chat format; for an ``anthropic/`` model the item's shared part is marked for
+        its prompt cache (`binaryeval_dspy.lm.prompt_cache`)."""
+        return self._with_cache_breakpoint(signature, _parent_format(CountingChatAdapter, self, signature, demos,
+                                                                     inputs))
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The judge's final answer set, not the first (see `binaryeval_dspy.lm.final_answer`)."""
@@ -203,6 +249,12 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
     def __init__(self, *, stats: AdapterStats | None = None, callbacks: list | None = None) -> None:
         super().__init__(callbacks=callbacks)
         self.stats = stats if stats is not None else AdapterStats()
+
+    def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """DSPy's JSON-adapter format; for an ``anthropic/`` model the item's shared part is marked
+        for its prompt cache (`binaryeval_dspy.lm.prompt_cache`)."""
+        return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
+                                                                     inputs))
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The last JSON object with every output field, not the first (see `lm.final_answer`)."""

@@ -14,7 +14,13 @@ that combines their results (and may call the LM again, e.g. a verdict pick).
   threads (remote endpoints: vLLM, llama.cpp server, hosted APIs), so the next item's
   questions start while the previous item's are still in flight. Items are admitted
   in order and each item's `finish` runs as soon as its calls are done, so results
-  stream out as items complete.
+  stream out as items complete. An item planned with ``warm_first`` sends its first
+  call alone and the others once it is done, so a provider's prompt cache is written
+  before it is read (``--warm-prefix``).
+
+A ``budget`` (``--max-cost``, `binaryeval_dspy.lm.cost_budget.CostBudget`) is asked before
+every call; when it says stop, nothing more is sent, calls in flight finish, and items
+with calls made are finished with stand-ins for the calls not sent (`ItemWork.unsent`).
 
 Each call runs in a copy of the submitting thread's `contextvars` context, which is
 how DSPy settings (``dspy.context(lm=..., adapter=...)``) and the usage tracker reach
@@ -32,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import dspy
 
@@ -59,11 +65,22 @@ class ItemWork(Generic[T, R]):
         one_call_each: each call is meant to reach the LM once (BinEval: one call per
             question); any further LM call it made (an adapter retrying in another
             output format) is counted in ``usage.adapter_fallbacks``.
+        warm_first: send ``calls[0]`` alone and the others only once it has finished
+            (with ``concurrency > 1``), so that a provider's prompt cache is written by
+            the first call before the others read the prompt prefix they share
+            (``--warm-prefix``; see `binaryeval_dspy.lm.prompt_cache`). Other items'
+            calls fill the pool meanwhile.
+        unsent: ``unsent(position, reason)`` gives the result of a call that was never
+            sent because a `map_items` ``budget`` stopped the run (BinEval: an ``error``
+            verdict, asked again by a rerun), so an item with some calls made is still
+            finished and reported. None: such an item is dropped (not reported).
     """
 
     calls: list[Callable[[], T]]
     finish: Callable[[list[T]], R]
     one_call_each: bool = False
+    warm_first: bool = False
+    unsent: Callable[[int, str], T] | None = None
 
 
 @dataclass
@@ -115,6 +132,25 @@ class _Pending:
     usage: Usage = field(default_factory=Usage)
     started: float | None = None
     error: BaseException | None = None
+    held: list[int] = field(default_factory=list)  # calls waiting for the warm first call
+    sent: int = 0  # calls submitted
+    in_flight: int = 0  # futures not yet done (calls and finish)
+    dropped: bool = False  # stopped by the budget with nothing to report
+
+
+class CallBudget(Protocol):
+    """What `map_items` asks before each call (see `binaryeval_dspy.lm.cost_budget.CostBudget`)."""
+
+    stop_reason: str | None
+
+    def reserve(self) -> bool | None:
+        """True: send the call; None: wait for a call in flight to finish; False: stop the run."""
+
+    def settle(self, usage: Usage) -> None:
+        """A reserved call is done, with this usage."""
+
+    def charge(self, usage: Usage) -> None:
+        """An item's finish step made calls with this usage (not reserved)."""
 
 
 def map_items(
@@ -123,6 +159,7 @@ def map_items(
     on_done: Callable[[ItemDone], None],
     *,
     concurrency: int = 1,
+    budget: CallBudget | None = None,
 ) -> None:
     """Run every item's `ItemWork` with at most `concurrency` calls in flight.
 
@@ -135,7 +172,13 @@ def map_items(
             order). Raise `StopItems` to stop early: nothing more is admitted and calls
             not yet started are cancelled.
         concurrency: LM calls in flight across items and their questions (an int >= 1).
-            1 runs everything on the calling thread, in order.
+            1 runs everything on the calling thread, in order. An item whose work has
+            ``warm_first`` sends its first call alone, the others after it.
+        budget: asked before every call (`CallBudget.reserve`; e.g. a `CostBudget` for
+            ``--max-cost``). When it says stop, no further call is sent and no item
+            admitted; calls in flight finish, and an item with some calls made is
+            finished with ``work.unsent`` results for the rest and reported (without
+            ``unsent``, or with no call made, it is dropped). Finish steps always run.
 
     Raises:
         BinEvalError: `concurrency` is not an int >= 1.
@@ -147,42 +190,61 @@ def map_items(
     memoize_model_metadata()  # DSPy's per-call metadata scan and schema build cost more CPU
     memoize_response_schemas()  # than the rest of a call (see lm/metadata_cache.py)
     if concurrency == 1:
-        _map_sequential(items, plan, on_done)
+        _map_sequential(items, plan, on_done, budget)
     else:
-        _map_pooled(items, plan, on_done, concurrency)
+        _map_pooled(items, plan, on_done, concurrency, budget)
 
 
 def _map_sequential(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
-                    on_done: Callable[[ItemDone], None]) -> None:
+                    on_done: Callable[[ItemDone], None], budget: CallBudget | None = None) -> None:
     for index, item in enumerate(items):
         work = plan(index, item)
         started = time.perf_counter()
         results: list[Any] = []
         usage = Usage()
         error: BaseException | None = None
+        stopped = False
         for call in work.calls:
+            if budget is not None and _reserve(budget) is False:
+                stopped = True
+                break
             value, error, entries, _ = _measured(call)
-            usage += _call_usage(entries, work.one_call_each)
+            call_usage = _call_usage(entries, work.one_call_each)
+            usage += call_usage
+            if budget is not None:
+                budget.settle(call_usage)
             if error is not None:
                 break
             results.append(value)
+        if stopped:
+            if not results or work.unsent is None:
+                return  # nothing of this item was asked (or cannot be stood in for): not reported
+            reason = budget.stop_reason or "stopped before this call"  # type: ignore[union-attr]
+            results += [work.unsent(position, reason) for position in range(len(results), len(work.calls))]
         result = None
         if error is None:
             result, error, entries, _ = _measured(partial(work.finish, results))
-            usage += usage_from_entries(entries)
+            finish_usage = usage_from_entries(entries)
+            usage += finish_usage
+            if budget is not None:
+                budget.charge(finish_usage)
         try:
             on_done(ItemDone(index=index, result=result, error=error, usage=usage,
                              seconds=round(time.perf_counter() - started, 3)))
         except StopItems:
             return
+        if stopped:
+            return
 
 
 def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
-                on_done: Callable[[ItemDone], None], concurrency: int) -> None:
+                on_done: Callable[[ItemDone], None], concurrency: int, budget: CallBudget | None = None) -> None:
     source = iter(enumerate(items))
     queued: deque[tuple[_Pending, int | None]] = deque()  # (item, call position or None for finish)
     futures: dict[Future, tuple[_Pending, int | None]] = {}
+    active: dict[int, _Pending] = {}  # admitted items not yet reported
     exhausted = False
+    stopping = False
     # Keep about two calls per worker queued, so workers never wait for the main thread,
     # and admit a new item only when fewer than that are waiting.
     backlog = 2 * concurrency
@@ -193,12 +255,52 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             call = lambda: pending.work.finish(pending.results)
         else:
             call = pending.work.calls[position]
+            pending.sent += 1
+        pending.in_flight += 1
         context = contextvars.copy_context()
         futures[pool.submit(context.run, _measured, call)] = (pending, position)
 
+    def report(pending: _Pending, result: Any, error: BaseException | None, started: float | None = None) -> None:
+        active.pop(pending.index, None)
+        begun = pending.started if pending.started is not None else (started or time.perf_counter())
+        on_done(ItemDone(index=pending.index, result=result, error=error, usage=pending.usage,
+                         seconds=round(time.perf_counter() - begun, 3)))
+
+    def calls_done(pending: _Pending) -> None:
+        """Every call of `pending` has a result: finish it (before admitting more work) or report its error."""
+        if pending.error is None:
+            queued.appendleft((pending, None))
+        else:
+            report(pending, None, pending.error)
+
+    def stop() -> None:
+        """The budget said stop: stand in for every call not yet sent, or drop the item."""
+        nonlocal stopping
+        stopping = True
+        reason = (budget.stop_reason if budget is not None else None) or "stopped before this call"
+        unsent = {id(p): [pos for q, pos in queued if q is p and pos is not None] + p.held for p in active.values()}
+        queued_finishes = [(p, pos) for p, pos in queued if pos is None]
+        queued.clear()
+        queued.extend(queued_finishes)
+        for pending in list(active.values()):
+            positions = unsent[id(pending)]
+            pending.held = []
+            if not positions:
+                continue
+            if pending.sent == 0 or pending.work.unsent is None:
+                pending.dropped = True  # nothing asked, or nothing to stand in with: not reported
+                if pending.in_flight == 0:
+                    active.pop(pending.index, None)
+                continue
+            for position in positions:
+                pending.results[position] = pending.work.unsent(position, reason)
+                pending.remaining -= 1
+            if pending.remaining == 0 and pending.in_flight == 0:
+                calls_done(pending)
+
     def admit() -> None:
         nonlocal exhausted
-        while not exhausted and len(queued) + len(futures) < backlog:
+        while not stopping and not exhausted and len(queued) + len(futures) < backlog:
             nxt = next(source, None)
             if nxt is None:
                 exhausted = True
@@ -206,12 +308,24 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             index, item = nxt
             work = plan(index, item)
             pending = _Pending(index=index, work=work, results=[None] * len(work.calls), remaining=len(work.calls))
+            active[index] = pending
             if work.calls:
-                queued.extend((pending, position) for position in range(len(work.calls)))
+                first = 1 if work.warm_first and len(work.calls) > 1 else len(work.calls)
+                queued.extend((pending, position) for position in range(first))
+                pending.held = list(range(first, len(work.calls)))
             else:
                 queued.append((pending, None))
         while queued and len(futures) < backlog:
-            submit(*queued.popleft())
+            pending, position = queued[0]
+            if position is not None and budget is not None:
+                go = budget.reserve() if futures else _reserve(budget)
+                if go is None:
+                    break  # no call's cost is known yet: wait for the one in flight
+                if go is False:
+                    stop()
+                    continue
+            queued.popleft()
+            submit(pending, position)
 
     try:
         admit()
@@ -219,25 +333,44 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
             for future in done:
                 pending, position = futures.pop(future)
+                pending.in_flight -= 1
                 value, error, entries, started = future.result()
-                pending.usage += _call_usage(entries, position is not None and pending.work.one_call_each)
+                usage = _call_usage(entries, position is not None and pending.work.one_call_each)
+                if budget is not None:
+                    (budget.settle if position is not None else budget.charge)(usage)
+                pending.usage += usage
                 pending.started = started if pending.started is None else min(pending.started, started)
+                if pending.dropped:
+                    if pending.in_flight == 0:
+                        active.pop(pending.index, None)
+                    continue
                 if position is not None:
                     pending.results[position] = value
                     pending.error = pending.error or error
                     pending.remaining -= 1
+                    if position == 0 and pending.held:  # the warm call is done: the others may read its cache
+                        queued.extendleft((pending, p) for p in reversed(pending.held))
+                        pending.held = []
                     if pending.remaining == 0:
-                        if pending.error is None:
-                            queued.appendleft((pending, None))  # finish before admitting more work
-                        else:
-                            on_done(ItemDone(index=pending.index, result=None, error=pending.error,
-                                             usage=pending.usage,
-                                             seconds=round(time.perf_counter() - pending.started, 3)))
+                        calls_done(pending)
                     continue
-                on_done(ItemDone(index=pending.index, result=value, error=error, usage=pending.usage,
-                                 seconds=round(time.perf_counter() - (pending.started or started), 3)))
+                report(pending, value, error, started)
             admit()
     except StopItems:
         pass
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        if budget is not None:  # calls dropped with the loop are no longer in flight for the budget
+            for _pending, position in futures.values():
+                if position is not None:
+                    budget.settle(Usage())
+
+
+def _reserve(budget: CallBudget) -> bool:
+    """`budget.reserve()` when none of this loop's calls is in flight: a "wait" can only be for
+    another loop's call (a budget shared across threads), so wait for it here."""
+    while True:
+        go = budget.reserve()
+        if go is not None:
+            return go
+        time.sleep(0.02)

@@ -99,8 +99,21 @@ def cached_prompt_tokens(entry: Mapping[str, Any]) -> int:
     return 0
 
 
+def cache_write_tokens(entry: Mapping[str, Any]) -> int:
+    """Prompt tokens a provider wrote to its prompt cache (billed above the input price by
+    Anthropic), from one usage entry: DSPy lm15's ``prompt_tokens_details.cache_creation_tokens``
+    or LiteLLM's / Anthropic's ``cache_creation_input_tokens``; 0 when none is present."""
+    details = entry.get("prompt_tokens_details")
+    if isinstance(details, Mapping) and _count(details.get("cache_creation_tokens")):
+        return _count(details.get("cache_creation_tokens"))
+    for key in ("cache_creation_input_tokens", "cache_write_tokens"):
+        if _count(entry.get(key)):
+            return _count(entry.get(key))
+    return 0
+
+
 def usage_from_entries(usage_data: Mapping[str, list[dict]]) -> Usage:
-    """Sum calls, prompt, completion and cached prompt tokens over usage entries.
+    """Sum calls, prompt, completion, cached and cache-write prompt tokens over usage entries.
 
     Args:
         usage_data: LM name -> list of usage entries, as `UsageTracker.usage_data`.
@@ -108,14 +121,16 @@ def usage_from_entries(usage_data: Mapping[str, list[dict]]) -> Usage:
     Returns:
         A `Usage`; one entry is one call that reached a model.
     """
-    calls = prompt = completion = cached = 0
+    calls = prompt = completion = cached = written = 0
     for entries in usage_data.values():
         for entry in entries:
             calls += 1
             prompt += _count(entry.get("prompt_tokens") or entry.get("input_tokens"))
             completion += _count(entry.get("completion_tokens") or entry.get("output_tokens"))
             cached += cached_prompt_tokens(entry)
-    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached)
+            written += cache_write_tokens(entry)
+    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached,
+                 cache_write_tokens=written)
 
 
 def usage_from_tracker(tracker: object) -> Usage:

@@ -181,6 +181,14 @@ class BinEval(dspy.Module):
                 return self.judge(**fields)
             raise
 
+    @staticmethod
+    def question_fields(input: str, output: str, question: BinaryQuestion) -> dict[str, str]:
+        """The judge signature's input fields for one question: the input and output fenced as
+        evaluated text (`as_evaluated_text`), then the question and its violation example. The
+        first two are the same for every question of an item: its shared prompt prefix."""
+        return {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                "question": question.text, "violation_example": question.violation_example}
+
     def judge_question(self, input: str, output: str, question: BinaryQuestion) -> QuestionVerdict:
         """Answer one binary question f_E(x, y, q) with its explanation (paper 3.2).
 
@@ -191,8 +199,7 @@ class BinEval(dspy.Module):
             ``unparsed`` (with the raw LM text) when the answer cannot be read as
             yes/no; ``error`` (with the error's type and message) when the call failed.
         """
-        fields = {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
-                  "question": question.text, "violation_example": question.violation_example}
+        fields = self.question_fields(input, output, question)
         try:
             pred = self._ask(fields)
         except AdapterParseError as exc:
@@ -244,7 +251,9 @@ class BinEval(dspy.Module):
 
         Returns:
             An `ItemWork` whose calls each return a `QuestionVerdict` and whose finish
-            returns the prediction `forward` returns.
+            returns the prediction `forward` returns. A question a ``--max-cost`` budget
+            kept from being asked (`ItemWork.unsent`) gets an ``error`` verdict
+            (``NotAsked: ...``), so a rerun asks it.
 
         Raises:
             InputError: `input` is empty or not a string, or `output` is not a string.
@@ -269,8 +278,12 @@ class BinEval(dspy.Module):
             card = score_verdicts(verdicts, question_set, scale=self.scale)
             return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
 
+        def unsent(position: int, reason: str) -> QuestionVerdict:  # a call a --max-cost budget kept back
+            return QuestionVerdict(question_id=ask[position].id, verdict="error",
+                                   error=f"NotAsked: {reason}"[:2000])
+
         return ItemWork(calls=[partial(self.judge_question, input, output, q) for q in ask], finish=finish,
-                        one_call_each=True)
+                        one_call_each=True, unsent=unsent)
 
     def forward(self, input: str, output: str, question_set: QuestionSet | None = None) -> dspy.Prediction:
         """Answer every question about `output` and score it.

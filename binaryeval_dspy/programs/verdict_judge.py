@@ -114,7 +114,7 @@ class VerdictJudge(dspy.Module):
         evidence = self.evidence.item_work(input, output, previous)
         return ItemWork(calls=evidence.calls,
                         finish=lambda asked: self._decide(input, output, evidence.finish(asked)),
-                        one_call_each=evidence.one_call_each)
+                        one_call_each=evidence.one_call_each, unsent=evidence.unsent)
 
     def _decide(self, input: str, output: str, assessed: dspy.Prediction) -> dspy.Prediction:
         """Pick, pressure-test and rule on a label from BinEval's answers (`assessed`)."""

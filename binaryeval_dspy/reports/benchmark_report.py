@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from binaryeval_dspy.analysis.question_analysis import analyze_questions
+from binaryeval_dspy.lm.pricing import format_usd, price_model_for_name, run_cost
 from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun
 from binaryeval_dspy.meta_eval.run_scores import (
     ALL_METHOD_TITLES,
@@ -638,26 +639,50 @@ def _diagnostics_table(calc: _Calculator, scores: RunScores, metrics: dict) -> R
 def _cost_table(scores: RunScores, lm: str, metrics: dict) -> ReportTable:
     rows = []
     derived = [m for m in scores.run_methods if m in DERIVED_METHODS]
+    price_model = price_model_for_name(scores.config.lm)
+    prices = run_cost(prompt_tokens=0, completion_tokens=0, model=price_model)  # status, table and source
     for method in [m for m in scores.run_methods if m not in DERIVED_METHODS]:
         c = scores.costs[method]
+        cost = run_cost(prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                        cached_prompt_tokens=c.cached_prompt_tokens, items=c.items, model=price_model)
         metrics.setdefault("cost", {})[method] = {
             "items": c.items, "lm_calls": c.lm_calls, "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "cached_prompt_tokens": c.cached_prompt_tokens,
             "seconds": c.seconds, "tokens_per_item": c.tokens_per_item, "seconds_per_item": c.seconds_per_item,
-            "items_incomplete": c.incomplete, "items_empty_output": c.empty_output, "items_error": c.errors}
+            "items_incomplete": c.incomplete, "items_empty_output": c.empty_output, "items_error": c.errors,
+            "estimated_usd": cost.usd if c.lm_calls else 0.0,
+            "estimated_usd_per_item": cost.usd_per_item if c.lm_calls else 0.0,
+            "cost_status": cost.status if c.lm_calls else "no LM calls", "price_model": cost.model,
+            "price_source": cost.source}
+        if not c.lm_calls:
+            usd = per_item = "0 (no LM call)"
+        elif cost.status == "priced":
+            usd = format_usd(cost.usd or 0.0)
+            per_item = format_usd(cost.usd_per_item) if cost.usd_per_item is not None else "n/a"
+        else:
+            usd = per_item = cost.display
         rows.append([_method_label(method), str(c.items), str(c.incomplete), str(c.empty_output), str(c.errors),
                      str(c.lm_calls),
                      _fmt(c.calls_per_item, 1), str(c.prompt_tokens), str(c.cached_prompt_tokens),
-                     str(c.completion_tokens), _fmt(c.tokens_per_item, 0),
+                     str(c.completion_tokens), _fmt(c.tokens_per_item, 0), usd, per_item,
                      _fmt(c.seconds_per_item, 2), _fmt(c.seconds / 60, 1)])
+    if prices.status == "priced":
+        price_note = (f" Estimated cost in USD at {prices.price_key}'s prices (input, cached input and output "
+                      f"tokens priced apart), {prices.source}.")
+    elif prices.status == "local":
+        price_note = " Estimated cost 0 (local): the embedded model runs on this machine; no per-token bill."
+    else:
+        price_note = f" Estimated cost unknown: {prices.source}" + (f" ({prices.note})" if prices.note else "") + "."
     return ReportTable(
         caption=f"Cost per method - LM: {lm}",
         header=["Method", "items", "incomplete", "empty output", "error", "LM calls", "calls / item", "prompt tokens",
-                "of them cached", "completion tokens", "tokens / item", "wall s / item", "wall min total"],
+                "of them cached", "completion tokens", "tokens / item", "est. cost USD", "USD / item",
+                "wall s / item", "wall min total"],
         rows=rows,
         note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0; "
              "'cached' = served from the provider's prompt cache); wall time summed over items, measured on "
-             "the machine that ran them. 'incomplete' = items stored with failed LM calls (their scores use "
+             "the machine that ran them." + price_note + " 'incomplete' = items stored with failed LM calls (their "
+             "scores use "
              "the questions answered; rerun the benchmark to ask the rest). 'empty output' = items whose output "
              "is empty or only invisible characters (no LM call, no score); 'error' = items that could not be "
              "judged (no score; rerun to retry). Neither is ever counted as a low score."

@@ -24,6 +24,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
     SAYS_YES,
     explanation_flags,
 )
+from binaryeval_dspy.lm.pricing import RunCost, cost_line, price_model_for_name, run_cost
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
@@ -97,6 +98,10 @@ class RunSummary(BaseModel):
         tokens_per_item: mean prompt + completion tokens per item.
         seconds_per_item: mean wall time per item, in seconds.
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
+        cache_write_tokens: prompt tokens the provider wrote to its prompt cache (Anthropic).
+        cost: the estimated cost of the run's LM calls in USD, with the price table it
+            comes from (`binaryeval_dspy.lm.pricing.RunCost`): ``unknown`` when the model
+            has no price, ``0 (local)`` for the embedded model.
         adapter_fallbacks: second calls in another output format after a parse failure.
         items_incomplete: items with at least one question whose LM call failed, or that
             could not be judged (status ``error``); their scores use the questions
@@ -129,6 +134,8 @@ class RunSummary(BaseModel):
     tokens_per_item: float
     seconds_per_item: float
     cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: RunCost | None = None
     adapter_fallbacks: int = 0
     items_incomplete: int = 0
     questions_answered: int = 0
@@ -171,7 +178,8 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
 
 
 def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | None = None,
-                      question_set: QuestionSet | None = None) -> RunSummary:
+                      question_set: QuestionSet | None = None, price_model: str | None = None,
+                      batch: bool = False) -> RunSummary:
     """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
 
     Every item is counted (per status in ``items_by_status``); each mean is over the
@@ -189,6 +197,10 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         question_set: the run's questions; when given, explanations are checked again
             against them (`explanation_flags`), so results stored before flags existed
             are counted too. None counts the ``flags`` stored with each verdict.
+        price_model: the LiteLLM id to price the usage at (`LMHandle.priced_as`); None
+            prices it by `lm` (`price_model_for_name`: the embedded model costs
+            ``0 (local)``, a served model at a base URL is ``unknown``).
+        batch: the calls went through a provider's batch API: priced at batch prices.
     """
     carded = [r for r in results if r.score_card is not None]
     judged = [r for r in carded if _status(r) == "scored"]
@@ -231,6 +243,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         tokens_per_item=(prompt + completion) / n if n else 0.0,
         seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
         cached_prompt_tokens=sum(r.usage.cached_prompt_tokens for r in results),
+        cache_write_tokens=sum(r.usage.cache_write_tokens for r in results),
         adapter_fallbacks=sum(r.usage.adapter_fallbacks for r in results),
         items_incomplete=sum(1 for r in results if not r.complete),
         questions_answered=sum(r.answered_count for r in results),
@@ -244,6 +257,11 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
     )
     stored = sum(1 for v in explained if v.flags)
     summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
+    if price_model is None:
+        price_model = price_model_for_name(lm, embedded=summary.embedded_lm)
+    summary.cost = run_cost(prompt_tokens=prompt, completion_tokens=completion,
+                            cached_prompt_tokens=summary.cached_prompt_tokens,
+                            cache_write_tokens=summary.cache_write_tokens, items=n, model=price_model, batch=batch)
     return summary
 
 
@@ -320,14 +338,26 @@ def _p_yes(card: object, dim: str) -> float | None:
     return (card.p_yes_scores or {}).get(dim)
 
 
+def prompt_tokens_phrase(summary: RunSummary) -> str:
+    """``prompt tokens 12,538 per item, 10,120 of them from cache`` (the cached part only
+    when the provider reported one; cache writes too when it reported them)."""
+    n = summary.items or 1
+    text = f"prompt tokens {summary.prompt_tokens / n:,.0f} per item"
+    if summary.cached_prompt_tokens:
+        text += f", {summary.cached_prompt_tokens / n:,.0f} of them from cache"
+    if summary.cache_write_tokens:
+        text += f", {summary.cache_write_tokens / n:,.0f} written to cache"
+    return text
+
+
 def usage_line(summary: RunSummary) -> str:
-    """One line of cost: calls, tokens (cached part), fallbacks, time per item."""
+    """One line of usage: calls, tokens (prompt per item and its cached part, completion
+    per item), fallbacks, time per item."""
     tokens = summary.prompt_tokens + summary.completion_tokens
-    cached = (f", {summary.cached_prompt_tokens} of {summary.prompt_tokens} prompt tokens from the provider's cache"
-              if summary.cached_prompt_tokens else "")
+    n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
-    return (f"{summary.lm_calls} LM calls, {tokens} tokens ({summary.tokens_per_item:.0f} per item{cached})"
-            f"{fallbacks}, {summary.seconds_per_item:.1f} s per item")
+    return (f"{summary.lm_calls:,} LM calls, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
+            f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s per item")
 
 
 def status_line(summary: RunSummary) -> str:
@@ -401,7 +431,8 @@ def summary_table(summary: RunSummary) -> Table:
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
     warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    caption = Text("\n".join([status_line(summary), usage_line(summary), *warnings,
+    caption = Text("\n".join([status_line(summary), usage_line(summary),
+                              *([cost_line(summary.cost)] if summary.cost is not None else []), *warnings,
                               *([flagged_line(summary)] if flagged_line(summary) else [])]))
     for note in summary.notes:
         caption.append("\nNote: ", style="bold yellow")
@@ -466,9 +497,11 @@ def summary_markdown(summary: RunSummary) -> str:
         lines += ["", f"**Note:** {note}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
     lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
-                   f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item); "
+                   f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
+                   f"{prompt_tokens_phrase(summary)}); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
                    "per item."),
+              *([cost_line(summary.cost)] if summary.cost is not None else []),
               (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
                f"incomplete items: {summary.items_incomplete}."),
               f"Items by status: {status_line(summary)}.", ""]

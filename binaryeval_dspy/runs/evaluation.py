@@ -22,7 +22,9 @@ from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
+from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.prompt_cache import default_warm_prefix
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.run_directory import RunDirectory
@@ -195,6 +197,8 @@ def evaluate_items(
     fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
     seed_results: dict[str, ItemResult] | None = None,
+    warm_prefix: bool | None = None,
+    budget: CostBudget | None = None,
 ) -> EvaluationOutcome:
     """Judge every item not yet complete in `run_dir`, storing each result as soon as it is done.
 
@@ -225,6 +229,14 @@ def evaluate_items(
         seed_results: item id -> an incomplete result from elsewhere (a re-judge's
             previous run) to continue from when `run_dir` has none for that item: its
             answers are kept and only its unanswered questions are asked.
+        warm_prefix: send each item's first question alone and the rest after it, so a
+            provider's prompt cache is written before it is read (`ItemWork.warm_first`).
+            None: ``lm.warm_prefix`` if set, else on for a hosted model with
+            ``concurrency > 1`` (`binaryeval_dspy.lm.prompt_cache.default_warm_prefix`).
+        budget: a `CostBudget` (``--max-cost``) asked before every LM call; None uses
+            ``lm.cost_budget``. When it stops the run, calls in flight finish, their items
+            are stored (questions not asked as ``error`` verdicts, asked by a rerun) and
+            ``stopped_early`` says why.
 
     Returns:
         An `EvaluationOutcome`.
@@ -244,6 +256,7 @@ def evaluate_items(
         check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
         lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
         max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
+        warm_prefix=warm_prefix, budget=budget,
     )
 
 
@@ -264,6 +277,8 @@ def run_resumable(
     fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
     seed_results: dict[str, Any] | None = None,
+    warm_prefix: bool | None = None,
+    budget: CostBudget | None = None,
 ) -> EvaluationOutcome:
     """The resumable item loop over a run directory, for any kind of per-item result.
 
@@ -290,7 +305,7 @@ def run_resumable(
         check_stored: refuses stored results that do not belong to these items.
         freeze: called once the run is started (e.g. to keep the question set).
         lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures,
-            seed_results: as in `evaluate_items`.
+            seed_results, warm_prefix, budget: as in `evaluate_items`.
 
     Returns:
         An `EvaluationOutcome`.
@@ -301,6 +316,12 @@ def run_resumable(
     started = time.perf_counter()
     if lm is not None and lm.embedded:
         concurrency = 1  # one in-process llama.cpp model: calls are serialized, prefix reuse needs order
+    if warm_prefix is None:
+        warm_prefix = getattr(lm, "warm_prefix", None)
+    if warm_prefix is None:
+        warm_prefix = default_warm_prefix(lm, concurrency)
+    if budget is None:
+        budget = getattr(lm, "cost_budget", None)
     run_dir.lock()
     try:
         run_dir.check(manifest)
@@ -372,7 +393,8 @@ def run_resumable(
         for verdict in getattr(result, "verdicts", ()):
             if verdict.source == "lm" and verdict.answered:
                 outcome.lm_answers += 1
-            elif verdict.verdict == "error" and outcome.first_error is None:
+            elif (verdict.verdict == "error" and outcome.first_error is None
+                  and not (verdict.error or "").startswith("NotAsked:")):  # a --max-cost stop is not a failure
                 outcome.first_error = verdict.error
         if not is_complete:
             outcome.incomplete.append(item_id)
@@ -390,13 +412,18 @@ def run_resumable(
     def planned(_index: int, item: dspy.Example) -> ItemWork:
         if empty_result is not None and _has_empty_output(item):
             return ItemWork(calls=[], finish=lambda _results: _EMPTY_OUTPUT)  # no program, no LM call
-        return plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
+        work = plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
+        if warm_prefix and len(work.calls) > 1:
+            work.warm_first = True  # the first question writes the prompt cache the others read
+        return work
 
     context = lm.context() if lm is not None else contextlib.nullcontext()
     try:
         with context:
-            map_items(todo, planned, on_done, concurrency=concurrency)
+            map_items(todo, planned, on_done, concurrency=concurrency, budget=budget)
         stopped_by_error = False
+        if budget is not None and budget.stop_reason:
+            outcome.stopped_early = budget.stop_reason  # the cause, even when an unasked question tripped another stop
     except KeyboardInterrupt:
         outcome.interrupted = True
         stopped_by_error = False

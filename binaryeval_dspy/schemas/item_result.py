@@ -38,6 +38,9 @@ class Usage(BaseModel):
             0 when the provider reports none.
         adapter_fallbacks: calls that were second attempts in another output format after
             a reply failed to parse (0 with our default adapters, which never retry).
+        cache_write_tokens: the part of `prompt_tokens` the provider wrote to its prompt
+            cache (Anthropic's ``cache_creation_input_tokens``, billed at 1.25x input); 0
+            when the provider reports none.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +50,7 @@ class Usage(BaseModel):
     completion_tokens: int = Field(default=0, ge=0)
     cached_prompt_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     adapter_fallbacks: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    cache_write_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
