@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,20 @@ def _check_ids(examples: list[dspy.Example], path: Path, id_field: str | None) -
         seen[ex.item_id] = ex.line
 
 
+def _examples(rows: Iterable[tuple[int, dict[str, Any]]], path: Path, *, input_field: str, output_field: str,
+              id_field: str | None, limit: int | None, empty_output: str) -> list[dspy.Example]:
+    """Items from numbered rows (JSONL or CSV), at most `limit`, ids checked unique, none empty."""
+    examples: list[dspy.Example] = []
+    for number, row in rows:
+        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
+                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
+        if limit is not None and len(examples) >= limit:
+            break
+    _check_ids(examples, path, id_field)
+    _check_not_empty(examples, path)
+    return examples
+
+
 def load_jsonl(
     path: str | Path,
     *,
@@ -150,15 +164,8 @@ def load_jsonl(
     path = _existing(path)
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
-    examples: list[dspy.Example] = []
-    for number, row in read_jsonl_rows(path):
-        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
-        if limit is not None and len(examples) >= limit:
-            break
-    _check_ids(examples, path, id_field)
-    _check_not_empty(examples, path)
-    return examples
+    return _examples(read_jsonl_rows(path), path, input_field=input_field, output_field=output_field,
+                     id_field=id_field, limit=limit, empty_output=empty_output)
 
 
 def load_csv(
@@ -182,15 +189,8 @@ def load_csv(
     _check_empty_output_policy(empty_output)
     _, rows = read_csv_rows(path, {input_field: "input", output_field: "output",
                                    **({id_field: "id"} if id_field else {})})
-    examples: list[dspy.Example] = []
-    for number, row in rows:
-        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
-        if limit is not None and len(examples) >= limit:
-            break
-    _check_ids(examples, path, id_field)
-    _check_not_empty(examples, path)
-    return examples
+    return _examples(rows, path, input_field=input_field, output_field=output_field, id_field=id_field,
+                     limit=limit, empty_output=empty_output)
 
 
 def _check_csv_header(fieldnames: Sequence[str] | None, path: Path, required: Mapping[str, str]) -> None:
