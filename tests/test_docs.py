@@ -406,6 +406,10 @@ def docs_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(sys, "path", [str(work), *sys.path])
     lm, adapter = dspy.settings.lm, dspy.settings.adapter
     checks = dict(check_registry._REGISTRY)
+    # A fresh clone has only the built-in checks: user checks registered by earlier tests
+    # (e.g. the audit example's, imported from another path) would collide with the page's.
+    for name in [n for n, d in check_registry._REGISTRY.items() if not d.builtin]:
+        del check_registry._REGISTRY[name]
     yield work
     dspy.configure(lm=lm, adapter=adapter)
     check_registry._REGISTRY.clear()
