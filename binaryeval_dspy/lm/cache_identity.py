@@ -345,6 +345,15 @@ class CacheScopedLM(dspy.LM):
                        "{'type': 'json_object', 'schema': ...} from now on.", self.model)
         return True
 
+    def _after_failed_probe(self, exc: LMError, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The request's kwargs after a failed schema probe: reshaped when the server refused
+        the format; unchanged for a retryable fault (the normal call retries it); else re-raise."""
+        if self._format_rejected(exc):
+            return self._shaped(kwargs)
+        if not is_retryable_lm_error(exc):
+            raise exc
+        return kwargs
+
     def _single_attempt(self) -> CacheScopedLM:
         probe = copy.copy(self)  # shares history, kwargs and connection pools; only retries differ
         probe.num_retries = 0
@@ -386,10 +395,7 @@ class CacheScopedLM(dspy.LM):
                     try:
                         outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
                     except LMError as exc:
-                        if self._format_rejected(exc):
-                            kwargs = self._shaped(kwargs)
-                        elif not is_retryable_lm_error(exc):
-                            raise
+                        kwargs = self._after_failed_probe(exc, kwargs)
                     else:
                         self.schema_dialect = "json_schema"
                         return outputs
@@ -403,10 +409,7 @@ class CacheScopedLM(dspy.LM):
             try:
                 outputs = await self._arun(self._single_attempt(), prompt, messages, kwargs)
             except LMError as exc:
-                if self._format_rejected(exc):
-                    kwargs = self._shaped(kwargs)
-                elif not is_retryable_lm_error(exc):
-                    raise
+                kwargs = self._after_failed_probe(exc, kwargs)
             else:
                 self.schema_dialect = "json_schema"
                 return outputs
