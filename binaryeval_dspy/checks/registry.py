@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.errors import ArgumentTypeError, BinEvalError, ConfigError
 
 CheckFunction = Callable[..., Any]
 
@@ -77,12 +77,14 @@ class CheckDefinition:
         """The keyword arguments `func` will get, validated.
 
         Raises:
-            ValueError: an unknown, missing or ill-typed parameter; the message names
-                the check, the parameter and the accepted ones.
+            ConfigError: an unknown, missing or ill-typed parameter; the message names
+                the check, the parameter and the accepted ones (a `ValueError`, which
+                pydantic turns into a located validation error).
         """
         if not isinstance(params, dict):
-            raise ValueError(  # noqa: TRY004 - pydantic turns ValueError into a located validation error
-                f"check '{self.name}': 'params' must be an object, got {type(params).__name__}")
+            raise ConfigError(  # a ValueError: pydantic turns it into a located validation error
+                f"check '{self.name}': bad 'params'", expected="an object of parameter names to values",
+                received=type(params).__name__, fix="write 'params' as a JSON object, e.g. {\"min\": 1}.")
         if self.params_model is not None:
             try:
                 model = self.params_model.model_validate(params)
@@ -90,16 +92,19 @@ class CheckDefinition:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first.get("loc", ())) or "params"
                 msg = first.get("msg", "invalid").removeprefix("Value error, ")
-                raise ValueError(
-                    f"check '{self.name}': parameter '{where}': {msg} "
-                    f"(accepted parameters: {', '.join(self.accepted_params()) or 'none'})"
+                raise ConfigError(
+                    f"check '{self.name}': parameter '{where}': {msg.rstrip('.')}.",
+                    fix=f"correct it (accepted parameters: {', '.join(self.accepted_params()) or 'none'}).",
                 ) from None
             return {name: getattr(model, name) for name in self.params_model.model_fields}
         try:
             inspect.signature(self.func).bind("", **params)
         except TypeError as exc:
-            raise ValueError(
-                f"check '{self.name}': {exc} (accepted parameters: {', '.join(self.accepted_params()) or 'none'})"
+            raise ConfigError(
+                f"check '{self.name}': {exc}",
+                expected=f"its accepted parameters ({', '.join(self.accepted_params()) or 'none'})",
+                received=", ".join(sorted(params)) or "none",
+                fix="rename, add or remove parameters in the check's 'params'.",
             ) from None
         return dict(params)
 
@@ -107,7 +112,7 @@ class CheckDefinition:
         """Validate `params`, run the check on `text` and normalize what it returns.
 
         Raises:
-            ValueError: bad parameters. TypeError: the function returned something
+            ConfigError: bad parameters. ArgumentTypeError: the function returned something
                 other than a CheckResult, a bool or a (bool, str) pair. Whatever the
                 function itself raises propagates (the caller records it as unparsed).
         """
@@ -119,7 +124,8 @@ def as_check_result(value: Any, name: str = "check") -> CheckResult:
     """Normalize a check function's return value to a `CheckResult`.
 
     Raises:
-        TypeError: `value` is not a CheckResult, bool, or (bool | None, str) pair.
+        ArgumentTypeError: `value` is not a CheckResult, bool, or (bool | None, str) pair
+            (also a `TypeError`).
     """
     if isinstance(value, CheckResult):
         return value
@@ -127,8 +133,10 @@ def as_check_result(value: Any, name: str = "check") -> CheckResult:
         return CheckResult(passed=value, evidence=f"{name} returned {value}")
     if isinstance(value, tuple) and len(value) == 2 and (value[0] is None or isinstance(value[0], bool)):
         return CheckResult(passed=value[0], evidence=str(value[1]))
-    raise TypeError(
-        f"check '{name}' returned {type(value).__name__}; expected a CheckResult, a bool, or a (bool, evidence) pair"
+    raise ArgumentTypeError(
+        f"check '{name}' returned a value of the wrong type",
+        expected="a CheckResult, a bool, or a (bool, evidence) pair", received=type(value).__name__,
+        fix=f"make the function registered as '{name}' return one of those.",
     )
 
 
@@ -209,16 +217,17 @@ def get_check(name: str) -> CheckDefinition:
     """The registered check `name`.
 
     Raises:
-        ValueError: no check has that name; the message lists the known ones and
-            how to register a new one.
+        ConfigError: no check has that name (a `ValueError`); the message lists the
+            known ones and how to register a new one.
     """
     try:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
-        raise ValueError(
-            f"unknown check '{name}' (known checks: {known}); register your own with "
-            "binaryeval_dspy.checks.register_check, or pass --checks-module FILE.py to the CLI"
+        raise ConfigError(
+            f"unknown check '{name}'", expected=f"one of the known checks ({known})", received=repr(name),
+            fix="register your own with binaryeval_dspy.checks.register_check, or pass --checks-module "
+                "FILE.py to the CLI.",
         ) from None
 
 

@@ -97,8 +97,8 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     previous = RunDirectory(run_dir_path)
     old = previous.read_manifest()
     if old is None:
-        raise RunStateError(f"{run_dir_path} is not a run directory (no manifest.json). "
-                            "Fix: pass the --out directory of an earlier `bineval evaluate`.")
+        raise RunStateError(f"{run_dir_path} is not a run directory (no manifest.json).",
+                            fix="pass the --out directory of an earlier `bineval evaluate`.")
     config = old.config
     loaded_checks = load_checks_modules(checks_modules)
     _warn_changed_checks(config.get("checks_modules") or [], loaded_checks)
@@ -129,14 +129,14 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
         ctx.meta["bineval_adapter"] = config["adapter"]  # the run's adapter unless --adapter says otherwise
     spec = lm_spec or config.get("lm_spec")
     if not spec:
-        raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}). "
-                            "Fix: pass the same --lm again.")
+        raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}).",
+                            fix="pass the same --lm again.")
     handle = build_lm(str(spec), lm_model or config.get("lm_model"), api_key_env or config.get("api_key_env"),
                       max_tokens or int(config.get("max_tokens") or 512))
     if handle.name != old.lm:
         raise RunStateError(f"{run_dir_path} was judged by {old.lm!r}, this command would use {handle.name!r}: "
-                            "re-judging with another LM would mix two evaluators. Fix: use the same --lm, or "
-                            "start a new baseline with `bineval evaluate`.")
+                            "re-judging with another LM would mix two evaluators.",
+                            fix="use the same --lm, or start a new baseline with `bineval evaluate`.")
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,

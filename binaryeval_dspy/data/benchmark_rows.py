@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.data.items import read_jsonl_rows
-from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.errors import InputError, UnknownNameError
 
 
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -33,13 +33,16 @@ def require_rows(items: list, path: Path) -> None:
 
 def lookup(row: Mapping[str, Any], field: str) -> Any:
     """The value at `field` in `row`; a dotted name (``scores.coherence``) walks nested
-    objects. Raises KeyError when any step is missing."""
+    objects. Raises `UnknownNameError` (a KeyError) when any step is missing."""
     if field in row:
         return row[field]
     value: Any = row
     for part in field.split("."):
         if not isinstance(value, Mapping) or part not in value:
-            raise KeyError(field)
+            raise UnknownNameError(f"the row has no field {field!r}", expected=f"a field '{part}' in the row",
+                                   received=", ".join(sorted(map(str, value))) if isinstance(value, Mapping)
+                                   else type(value).__name__,
+                                   fix="map a field the rows have, or add it to every row.")
         value = value[part]
     return value
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from binaryeval_dspy.errors import ArgumentTypeError
+
 #: What to do with an item whose output is empty: record it (status ``empty_output``,
 #: no LM call, no score) or refuse the items file.
 EMPTY_OUTPUT_POLICIES = ("record", "fail")
@@ -39,7 +41,7 @@ def is_empty_output(text: str | None) -> bool:
         False as soon as one visible character is present.
 
     Raises:
-        TypeError: `text` is neither a string nor None.
+        ArgumentTypeError: `text` is neither a string nor None (also a `TypeError`).
 
     Example:
         >>> is_empty_output("\\u200b\\u200b"), is_empty_output(" ok ")
@@ -48,5 +50,6 @@ def is_empty_output(text: str | None) -> bool:
     if text is None:
         return True
     if not isinstance(text, str):
-        raise TypeError(f"is_empty_output needs a string or None, got {type(text).__name__}")
+        raise ArgumentTypeError("bad text for is_empty_output", expected="a string or None",
+                                received=type(text).__name__, fix="pass the output text itself.")
     return not visible_text(text)

@@ -17,14 +17,18 @@ as an empty response), and a BinEval score the judge could not give is stored as
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import dspy
 from pydantic import BaseModel, ConfigDict
 
 import binaryeval_dspy.ifbench.constraints  # noqa: F401  (importing registers the checkers)
-from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.errors import ArgumentTypeError, ConfigError, InputError
 from binaryeval_dspy.ifbench.registry import Checker, bind_checker
+from binaryeval_dspy.schemas.versioned import check_schema_version
+
+#: the format version of a saved `IFBenchResult`
+IFBENCH_RESULT_SCHEMA_VERSION = 1
 
 
 class IFBenchResult(BaseModel):
@@ -39,7 +43,8 @@ class IFBenchResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: Annotated[int, check_schema_version(
+        IFBENCH_RESULT_SCHEMA_VERSION, "IFBench result")] = IFBENCH_RESULT_SCHEMA_VERSION
     key: str | None
     instruction_id_list: list[str]
     follow_instruction_list: list[bool]
@@ -51,9 +56,9 @@ def _fields(example_or_fields: Any) -> Mapping[str, Any]:
         return example_or_fields.toDict()
     if isinstance(example_or_fields, Mapping):
         return example_or_fields
-    raise TypeError(
-        "expected a dspy.Example or a mapping with instruction_id_list and kwargs, "
-        f"got {type(example_or_fields).__name__}"
+    raise ArgumentTypeError(
+        "bad IFBench prompt", expected="a dspy.Example or a mapping with instruction_id_list and kwargs",
+        received=type(example_or_fields).__name__, fix="pass a row of the IFBench test set (or its dspy.Example).",
     )
 
 
@@ -172,7 +177,8 @@ def check_response(
         return check_strict(example_or_fields, response)
     if mode == "loose":
         return check_loose(example_or_fields, response)
-    raise ValueError(f"mode must be 'strict' or 'loose', got {mode!r}")
+    raise ConfigError("bad mode", expected="'strict' or 'loose'", received=repr(mode),
+                      fix="pass mode='strict' (IFBench's headline numbers) or mode='loose'.")
 
 
 def ifbench_accuracy(results: Sequence[IFBenchResult]) -> dict[str, float]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.errors import ConfigError, InputError
 
 Checker = Callable[[str], bool]
 
@@ -55,7 +55,8 @@ def constraint(
 
     def register(check: Callable[..., bool]) -> Callable[..., bool]:
         if instruction_id in CONSTRAINTS:
-            raise ValueError(f"constraint {instruction_id!r} is registered twice")
+            raise ConfigError(f"constraint {instruction_id!r} is registered twice",
+                              fix="give the second checker another instruction id, or remove one of them.")
         signature = inspect.signature(check, eval_str=True)
         arguments = {
             name: parameter.annotation

@@ -13,7 +13,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
 from binaryeval_dspy.lm.adapters import judging_adapter
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -116,15 +116,17 @@ class BinEval(dspy.Module):
     ) -> None:
         super().__init__()
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-            raise BinEvalError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+            raise ConfigError("bad num_threads", expected="an integer >= 1", received=repr(num_threads),
+                              fix="pass num_threads=1, or the number of judge calls to run at once.")
         if logprobs not in ("auto", "on", "off"):
-            raise BinEvalError(f"logprobs must be 'auto', 'on' or 'off', got {logprobs!r}")
+            raise ConfigError("bad logprobs", expected="'auto', 'on' or 'off'", received=repr(logprobs),
+                              fix="pass logprobs='auto' (use log-probabilities when the LM returns them).")
         if isinstance(question_set, (str, Path)):
             question_set = QuestionSet.load(question_set)
         if question_set is not None and not isinstance(question_set, QuestionSet):
-            raise BinEvalError(
-                f"question_set must be a QuestionSet or the path of its JSON file, got {type(question_set).__name__}"
-            )
+            raise ConfigError("bad question_set", expected="a QuestionSet or the path of its JSON file",
+                              received=type(question_set).__name__,
+                              fix="load the file with QuestionSet.load(path), or pass its path.")
         self.questions = QuestionSetState(question_set)
         self.explanations = bool(explanations)
         self.judge = dspy.Predict(JudgeBinaryQuestion if self.explanations else JudgeBinaryVerdict)
@@ -146,9 +148,8 @@ class BinEval(dspy.Module):
     def question_set(self) -> QuestionSet:
         """The question set in use. Raises BinEvalError if none was given or loaded."""
         if self.questions.value is None:
-            raise BinEvalError(
-                "this BinEval has no question set: pass one to BinEval(question_set) or load a saved program"
-            )
+            raise BinEvalError("this BinEval has no question set.",
+                               fix="pass one to BinEval(question_set), or load a saved program.")
         return self.questions.value
 
     @question_set.setter
@@ -318,7 +319,9 @@ def _checked_scale(scale: object) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in scale)  # type: ignore[union-attr]
     except (TypeError, ValueError) as exc:
-        raise BinEvalError(f"scale must be two numbers (a, b), got {scale!r}") from exc
+        raise ConfigError("bad scale", expected="two numbers (a, b)", received=repr(scale),
+                          fix="pass scale=(0, 1), or the interval the scores should span.") from exc
     if not (math.isfinite(low) and math.isfinite(high)) or low == high:
-        raise BinEvalError(f"scale must be two different finite numbers, got {scale!r}")
+        raise ConfigError("bad scale", expected="two different finite numbers (a, b)", received=repr(scale),
+                          fix="pass scale=(0, 1), or the interval the scores should span.")
     return low, high

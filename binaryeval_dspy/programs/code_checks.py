@@ -7,6 +7,7 @@ A check that raises, returns something unreadable, or cannot decide gives an
 from __future__ import annotations
 
 from binaryeval_dspy.checks.registry import get_check
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -25,11 +26,13 @@ def answer_with_check(question: BinaryQuestion, *, input: str, output: str) -> Q
         "unparsed" with ``error`` when the check raised or could not decide.
 
     Raises:
-        ValueError: `question` has no check.
+        ConfigError: `question` has no check (also a ValueError).
     """
     spec = question.check
     if spec is None:
-        raise ValueError(f"question '{question.id}' has no check")
+        raise ConfigError(f"question '{question.id}' has no check", expected="a question with a `check`",
+                          received="a question for the LM",
+                          fix="call answer_with_check only for questions whose `check` is set.")
     text = output if spec.on == "output" else input
     try:
         result = get_check(spec.name).run(text, spec.params)

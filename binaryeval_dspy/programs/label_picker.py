@@ -8,6 +8,7 @@ from typing import Literal
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.schemas.named_verdict import LabelAttempt
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -63,13 +64,14 @@ class LabelPicker(dspy.Module):
         max_attempts: tries in all (default 2: one retry).
 
     Raises:
-        ValueError: `max_attempts` < 1.
+        ConfigError: `max_attempts` < 1 (also a ValueError).
     """
 
     def __init__(self, policy: VerdictPolicy, *, max_attempts: int = 2) -> None:
         super().__init__()
         if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+            raise ConfigError("bad max_attempts", expected="an integer >= 1", received=repr(max_attempts),
+                              fix="pass max_attempts=2 (the default).")
         self.policy = policy
         self.max_attempts = max_attempts
         names = tuple(policy.names)

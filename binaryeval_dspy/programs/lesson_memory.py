@@ -8,6 +8,7 @@ import re
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.schemas.optimization_history import DedupDecision
 from binaryeval_dspy.signatures.lesson_dedup import DedupLesson
 
@@ -35,7 +36,8 @@ class LessonMemory(dspy.Module):
     def __init__(self, *, max_lessons: int = 10) -> None:
         super().__init__()
         if max_lessons < 1:
-            raise ValueError(f"max_lessons must be >= 1, got {max_lessons}")
+            raise ConfigError("bad max_lessons", expected="an integer >= 1", received=repr(max_lessons),
+                              fix="pass a positive number of lessons to keep.")
         self.max_lessons = max_lessons
         self.dedup = dspy.Predict(DedupLesson)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ class NoteTaker(dspy.Module):
     def __init__(self, *, prompt_role: str, max_lessons_per_item: int = 3, max_input_chars: int = 6000) -> None:
         super().__init__()
         if max_lessons_per_item < 1:
-            raise ValueError(f"max_lessons_per_item must be >= 1, got {max_lessons_per_item}")
+            raise ConfigError("bad max_lessons_per_item", expected="an integer >= 1",
+                              received=repr(max_lessons_per_item), fix="pass max_lessons_per_item=3 (the default).")
         self.prompt_role = prompt_role
         self.max_lessons_per_item = max_lessons_per_item
         self.max_input_chars = max_input_chars

@@ -7,6 +7,7 @@ import re
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
@@ -31,15 +32,17 @@ class PressureTest(dspy.Module):
             reply cut by the cap is still read, and the first questions are kept.
 
     Raises:
-        ValueError: `max_questions` or `draft_max_tokens` < 1.
+        ConfigError: `max_questions` or `draft_max_tokens` < 1 (also a ValueError).
     """
 
     def __init__(self, *, max_questions: int = 3, draft_max_tokens: int = 200) -> None:
         super().__init__()
         if max_questions < 1:
-            raise ValueError(f"max_questions must be >= 1, got {max_questions}")
+            raise ConfigError("bad max_questions", expected="an integer >= 1", received=repr(max_questions),
+                              fix="pass max_questions=3 (the default).")
         if draft_max_tokens < 1:
-            raise ValueError(f"draft_max_tokens must be >= 1, got {draft_max_tokens}")
+            raise ConfigError("bad draft_max_tokens", expected="an integer >= 1", received=repr(draft_max_tokens),
+                              fix="pass a positive token count.")
         self.max_questions = max_questions
         self.draft_max_tokens = draft_max_tokens
         self.draft = dspy.Predict(DraftRefutationQuestions)

@@ -21,6 +21,7 @@ from typing import Literal
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.programs.lesson_memory import LessonMemory
 from binaryeval_dspy.schemas.optimization_history import RewriteRecord
 from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
@@ -109,9 +110,11 @@ class PromptUpdater(dspy.Module):
     ) -> None:
         super().__init__()
         if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+            raise ConfigError("bad max_attempts", expected="an integer >= 1", received=repr(max_attempts),
+                              fix="pass max_attempts=2 (the default).")
         if max_prompt_chars is not None and max_prompt_chars < 1:
-            raise ValueError(f"max_prompt_chars must be >= 1 or None, got {max_prompt_chars}")
+            raise ConfigError("bad max_prompt_chars", expected="an integer >= 1, or None for no limit",
+                              received=repr(max_prompt_chars), fix="pass a positive length, or None.")
         self.memory = LessonMemory(max_lessons=max_lessons)
         self.rewriter = dspy.Predict(RewriteSubstring)
         self.max_attempts = max_attempts

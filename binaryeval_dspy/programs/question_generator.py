@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
 from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
     FallbackTemplate,
@@ -195,7 +195,8 @@ class QuestionGenerator(dspy.Module):
     def __init__(self, *, dimensions: list[str] | None = None, max_requirements: int = 12) -> None:
         super().__init__()
         if max_requirements < 1:
-            raise BinEvalError(f"max_requirements must be >= 1, got {max_requirements}")
+            raise ConfigError("bad max_requirements", expected="an integer >= 1", received=repr(max_requirements),
+                              fix="pass max_requirements=12 (the default), or another positive count.")
         self.dimensions = _user_dimensions(dimensions)
         self.max_requirements = max_requirements
         self.summarize = dspy.Predict(SummarizeRequirements)

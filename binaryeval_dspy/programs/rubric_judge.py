@@ -41,7 +41,7 @@ from typing import Any, Literal
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.errors import ConfigError, InputError
 from binaryeval_dspy.lm.adapters import schema_support
 from binaryeval_dspy.lm.logprobs import (
     NO_ALLOWED_VALUE,
@@ -136,7 +136,7 @@ class RubricJudge(dspy.Module):
         top_logprobs: alternatives per token requested (20 is the usual provider cap).
 
     Raises:
-        BinEvalError: `logprobs` is not auto / on / require / off.
+        ConfigError: `logprobs` is not auto / on / require / off.
         InputError: a dimension is not in the rubric.
 
     Subclasses implement `score_dimension(input, output, dimension)`, returning the
@@ -147,7 +147,8 @@ class RubricJudge(dspy.Module):
                  logprobs: LogprobMode = "auto", top_logprobs: int = 20) -> None:
         super().__init__()
         if logprobs not in LOGPROB_MODES:
-            raise BinEvalError(f"logprobs must be 'auto', 'on' (or 'require') or 'off', got {logprobs!r}")
+            raise ConfigError("bad logprobs", expected="'auto', 'on' (or 'require') or 'off'", received=repr(logprobs),
+                              fix="pass logprobs='auto' (use log-probabilities when the LM returns them).")
         self.rubric = rubric
         self.dimensions = list(dimensions or rubric.dimensions)
         for d in self.dimensions:

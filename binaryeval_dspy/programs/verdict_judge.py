@@ -13,7 +13,7 @@ from typing import Literal
 
 import dspy
 
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.call_pool import ItemWork
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
@@ -68,14 +68,15 @@ class VerdictJudge(dspy.Module):
     ) -> None:
         super().__init__()
         if aggregation not in ("verdict", "both"):
-            raise BinEvalError(f"VerdictJudge aggregation must be 'verdict' or 'both', got {aggregation!r}; "
-                               "use BinEval for 'score'")
+            raise ConfigError("bad VerdictJudge aggregation", expected="'verdict' or 'both'",
+                              received=repr(aggregation), fix="use BinEval for aggregation 'score'.")
         if pressure_test not in PRESSURE_TEST_MODES:
-            raise BinEvalError(f"pressure_test must be one of {PRESSURE_TEST_MODES}, got {pressure_test!r}")
+            raise ConfigError("bad pressure_test", expected=f"one of {PRESSURE_TEST_MODES}",
+                              received=repr(pressure_test), fix="pass pressure_test='non-pass' (the default).")
         if question_set.verdict_policy is None:
             raise BinEvalError(
-                "this question set declares no verdict_policy, so there are no labels to pick from. Fix: add a "
-                "'verdict_policy' with 'labels' to the question-set file, or use aggregation 'score'."
+                "this question set declares no verdict_policy, so there are no labels to pick from.",
+                fix="add a 'verdict_policy' with 'labels' to the question-set file, or use aggregation 'score'.",
             )
         self.aggregation = aggregation
         self.pressure_test_mode = pressure_test

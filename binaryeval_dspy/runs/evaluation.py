@@ -485,8 +485,8 @@ def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], 
         if result.question_set_hash != manifest.question_set_hash:
             raise RunStateError(
                 f"stored result for item {result.item_id!r} was made with question set "
-                f"{result.question_set_hash}, this command uses {manifest.question_set_hash}. "
-                "Fix: choose another --out for a new run."
+                f"{result.question_set_hash}, this command uses {manifest.question_set_hash}.",
+                fix="choose another --out for a new run.",
             )
         item = by_id.get(result.item_id)
         if item is None:
@@ -497,6 +497,6 @@ def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], 
         if changed:
             raise RunStateError(
                 f"item {result.item_id!r} already has a result, but its {' and '.join(changed)} "
-                f"differ from the text judged then (line {item.get('line')} of {manifest.items_path}). "
-                "Fix: use another --out for a new run, or re-judge changed outputs explicitly."
+                f"differ from the text judged then (line {item.get('line')} of {manifest.items_path}).",
+                fix="use another --out for a new run, or re-judge changed outputs explicitly.",
             )

@@ -67,13 +67,14 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
     """
     manifest = previous.read_manifest()
     if manifest is None:
-        raise RunStateError(f"{previous.path} is not a run directory (no manifest.json). "
-                            "Fix: pass the --out directory of an earlier `bineval evaluate`.")
+        raise RunStateError(f"{previous.path} is not a run directory (no manifest.json).",
+                            fix="pass the --out directory of an earlier `bineval evaluate`.")
     frozen = previous.read_frozen_question_set()
     if frozen is not None and frozen.content_hash != manifest.question_set_hash:
         raise RunStateError(
             f"{previous.frozen_question_set_path} has hash {frozen.content_hash} but the run's manifest records "
-            f"{manifest.question_set_hash}: the frozen copy was edited. Fix: restore it (or re-run evaluate)."
+            f"{manifest.question_set_hash}: the frozen copy was edited.",
+            fix="restore it (or re-run evaluate).",
         )
     if given is not None and given.content_hash != manifest.question_set_hash:
         changes = question_set_differences(frozen, given) if frozen is not None else []
@@ -82,15 +83,16 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
             f"the question set changed since {previous.path} was judged: it now has hash {given.content_hash}, "
             f"the run used {manifest.question_set_hash}{detail}. A re-judge must ask exactly the same questions, "
             "otherwise a changed verdict could come from the edited output or from the moved bar, and nobody "
-            "could tell which. Fix: leave --question-set out (the run keeps a frozen copy), restore the file, "
-            "or start a new baseline with `bineval evaluate`."
+            "could tell which.",
+            fix="leave --question-set out (the run keeps a frozen copy), restore the file, "
+                "or start a new baseline with `bineval evaluate`.",
         )
     if frozen is not None:
         return frozen
     if given is None:
         raise RunStateError(
-            f"{previous.path} has no frozen question_set.json (made before runs kept one). "
-            f"Fix: pass --question-set {manifest.question_set_path} (its hash is checked against the run)."
+            f"{previous.path} has no frozen question_set.json (made before runs kept one).",
+            fix=f"pass --question-set {manifest.question_set_path} (its hash is checked against the run).",
         )
     return given
 
@@ -249,11 +251,15 @@ def rejudge_items(
             or the question set is not the previous run's.
     """
     if run_dir.path.resolve() == previous.path.resolve():
-        raise RunStateError(f"re-judging into {previous.path} would overwrite the previous results. "
-                            "Fix: choose another --out (or leave it out for a fresh directory).")
+        raise RunStateError(f"re-judging into {previous.path} would overwrite the previous results.",
+                            fix="choose another --out (or leave it out for a fresh directory).")
     old_manifest = previous.read_manifest()
     if old_manifest is None or program.question_set.content_hash != old_manifest.question_set_hash:
-        raise RunStateError("the program's question set is not the one the previous run was judged with")
+        raise RunStateError("the program's question set is not the one the previous run was judged with",
+                            expected=f"hash {old_manifest.question_set_hash}" if old_manifest is not None else None,
+                            received=f"hash {program.question_set.content_hash}",
+                            fix="build the program from the previous run's question set "
+                                "(`frozen_question_set(previous)`).")
     previous_results = previous.read_results()
     plan = plan_rejudge(previous_results, items)
     seeds = {r.item_id: r for r in previous_results if r.item_id in set(plan.completed_ids)}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from binaryeval_dspy.schemas.named_verdict import NamedVerdict
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.versioned import check_schema_version
 
 ITEM_RESULT_SCHEMA_VERSION = 1
 #: What became of an item: judged (with whatever answers it got), skipped because its
@@ -115,7 +116,10 @@ class ItemResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = ITEM_RESULT_SCHEMA_VERSION
+    schema_version: Annotated[int, check_schema_version(
+        ITEM_RESULT_SCHEMA_VERSION, "item result",
+        older_fix="judge the items again with this version, into a new run directory (--out)")] = (
+        ITEM_RESULT_SCHEMA_VERSION)
     item_id: str
     line: int | None = None
     output_hash: str

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.schemas.versioned import (
+    check_schema_version,
+    schema_version_fix,
+    schema_version_message,
+)
 
 OPTIMIZATION_HISTORY_SCHEMA_VERSION = 1
 
@@ -208,7 +213,9 @@ class OptimizationHistory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = OPTIMIZATION_HISTORY_SCHEMA_VERSION
+    schema_version: Annotated[int, check_schema_version(
+        OPTIMIZATION_HISTORY_SCHEMA_VERSION, "optimization history",
+        older_fix="run the optimization again with this version")] = OPTIMIZATION_HISTORY_SCHEMA_VERSION
     mode: Literal["cross_model", "human", "generation"]
     config: dict[str, Any] = Field(default_factory=dict)
     lms: dict[str, str] = Field(default_factory=dict)
@@ -297,5 +304,5 @@ class OptimizationHistory(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
-            raise InputError(first["msg"], path=path, field=field,
-                             fix="restore the file the optimizer wrote.") from exc
+            raise InputError(schema_version_message(first), path=path, field=field,
+                             fix=schema_version_fix(first) or "restore the file the optimizer wrote.") from exc

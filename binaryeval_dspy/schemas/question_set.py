@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,10 +23,15 @@ from pydantic import (
     model_validator,
 )
 
-from binaryeval_dspy.errors import QuestionSetError
+from binaryeval_dspy.errors import BinEvalError, QuestionSetError, UnknownNameError
 from binaryeval_dspy.schemas.check_spec import CheckSpec
 from binaryeval_dspy.schemas.generation_report import GenerationReport
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
+from binaryeval_dspy.schemas.versioned import (
+    check_schema_version,
+    schema_version_fix,
+    schema_version_message,
+)
 
 QUESTION_SET_SCHEMA_VERSION = 1
 
@@ -152,7 +157,10 @@ class QuestionSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: StrictInt = QUESTION_SET_SCHEMA_VERSION
+    schema_version: Annotated[StrictInt, check_schema_version(
+        QUESTION_SET_SCHEMA_VERSION, "question set",
+        older_fix="regenerate it with `bineval questions`, or rewrite it in the current format (README, "
+                  "'Output format')")] = QUESTION_SET_SCHEMA_VERSION
     task_prompt: str = ""
     dimensions: list[str] = Field(min_length=1)
     requirements: list[Requirement] = Field(default_factory=list)
@@ -198,15 +206,6 @@ class QuestionSet(BaseModel):
             expanded.append(q)
         data["questions"] = expanded
         return data
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known_version(cls, value: int) -> int:
-        if value != QUESTION_SET_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {value} is not supported (expected {QUESTION_SET_SCHEMA_VERSION})"
-            )
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> QuestionSet:
@@ -276,11 +275,12 @@ class QuestionSet(BaseModel):
         return groups
 
     def question(self, question_id: str) -> BinaryQuestion:
-        """The question with that id. Raises KeyError if there is none."""
+        """The question with that id. Raises `UnknownNameError` (a KeyError) if there is none."""
         for q in self.questions:
             if q.id == question_id:
                 return q
-        raise KeyError(question_id)
+        raise UnknownNameError(f"no question with id {question_id!r} in this question set",
+                               received=repr(question_id), fix="use an id of the set's questions.")
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
@@ -392,6 +392,13 @@ def _as_question_set_error(
         occurrence = 2 if "more than once" in msg else 1
     line = _line_of_id(raw_text, question_id, occurrence=occurrence) if question_id else None
     more = f" ({len(exc.errors())} problems in all; the first is shown)" if len(exc.errors()) > 1 else ""
+    version_fix = schema_version_fix(first)  # a file from another version: upgrade, not edit
+    if version_fix:
+        return QuestionSetError(schema_version_message(first) + more, path=path, field=field, fix=version_fix)
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, BinEvalError) and cause.fix:  # e.g. a check's own error: its fix, said once
+        return QuestionSetError(cause.message.removesuffix(".") + more, path=path, line=line, field=field,
+                                expected=cause.expected, received=cause.received, fix=cause.fix)
     return QuestionSetError(msg + more, path=path, line=line, field=field, fix=_FIX)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from binaryeval_dspy.schemas.versioned import check_schema_version
 
 REJUDGE_REPORT_SCHEMA_VERSION = 1
 
@@ -57,7 +59,9 @@ class RejudgeReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = REJUDGE_REPORT_SCHEMA_VERSION
+    schema_version: Annotated[int, check_schema_version(
+        REJUDGE_REPORT_SCHEMA_VERSION, "re-judge report",
+        older_fix="run bineval rejudge again with this version")] = REJUDGE_REPORT_SCHEMA_VERSION
     previous_run: str
     run: str
     question_set_hash: str

@@ -11,10 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.schemas.versioned import (
+    check_schema_version,
+    schema_version_fix,
+    schema_version_message,
+)
 
 RUBRIC_SCHEMA_VERSION = 1
 
@@ -60,15 +66,12 @@ class Rubric(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = RUBRIC_SCHEMA_VERSION
+    schema_version: Annotated[int, check_schema_version(
+        RUBRIC_SCHEMA_VERSION, "rubric",
+        older_fix="rewrite it like binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json")] = (
+        RUBRIC_SCHEMA_VERSION)
     benchmark: str = Field(min_length=1)
     dimensions: dict[str, DimensionRubric] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _version(self) -> Rubric:
-        if self.schema_version != RUBRIC_SCHEMA_VERSION:
-            raise ValueError(f"unsupported rubric schema_version {self.schema_version}")
-        return self
 
     @property
     def content_hash(self) -> str:
@@ -105,8 +108,10 @@ class Rubric(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise InputError(first["msg"], path=path, field=where or None,
-                             fix="compare the file with binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json.") from exc
+            raise InputError(schema_version_message(first), path=path, field=where or None,
+                             fix=schema_version_fix(first)
+                             or "compare the file with binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json.",
+                             ) from exc
 
     def save(self, path: str | Path) -> Path:
         """Write the rubric as indented JSON; returns the path."""

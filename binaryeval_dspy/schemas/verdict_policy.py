@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from binaryeval_dspy.errors import UnknownNameError
+
 
 class VerdictLabel(BaseModel):
     """One named verdict.
@@ -105,11 +107,12 @@ class VerdictPolicy(BaseModel):
         return [label.name for label in self.labels]
 
     def label(self, name: str) -> VerdictLabel:
-        """The label called `name`. Raises KeyError if undeclared."""
+        """The label called `name`. Raises `UnknownNameError` (a KeyError) if undeclared."""
         for label in self.labels:
             if label.name == name:
                 return label
-        raise KeyError(name)
+        raise UnknownNameError(f"no verdict label {name!r}", expected=f"one of {', '.join(self.names)}",
+                               received=repr(name), fix="use a label the verdict policy declares.")
 
     def is_pass(self, name: str) -> bool:
         """True when `name` is a pass label."""

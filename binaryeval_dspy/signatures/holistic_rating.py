@@ -21,6 +21,8 @@ from typing import Literal
 
 import dspy
 
+from binaryeval_dspy.errors import ConfigError
+
 
 class RateOnCriterion(dspy.Signature):
     """You grade one output on a single quality criterion. Read the input the output was
@@ -45,10 +47,11 @@ def rating_signature(low: int, high: int) -> type[dspy.Signature]:
     """`RateOnCriterion` with the score restricted to the integers low..high.
 
     Raises:
-        ValueError: `high` is not above `low`, or the range has more than 10 values.
+        ConfigError: `high` is not above `low`, or the range has more than 10 values (a `ValueError`).
     """
     if high <= low or high - low > 9:
-        raise ValueError(f"a rating scale needs 2 to 10 integer values, got {low}..{high}")
+        raise ConfigError("bad rating scale", expected="2 to 10 integer values (low < high <= low + 9)",
+                          received=f"{low}..{high}", fix="rate on a scale such as 1..5 or 1..10.")
     allowed = Literal[tuple(range(low, high + 1))]  # type: ignore[valid-type]
     return RateOnCriterion.with_updated_fields("score", type_=allowed)
 
@@ -61,9 +64,10 @@ def rating_text_signature(low: int, high: int) -> type[dspy.Signature]:
     values into the prompt.
 
     Raises:
-        ValueError: `high` is not above `low`, or the range has more than 10 values.
+        ConfigError: `high` is not above `low`, or the range has more than 10 values (a `ValueError`).
     """
     if high <= low or high - low > 9:
-        raise ValueError(f"a rating scale needs 2 to 10 integer values, got {low}..{high}")
+        raise ConfigError("bad rating scale", expected="2 to 10 integer values (low < high <= low + 9)",
+                          received=f"{low}..{high}", fix="rate on a scale such as 1..5 or 1..10.")
     return RateOnCriterion.with_updated_fields(
         "score", type_=str, desc=f"one whole number from {low} to {high}, written alone (e.g. {(low + high) // 2})")
