@@ -15,7 +15,8 @@ adapter every judgment of a run goes through, so that:
   `AdapterParseError` after one call and `BinEval` records the verdict as ``unparsed``
   (salvaging a yes/no when the text holds one).
 
-The adapters count what they did in an `AdapterStats` (thread-safe): judgments, second
+The adapters count what they did in an `AdapterStats` (thread-safe, in
+`binaryeval_dspy.lm.adapter_stats`): judgments, second
 calls made in another format (``fallback_calls``, 0 with the adapters built here: DSPy
 3.4's JSONAdapter picks its format before the call and never retries in another one,
 and the ChatAdapter's fallback is off), replies that did not parse, JSON calls sent
@@ -35,6 +36,7 @@ import pydantic
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.adapter_stats import AdapterStats
 from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 from binaryeval_dspy.lm.prompt_cache import (
     cache_breakpoint_route,
@@ -44,64 +46,6 @@ from binaryeval_dspy.lm.prompt_cache import (
 )
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
-
-
-class AdapterStats:
-    """Thread-safe counters of one adapter's work; read them with `as_dict` or the attributes.
-
-    Attributes:
-        calls: adapter invocations (one per judgment / predictor call).
-        fallback_calls: second LM calls made in another format after a reply did not
-            parse (each costs one extra request).
-        parse_failures: calls that ended in `AdapterParseError` (recorded as unparsed).
-        schema_not_sent: JSON-adapter calls whose request carried no JSON schema
-            (``json_object`` mode or no ``response_format``: the endpoint declares no
-            structured output, or the signature has no closed schema).
-        format_retries: requests sent again with the schema in another
-            ``response_format`` form after the server rejected the first form
-            (`CacheScopedLM` with ``schema_dialect="auto"``; at most a few per run).
-    """
-
-    _FIELDS = ("calls", "fallback_calls", "parse_failures", "schema_not_sent", "format_retries")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = dict.fromkeys(self._FIELDS, 0)
-
-    def add(self, name: str, n: int = 1) -> None:
-        """Add `n` to counter `name` (one of the attributes). Raises KeyError for another name."""
-        if name not in self._counts:
-            raise KeyError(f"unknown adapter counter {name!r}; expected one of {self._FIELDS}")
-        with self._lock:
-            self._counts[name] += n
-
-    def as_dict(self) -> dict[str, int]:
-        """A snapshot ``{"calls", "fallback_calls", "parse_failures", "schema_not_sent", "format_retries"}`` -> int."""
-        with self._lock:
-            return dict(self._counts)
-
-    def _get(self, name: str) -> int:
-        with self._lock:
-            return self._counts[name]
-
-    calls = property(lambda self: self._get("calls"), doc="Adapter invocations (one per judgment).")
-    fallback_calls = property(lambda self: self._get("fallback_calls"),
-                              doc="Second LM calls made in another format after a reply did not parse.")
-    parse_failures = property(lambda self: self._get("parse_failures"),
-                              doc="Calls that ended in AdapterParseError.")
-    schema_not_sent = property(lambda self: self._get("schema_not_sent"),
-                               doc="JSON-adapter calls whose request carried no JSON schema.")
-    format_retries = property(lambda self: self._get("format_retries"),
-                              doc="Requests re-sent with the schema in another response_format form.")
-
-    @property
-    def extra_calls(self) -> int:
-        """LM requests beyond one per judgment: ``fallback_calls + format_retries``."""
-        counts = self.as_dict()
-        return counts["fallback_calls"] + counts["format_retries"]
-
-    def __repr__(self) -> str:
-        return f"AdapterStats({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
 
 
 class _CountingAdapter:
@@ -323,8 +267,9 @@ def choose_adapter(
             schema-constrained decoding, which only the JSON adapter requests).
     """
     if not isinstance(policy, str) or policy.strip().lower() not in ADAPTER_POLICIES:
-        raise LMConfigError(f"adapter policy must be one of {', '.join(ADAPTER_POLICIES)}, got {policy!r}. "
-                            "Fix: --adapter auto (JSON with a schema where the endpoint supports it, else chat).")
+        raise LMConfigError("bad adapter policy", expected=f"one of {', '.join(ADAPTER_POLICIES)}",
+                            received=repr(policy),
+                            fix="--adapter auto (JSON with a schema where the endpoint supports it, else chat).")
     policy = policy.strip().lower()
     stats = stats if stats is not None else AdapterStats()
     embedded = _is_embedded(lm, spec)
@@ -334,7 +279,7 @@ def choose_adapter(
         if policy == "chat":
             raise LMConfigError(
                 f"--adapter chat cannot be used with the embedded model {where}: it answers reliably only under "
-                "schema-constrained decoding, which the JSON adapter requests. Fix: --adapter auto or json."
+                "schema-constrained decoding, which the JSON adapter requests.", fix="--adapter auto or json.",
             )
         return CountingJSONAdapter(stats=stats), "json", f"embedded model {where}: JSON schema constrains decoding"
     if policy == "chat":
@@ -399,3 +344,9 @@ def judging_adapter(current: Any, lm: Any) -> Any:
                                       use_json_adapter_fallback=current.use_json_adapter_fallback)
         _OWN_FOR_ADAPTER[current] = own
     return own
+
+
+__all__ = [
+    "ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter",
+    "judging_adapter", "schema_support",
+]

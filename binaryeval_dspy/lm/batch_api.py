@@ -87,8 +87,8 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None) -> BatchTa
     kwargs = dict(getattr(lm, "kwargs", {}) or {})
     if handle.embedded:
         raise LMConfigError(
-            f"--batch needs a provider's batch API, but {handle.name} is an embedded model run in this process. "
-            "Fix: drop --batch, or use --lm openai/<model> (or an OpenAI-compatible base URL with a batch API).")
+            f"--batch needs a provider's batch API, but {handle.name} is an embedded model run in this process.",
+            fix="drop --batch, or use --lm openai/<model> (or an OpenAI-compatible base URL with a batch API).")
     provider, _, wire = model.partition("/")
     if provider in (OPENAI_COMPATIBLE, "openai") and kwargs.get("api_base"):
         api_base = str(kwargs["api_base"])
@@ -103,7 +103,7 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None) -> BatchTa
     raise LMConfigError(
         f"--batch: {handle.name} is not reachable through a batch API here.{extra} Supported: --lm openai/<model> "
         "(OpenAI's Batch API), or an OpenAI-compatible base URL with --lm-model whose server implements /v1/files "
-        "and /v1/batches (e.g. a LiteLLM proxy). Fix: use one of those, or drop --batch for live calls.")
+        "and /v1/batches (e.g. a LiteLLM proxy).", fix="use one of those, or drop --batch for live calls.")
 
 
 def _litellm_version() -> str:

@@ -45,7 +45,8 @@ class CostBudget:
 
     def __init__(self, max_usd: float, price: ModelPrice | None, *, batch: bool = False) -> None:
         if isinstance(max_usd, bool) or not isinstance(max_usd, (int, float)) or not max_usd > 0:
-            raise LMConfigError(f"--max-cost must be a positive number of US dollars, got {max_usd!r}")
+            raise LMConfigError("bad --max-cost", expected="a positive number of US dollars", received=repr(max_usd),
+                                fix="e.g. --max-cost 2.50.")
         self.max_usd = float(max_usd)
         self.price = price
         self.batch = batch
@@ -70,9 +71,9 @@ class CostBudget:
         if price is None:
             what = f"{model} has no price in {price_source()}" if model else (
                 "a served model reached by base URL has no price in LiteLLM's map")
-            raise LMConfigError(f"{option} {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was judged. "
-                                "Fix: add --price-model MODEL naming a LiteLLM id to price the calls as (e.g. "
-                                "--price-model gpt-4o-mini), or drop --max-cost.")
+            raise LMConfigError(f"{option} {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was judged.",
+                                fix="add --price-model MODEL naming a LiteLLM id to price the calls as (e.g. "
+                                    "--price-model gpt-4o-mini), or drop --max-cost.")
         return cls(max_usd, price)
 
     def cost_of(self, usage: Usage) -> float:

@@ -55,11 +55,11 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                 import llama_cpp
             except ImportError as exc:
                 raise LMConfigError(
-                    "the embedded model needs llama-cpp-python. "
-                    "Fix: pip install 'binaryeval-dspy[local]'."
+                    "the embedded model needs llama-cpp-python.", fix="pip install 'binaryeval-dspy[local]'."
                 ) from exc
             if not Path(path).is_file():
-                raise LMConfigError(f"GGUF model file not found: {path}. Fix: give an existing .gguf path, or --lm local.")
+                raise LMConfigError(f"GGUF model file not found: {path}.",
+                                    fix="give an existing .gguf path, or --lm local.")
             try:
                 threads = n_threads or _threads_from_env() or os.cpu_count() or 1
                 _MODELS[key] = llama_cpp.Llama(
@@ -67,8 +67,9 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                     n_threads=threads, n_threads_batch=threads,
                 )
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variants
-                raise LMConfigError(f"could not load GGUF model {path}: {exc}. Fix: check that the file is a complete "
-                                     "GGUF model (re-download it); lower n_ctx if memory is short.") from exc
+                raise LMConfigError(f"could not load GGUF model {path}: {exc}.",
+                                    fix="check that the file is a complete GGUF model (re-download it); lower n_ctx "
+                                        "if memory is short.") from exc
         elif n_threads and getattr(_MODELS[key], "n_threads", n_threads) != n_threads:
             _set_threads(_MODELS[key], n_threads)
         return _MODELS[key]

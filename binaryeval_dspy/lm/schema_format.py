@@ -33,7 +33,8 @@ SCHEMA_DIALECTS = ("auto", "json_schema", "json_object")
 def check_dialect(dialect: str | None) -> str | None:
     """`dialect` if it is None or one of `SCHEMA_DIALECTS`; raises LMConfigError otherwise."""
     if dialect is not None and dialect not in SCHEMA_DIALECTS:
-        raise LMConfigError(f"schema_dialect must be one of {', '.join(SCHEMA_DIALECTS)} or None, got {dialect!r}.")
+        raise LMConfigError("bad schema_dialect", expected=f"one of {', '.join(SCHEMA_DIALECTS)} or None",
+                            received=repr(dialect), fix="leave it None to detect the dialect from the server.")
     return dialect
 
 

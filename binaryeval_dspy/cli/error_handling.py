@@ -1,0 +1,66 @@
+"""How a command ends on an error or Ctrl-C: one red line and exit 2, or 130 without waiting on hung calls."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+
+from binaryeval_dspy.cli.console import console
+from binaryeval_dspy.errors import BinEvalError
+
+
+def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn project errors into a one-line red message and exit code 2, Ctrl-C into 130."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BinEvalError as exc:
+            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise SystemExit(2) from exc
+        except KeyboardInterrupt as exc:
+            console.print("[yellow]Interrupted.[/yellow]")
+            raise SystemExit(130) from exc
+        except OSError as exc:  # a path that cannot be read or written (--out is a file, no permission, ...)
+            where = f"{exc.filename}: " if exc.filename else ""
+            console.print(f"[bold red]error:[/bold red] {escape(where + (exc.strerror or str(exc)))}. Fix: check "
+                          "that the path exists, is of the right kind (file or folder) and is writable; results "
+                          "already stored are kept.", highlight=False, soft_wrap=True)
+            raise SystemExit(2) from exc
+
+    return wrapper
+
+
+def leave_after_interrupt(code: int = 130, grace_seconds: float = 3.0) -> None:
+    """Exit with `code` after Ctrl-C / SIGTERM, without waiting long for calls in flight.
+
+    The item loop's worker threads (``bineval-call-*``) may sit in a request to a hung
+    endpoint until its timeout (LiteLLM's default: 600 s) and DSPy's retries end, and
+    Python waits for them before exiting. Results are already stored and the run
+    directory released when this is called, so after `grace_seconds` the process ends
+    without them. With no worker thread busy this is a plain ``SystemExit(code)``.
+
+    Raises:
+        SystemExit: always.
+    """
+    busy = [t for t in threading.enumerate() if t.name.startswith("bineval-call") and t.is_alive()]
+    if busy:
+        console.print(f"[dim]{len(busy)} LM call(s) still in flight are abandoned; their items are asked again on "
+                      "the next run.[/dim]")
+
+        def _quit() -> None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+        timer = threading.Timer(grace_seconds, _quit)
+        timer.daemon = True
+        timer.start()
+    raise SystemExit(code)

@@ -1,0 +1,193 @@
+"""Options shared by the commands: the click decorators and where the running command keeps their values.
+
+`lm_options` and `run_options` add the LM and run options; the options a command does not
+receive as arguments (--adapter, --timeout, --llama-threads, --max-cost, --warm-prefix,
+--price-model) are kept in the click context and read back by `build_lm`
+(`binaryeval_dspy.cli.common`) through `adapter_policy`, `request_timeout`,
+`llama_threads` and `cost_settings`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
+
+_ADAPTER_KEY = "bineval_adapter"
+_TIMEOUT_KEY = "bineval_timeout"
+_LLAMA_THREADS_KEY = "bineval_llama_threads"
+
+
+def remember_adapter(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Keep --adapter in the command's context, where `build_lm` reads it."""
+    ctx.meta[_ADAPTER_KEY] = value
+    return value
+
+
+def remember_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    """Keep --timeout in the command's context, where `build_lm` reads it."""
+    ctx.meta[_TIMEOUT_KEY] = value
+    return value
+
+
+def remember_llama_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+    """Keep --llama-threads in the command's context, where `build_lm` reads it."""
+    ctx.meta[_LLAMA_THREADS_KEY] = value
+    return value
+
+
+def llama_threads() -> int | None:
+    """The --llama-threads value of the running command (None: $BINEVAL_LLAMA_THREADS, else every core)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_LLAMA_THREADS_KEY) if ctx is not None else None
+
+
+def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --llama-threads (CPU threads of the embedded llama.cpp model), read by `build_lm`."""
+    return click.option(
+        "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None, expose_value=False,
+        callback=remember_llama_threads,
+        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else every core). "
+             "1 is much faster on a busy machine, where llama.cpp's threads wait on each other. No effect on "
+             "served or hosted models.")(func)
+
+
+def request_timeout() -> float | None:
+    """The --timeout value of the running command (None: the client's default)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_TIMEOUT_KEY) if ctx is not None else None
+
+
+def adapter_policy() -> str:
+    """The --adapter value of the running command ("auto" outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get(_ADAPTER_KEY) if ctx is not None else None
+    return str(value) if value else "auto"
+
+
+_MAX_COST_KEY = "bineval_max_cost"
+_WARM_PREFIX_KEY = "bineval_warm_prefix"
+_PRICE_MODEL_KEY = "bineval_price_model"
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        ctx.meta[key] = value
+        return value
+
+    return callback
+
+
+def cost_settings() -> dict[str, Any]:
+    """The running command's --max-cost (USD or None), --warm-prefix (True, False or None for
+    the default) and --price-model (a LiteLLM id or None); all None outside such a command."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    return {"max_cost": meta.get(_MAX_COST_KEY), "warm_prefix": meta.get(_WARM_PREFIX_KEY),
+            "price_model": meta.get(_PRICE_MODEL_KEY)}
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --concurrency (alias --threads), --fail-on-errors, --no-explanations, and the cost
+    options --max-cost, --warm-prefix/--no-warm-prefix and --price-model (read by `build_lm`)."""
+    decorators = [
+        click.option("--concurrency", "--threads", "concurrency", default=1, show_default=True,
+                     type=click.IntRange(min=1),
+                     help="LM calls in flight across items and questions (served and hosted models; 8-64 is "
+                          "typical). The embedded model always runs one call at a time."),
+        click.option("--fail-on-errors", is_flag=True,
+                     help="Stop at the first item with a failed LM call and exit with status 1. Without it the "
+                          "run finishes the other items, stores incomplete ones with their answers, and a rerun "
+                          "asks only the questions that failed."),
+        click.option("--no-explanations", "no_explanations", is_flag=True,
+                     help="Ask for the verdict alone (no explanation): about 3x faster on a small model, fewer "
+                          "tokens everywhere; P(yes) is still recorded when the LM returns log-probabilities."),
+        click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
+                     metavar="USD", expose_value=False, callback=_remember(_MAX_COST_KEY),
+                     help="Stop before the estimated cost of this command's LM calls passes USD (prices from "
+                          "LiteLLM's price map; checked before each call with the mean cost per call so far). "
+                          "Everything judged is stored; exit status 1. See docs/cost.md."),
+        click.option("--warm-prefix/--no-warm-prefix", "warm_prefix", default=None, expose_value=False,
+                     callback=_remember(_WARM_PREFIX_KEY),
+                     help="Send each item's first question alone and the rest after it, so the provider's prompt "
+                          "cache is written before the others read it. Default: on for hosted models (a LiteLLM "
+                          "id) with --concurrency > 1."),
+        click.option("--price-model", "price_model", default=None, metavar="MODEL", expose_value=False,
+                     callback=_remember(_PRICE_MODEL_KEY),
+                     help="Estimate cost at this LiteLLM model's prices (e.g. gpt-4o-mini), e.g. for a base URL "
+                          "that proxies a hosted model. Default: the --lm model's own prices."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --lm, --lm-model, --api-key-env, --max-tokens, --timeout, --adapter and
+    --llama-threads to a command."""
+    decorators = [
+        click.option("--lm", "lm_spec", default="local", show_default=True,
+                     help="'local' (embedded SmolLM2-135M), a .gguf path, a LiteLLM id "
+                          "(openai/gpt-4o-mini, ollama_chat/llama3.1, ...) or an http(s) base URL."),
+        click.option("--lm-model", default=None, help="Model name served at a base URL given as --lm."),
+        click.option("--api-key-env", default=None,
+                     help="Environment variable holding the key for a base URL (the key is never logged)."),
+        click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
+                     help="Completion cap per LM call."),
+        click.option("--timeout", "request_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                     expose_value=False, callback=remember_timeout,
+                     help="Seconds one request to a served or hosted model may take before it fails (it is then "
+                          "retried; a call that still fails is an 'error' verdict). Default: LiteLLM's, 600."),
+        click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default="auto", show_default=True,
+                     expose_value=False, callback=remember_adapter, is_eager=True,
+                     help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
+                          "where the endpoint supports it (OpenAI, vLLM, llama.cpp server, embedded models), "
+                          "chat fields otherwise. 'json' or 'chat' force one. Never retried in the other format."),
+        llama_threads_option,
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def check_scale(scale: tuple[float, float]) -> tuple[float, float]:
+    """Validate --scale A B: two finite, different numbers.
+
+    Raises:
+        InputError: otherwise.
+    """
+    low, high = scale
+    if not all(math.isfinite(v) for v in (low, high)) or low == high:
+        raise InputError(f"--scale needs two different finite numbers, got {low} {high}",
+                         field="--scale", fix="e.g. --scale 1 5 for a 1-5 Likert scale.")
+    return float(low), float(high)
+
+
+def checks_module_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --checks-module (repeatable): Python files or modules that register user checks."""
+    return click.option(
+        "--checks-module", "checks_modules", multiple=True, metavar="FILE.py|MODULE",
+        help="Import this file (or dotted module) before loading the question set, so the checks it "
+             "registers with @register_check can be named in the set. Repeatable. Only modules named "
+             "here are ever imported; a question-set file cannot import code.",
+    )(func)
+
+
+def load_checks_modules(specs: tuple[str, ...] | list[str]) -> list[dict[str, str | None]]:
+    """Import each checks module; returns [{"module": spec, "sha256": 16-hex fingerprint or None}].
+
+    Raises:
+        InputError: a module is missing or fails to import (named in the message).
+    """
+    from binaryeval_dspy.checks import load_checks_module, module_fingerprint
+
+    loaded = []
+    for spec in specs:
+        load_checks_module(spec)
+        loaded.append({"module": spec, "sha256": module_fingerprint(spec)})
+    return loaded
