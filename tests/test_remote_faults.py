@@ -196,7 +196,7 @@ def test_shared_tracker_survives_deepcopy():
 
 
 def test_usage_under_dspy_evaluate_and_the_optimizers_item_runs_counts_every_call(small_question_set):
-    from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import run_items
+    from binaryeval_dspy.runs import run_items
     from tests.conftest import judge_script
     from tests.fakes import scripted_lm
 

@@ -19,7 +19,7 @@ from binaryeval_dspy.comparison.splits import (
 )
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import load_source_verdicts
+from binaryeval_dspy.optimizers.bineval_optimizer import load_source_verdicts
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
 DEFAULT_QUESTIONS = Path(__file__).resolve().parents[2] / "examples" / "summeval" / "questions.json"
@@ -73,7 +73,7 @@ def make_setup(
     if mode in ("human", "cross_model"):
         path = Path(question_set_path) if question_set_path else DEFAULT_QUESTIONS
         question_set = trim_questions(QuestionSet.load(path), questions_per_dimension)
-        split = summeval_split(load_summeval_items(data_dir), seed=seed, limit=limit)
+        split = summeval_split(load_summeval_items(data_dir, dimensions=question_set.dimensions), seed=seed, limit=limit)
         source_verdicts = None
         if mode == "cross_model":
             if source_verdicts_dir is not None:

@@ -47,8 +47,9 @@ from binaryeval_dspy.comparison.runners import (
     runner_lms,
 )
 from binaryeval_dspy.comparison.setups import ComparisonSetup
+from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import BinEvalError, InputError, RunStateError
-from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import instruction_chars
+from binaryeval_dspy.optimizers.bineval_optimizer import instruction_chars
 from binaryeval_dspy.runs.usage_meter import measure_usage
 
 logger = logging.getLogger(__name__)
@@ -242,13 +243,17 @@ ALL_RUNNERS: dict[str, Runner] = {**RUNNERS, "simba": run_simba}
 def _check_or_write_config(out_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     path = out_dir / "config.json"
     if path.is_file():
+        fix = f"restore config.json, or use another --out directory (the results under {out_dir} are kept)."
         try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(old, dict) or not isinstance(old.get("optimizers"), list):
-                raise ValueError("expected an object with an 'optimizers' list")
-        except ValueError as exc:  # includes JSON and UTF-8 decoding errors
-            raise RunStateError(f"{path} is damaged ({exc}); the results under {out_dir} are kept. Fix: restore "
-                                "config.json, or use another --out directory.") from exc
+            old = read_json_file(path, what="comparison config", fix=fix)
+        except InputError as exc:  # a run-written file: resuming is what fails
+            raise RunStateError(f"the comparison's config.json is damaged: {exc}") from exc
+        if not isinstance(old, dict) or not isinstance(old.get("optimizers"), list):
+            raise RunStateError(f"{path} is damaged; the results under {out_dir} are kept",
+                                expected="an object with an 'optimizers' list",
+                                received=type(old).__name__ if not isinstance(old, dict)
+                                else f"an object whose 'optimizers' is {type(old.get('optimizers')).__name__}",
+                                fix=fix)
         # "starting_point" is compared only when recorded (comparisons made before it was added resume)
         keys = ("setup", "lm", "prompt_lm", "source_lm", "budgets", "test_metric",
                 *(("starting_point",) if "starting_point" in old else ()))

@@ -16,18 +16,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
+from pydantic import ValidationError
 
 from binaryeval_dspy.comparison.evaluator_metrics import HumanAgreementMetric, SourceAgreementMetric
 from binaryeval_dspy.comparison.splits import Split
-from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.data import normalized_human_scores
+from binaryeval_dspy.data.items import read_jsonl_rows
+from binaryeval_dspy.data.json_files import validation_error
+from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm import LMHandle, lm_context
 from binaryeval_dspy.optimizers import BinEvalOptimizer
-from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import judge_items
-from binaryeval_dspy.optimizers.bineval_optimizer.human import normalized_human_scores
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import generate_outputs
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
+from binaryeval_dspy.programs.bineval_metric import BinEvalMetric
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
+from binaryeval_dspy.runs import generate_outputs, judge_items
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
@@ -149,22 +151,37 @@ class EvaluatorSetup(ComparisonSetup):
         path = out_dir / "source_verdicts.jsonl"
         done: dict[str, list[QuestionVerdict]] = {}
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    done[row["item_id"]] = [QuestionVerdict.model_validate(v) for v in row["verdicts"]]
+            fix = f"delete {path.name}: the source verdicts are judged again."
+            for line, row in read_jsonl_rows(path):
+                try:
+                    done[str(row["item_id"])] = [QuestionVerdict.model_validate(v) for v in row["verdicts"]]
+                except KeyError as exc:
+                    raise InputError("the field is missing", path=path, line=line, field=str(exc.args[0]),
+                                     fix=fix) from None
+                except ValidationError as exc:
+                    raise validation_error(exc, path=path, line=line, what="source verdict", fix=fix) from exc
         items = [ex for ex in [*self.split.train, *self.split.val, *self.split.test] if ex.item_id not in done]
         source = BinEval(self.question_set)
+        # Items go through the shared item loop `num_threads` at a time; each batch's
+        # verdicts are written before the next is judged, so a stop loses at most one batch.
+        step = max(1, self.num_threads)
         with path.open("a", encoding="utf-8") as handle:
-            for item in items:
+            for start in range(0, len(items), step):
+                batch = items[start:start + step]
                 with lm_context(self.source_lm):
-                    (verdicts,) = judge_items(source, [item])
-                if verdicts is None:
-                    raise BinEvalError(f"the source evaluator failed on item {item.item_id}; rerun to retry")
-                done[item.item_id] = verdicts
-                handle.write(json.dumps({"item_id": item.item_id,
-                                         "verdicts": [v.model_dump(mode="json") for v in verdicts]}) + "\n")
+                    judged = judge_items(source, batch, num_threads=self.num_threads)
+                failed = []
+                for item, verdicts in zip(batch, judged, strict=True):
+                    if verdicts is None:
+                        failed.append(item.item_id)
+                        continue
+                    done[item.item_id] = verdicts
+                    handle.write(json.dumps({"item_id": item.item_id,
+                                             "verdicts": [v.model_dump(mode="json") for v in verdicts]}) + "\n")
                 handle.flush()
+                if failed:
+                    raise BinEvalError(f"the source evaluator failed on item {failed[0]} "
+                                       f"({len(failed)} item(s) in all); rerun to retry")
         self.source_verdicts = done
         return []
 

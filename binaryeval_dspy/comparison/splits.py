@@ -8,23 +8,21 @@
 * IFBench (paper Appendix B): dev = one case per constraint type, test = the rest.
 
 Files are found as every benchmark loader finds them (`binaryeval_dspy.data.paths`).
-SummEval is read with the generic JSONL loader rather than `load_summeval`, because a
-comparison needs only the dimensions its question set names (and no reference).
+SummEval is read with the benchmark's own loader, `binaryeval_dspy.data.load_summeval`
+(fields checked, scores range-checked), in file order.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
 
-from binaryeval_dspy.data.ifbench import load_ifbench
-from binaryeval_dspy.data.items import load_jsonl
-from binaryeval_dspy.data.paths import resolve_data_file
-from binaryeval_dspy.data.summeval import SUMMEVAL_FILE
+from binaryeval_dspy.data import SUMMEVAL_DIMENSIONS, load_ifbench, load_summeval
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +39,28 @@ class Split:
         return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}
 
 
-def load_summeval_items(directory: str | Path | None = None) -> list[dspy.Example]:
-    """SummEval's 1,600 (article, summary) items with ``doc_id``, ``system_id`` and expert ``scores``.
+def load_summeval_items(directory: str | Path | None = None, *,
+                        dimensions: Sequence[str] = SUMMEVAL_DIMENSIONS) -> list[dspy.Example]:
+    """SummEval's 1,600 (article, summary) items, in file order, from `load_summeval`.
+
+    Args:
+        directory: a benchmark data folder (None: ``$BINEVAL_DATA_DIR``, else the data
+            shipped in the package).
+        dimensions: the expert scores to read (the question set's dimensions; default
+            all four). A row needs ``reference`` only if it is to be read: it is not.
+
+    Returns:
+        The `load_summeval` items (``item_id`` = ``<doc_id>/<system_id>``, ``doc_id``,
+        ``system_id``, ``input``, ``output``, ``human``), each also with ``scores``: the
+        same expert ratings (each of `dimensions` in [1, 5] and their mean ``overall``)
+        under the field the comparison's metrics read.
 
     Raises:
-        InputError: the file is missing or malformed (names the file and line).
+        InputError: the file is missing or malformed, a field is missing or a score is
+            outside [1, 5] (names the file, line and field).
     """
-    path = resolve_data_file(SUMMEVAL_FILE, data_dir=directory)
-    items = load_jsonl(path, input_field="source", output_field="system_output", id_field=None)
-    return [ex.copy(item_id=f"{ex.doc_id}/{ex.system_id}").with_inputs("input", "output") for ex in items]
+    items = load_summeval(data_dir=directory, dimensions=dimensions, require_reference=False)
+    return [ex.copy(scores=dict(ex.human)) for ex in items]
 
 
 def _split_dev(items: list[dspy.Example], dev: list[dspy.Example], rng: random.Random, *,

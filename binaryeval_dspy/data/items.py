@@ -17,6 +17,7 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.data.json_files import json_syntax_error
 from binaryeval_dspy.data.paths import open_data_file
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
@@ -297,12 +298,9 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})", path=path,
-                             line=number, fix="each line must be one complete JSON object.") from exc
-        except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
-            raise InputError(f"JSON that cannot be read ({type(exc).__name__}: {str(exc)[:120]})", path=path,
-                             line=number, fix="each line must be one complete JSON object.") from exc
+        except (ValueError, RecursionError) as exc:  # bad syntax, huge integers, absurd nesting
+            raise json_syntax_error(exc, path=path, line=number,
+                                    fix="each line must be one complete JSON object.") from exc
         if not isinstance(row, dict):
             raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
                              fix="each line must be one JSON object ({...}).")

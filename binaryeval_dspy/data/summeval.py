@@ -8,6 +8,7 @@ G-Eval score; human scores are the mean of three expert ratings per dimension.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
@@ -29,6 +30,8 @@ def load_summeval(
     limit: int | None = None,
     sample: SampleMethod | None = None,
     seed: int = 0,
+    dimensions: Sequence[str] = SUMMEVAL_DIMENSIONS,
+    require_reference: bool = True,
 ) -> list[dspy.Example]:
     """Load SummEval items with their expert scores.
 
@@ -40,19 +43,26 @@ def load_summeval(
         sample: how to pick `limit` items: ``head``, ``random`` or ``stratified``
             (whole documents, systems balanced; see `binaryeval_dspy.data.sampling`).
         seed: sampling seed.
+        dimensions: the expert scores to read and range-check (default: all four;
+            the head-to-head comparison reads only its question set's dimensions).
+        require_reference: refuse a row without ``reference`` (default); False reads
+            a missing one as "" (the comparison does not use it).
 
     Returns:
         `dspy.Example`s with ``item_id`` (``<doc_id>/<system_id>``), ``doc_id``,
         ``system_id``, ``input`` (the article), ``output`` (the summary as in
         UniEval / G-Eval), ``reference`` (the CNN/DM highlights), ``human`` (dict:
-        coherence, consistency, fluency, relevance in [1, 5] and their mean
-        ``overall``) and ``line``; inputs are ``input`` and ``output``. Items of one
-        document are consecutive.
+        each of `dimensions` (default coherence, consistency, fluency, relevance) in
+        [1, 5] and their mean ``overall``) and ``line``; inputs are ``input`` and
+        ``output``. Items of one document are consecutive, in file order.
 
     Raises:
         InputError: the file is missing, a line is malformed, a field is missing or
-            a score is outside [1, 5] (names file, line and field); duplicate items.
+            a score is outside [1, 5] (names file, line and field); duplicate items;
+            `dimensions` is empty.
     """
+    if not dimensions:
+        raise InputError("no dimensions to read", field="dimensions", fix="name at least one SummEval dimension.")
     file = resolve_data_file(SUMMEVAL_FILE, path=path, data_dir=data_dir)
     low, high = SUMMEVAL_SCALE
     items: list[dspy.Example] = []
@@ -66,13 +76,14 @@ def load_summeval(
                              field="system_id", fix="keep one summary per document and system.")
         seen[item_id] = line
         human = {d: require_score(row, f"scores.{d}", path=file, line=line, low=low, high=high)
-                 for d in SUMMEVAL_DIMENSIONS}
-        human["overall"] = sum(human.values()) / len(SUMMEVAL_DIMENSIONS)
+                 for d in dimensions}
+        human["overall"] = sum(human.values()) / len(dimensions)
         items.append(dspy.Example(
             item_id=item_id, doc_id=doc_id, system_id=system_id,
             input=require_text(row, "source", path=file, line=line),
             output=require_text(row, "system_output", path=file, line=line, allow_empty=True),
-            reference=require_text(row, "reference", path=file, line=line),
+            reference=(require_text(row, "reference", path=file, line=line)
+                       if require_reference or "reference" in row else ""),
             human=human, line=line,
         ).with_inputs("input", "output"))
     require_rows(items, file)

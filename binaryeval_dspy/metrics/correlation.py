@@ -1,6 +1,8 @@
 """Correlation of evaluator scores with human scores: Spearman's rho, Kendall's tau, Pearson's r.
 
-Pure functions over score vectors, computed with scipy. The protocols follow UniEval
+Pure functions over score vectors, computed with scipy (`scipy.stats`, imported on first
+use so that importing this package stays cheap). This is the project's one Spearman:
+the benchmark, the optimizer's human mode and the head-to-head comparison all call it. The protocols follow UniEval
 (Zhong et al., 2022) and G-Eval (Liu et al., 2023), which the paper reuses (section 4.1):
 
 * **summary-level**: for each document, correlate the scores of its summaries across
@@ -39,12 +41,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from binaryeval_dspy.errors import BinEvalError
 
@@ -147,6 +148,8 @@ def _paired(x: Sequence[float | None], y: Sequence[float | None]) -> tuple[np.nd
 
 
 def _coefficient(a: np.ndarray, b: np.ndarray, method: Method) -> float:
+    from scipy import stats  # imported here: scipy.stats takes ~0.6 s to import
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "spearman":
@@ -203,6 +206,45 @@ def spearman(x: Sequence[float | None], y: Sequence[float | None]) -> float:
     Pairs with a None / NaN are dropped. Example: ``spearman([1, 2, 3], [1, 3, 2]) == 0.5``.
     """
     return correlate(x, y, "spearman").value
+
+
+def pooled_spearman(
+    model: Sequence[Mapping[str, float | None]],
+    human: Sequence[Mapping[str, float]],
+    dimensions: Sequence[str],
+) -> dict[str, float | None]:
+    """Spearman's rho per dimension over all items pooled (paper Appendix B), plus ``mean``.
+
+    The optimizer's human mode selects and early-stops on it; the head-to-head
+    comparison reports it as its SummEval test metric.
+
+    Args:
+        model: per item, the evaluator's score per dimension (None: not scored).
+        human: per item, the human rating per dimension (e.g. normalized to [0, 1]);
+            same length and order as `model`.
+        dimensions: the dimensions to correlate.
+
+    Returns:
+        ``{dimension: rho in [-1, 1] or None, ..., "mean": float or None}``. Items whose
+        model score is None on a dimension are left out of that dimension; a dimension
+        with fewer than 3 scored items or constant scores on either side gets None;
+        ``mean`` averages the defined ones (None if none is). Each rho is `spearman`.
+
+    Raises:
+        ValueError: `model` and `human` differ in length.
+        KeyError: a human mapping lacks a dimension whose model score is not None.
+    """
+    out: dict[str, float | None] = {}
+    for d in dimensions:
+        pairs = [(m[d], h[d]) for m, h in zip(model, human, strict=True) if m.get(d) is not None]
+        if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
+            out[d] = None
+            continue
+        value = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+        out[d] = None if math.isnan(value) else value
+    defined = [v for v in out.values() if v is not None]
+    out["mean"] = sum(defined) / len(defined) if defined else None
+    return out
 
 
 def kendall(x: Sequence[float | None], y: Sequence[float | None]) -> float:

@@ -1,4 +1,4 @@
-"""Teleprompters: the disagreement-driven update loop and the head-to-head harness."""
+"""Teleprompters: the disagreement-driven update loop; the head-to-head harness is `comparison/`."""
 
 from binaryeval_dspy.optimizers.bineval_optimizer import BinEvalOptimizer
 

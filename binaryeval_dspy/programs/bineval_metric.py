@@ -25,15 +25,15 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import dspy
 
-from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.cache_identity import ensure_cache_identity
+from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.call_pool import ItemDone, map_items
+from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -189,19 +189,6 @@ class JudgedOutput:
                 for v in self.verdicts if v.verdict == "no"]
 
 
-def lm_context(lm: LMHandle | dspy.LM | None) -> Any:
-    """A context that runs DSPy calls on `lm` (with its adapter for an `LMHandle`); no-op for None.
-
-    A bare `dspy.LM` is given its endpoint's cache identity first (`ensure_cache_identity`),
-    so two LMs with one model id on different endpoints never share cached answers.
-    """
-    if lm is None:
-        return nullcontext()
-    if isinstance(lm, LMHandle):
-        return lm.context()
-    return dspy.context(lm=ensure_cache_identity(lm))
-
-
 class BinEvalMetric(CountingMetric):
     """Score a program's output with BinEval: yes-rate plus the failed questions as feedback.
 
@@ -260,7 +247,8 @@ class BinEvalMetric(CountingMetric):
     ) -> None:
         if isinstance(unscored_score, bool) or not isinstance(unscored_score, (int, float)) \
                 or not math.isfinite(unscored_score):
-            raise BinEvalError(f"unscored_score must be a finite number, got {unscored_score!r}")
+            raise ConfigError("bad unscored_score", expected="a finite number", received=repr(unscored_score),
+                              fix="pass unscored_score=0.0 (the default), or the score an unjudged output gets.")
         self.judge = judge if judge is not None else BinEval()
         self.question_set = question_set
         self.questions_for = questions_for
@@ -297,15 +285,18 @@ class BinEvalMetric(CountingMetric):
         if self.judge.questions.value is not None:
             return self.judge.question_set
         raise BinEvalError(
-            "BinEvalMetric has no questions for this example: pass question_set=, questions_for=, "
-            f"a judge with a question set, or put a QuestionSet in the example's '{self.questions_field}' field"
+            "BinEvalMetric has no questions for this example.",
+            fix="pass question_set=, questions_for=, a judge with a question set, or put a QuestionSet in the "
+                f"example's '{self.questions_field}' field.",
         )
 
     def input_text(self, gold: dspy.Example) -> str:
         """The input shown to the judge: ``gold.<input_field>``; BinEvalError if missing or blank."""
         input_text = gold.get(self.input_field) if hasattr(gold, "get") else None
         if not isinstance(input_text, str) or not input_text.strip():
-            raise BinEvalError(f"the gold example has no non-empty '{self.input_field}' field to show the judge")
+            raise BinEvalError(f"the gold example has no non-empty '{self.input_field}' field to show the judge",
+                               received=f"{input_text!r:.60}",
+                               fix="set input_field= to the example field that holds the input text.")
         return input_text
 
     def judge_output(self, gold: dspy.Example, output: str) -> JudgedOutput:

@@ -1,4 +1,4 @@
-"""Run directories (manifest + append-only results) and the resumable evaluation loop."""
+"""Run directories (manifest + append-only results), the resumable evaluation loop, and in-memory item runs."""
 
 from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.evaluation import (
@@ -8,6 +8,15 @@ from binaryeval_dspy.runs.evaluation import (
     failed_item_result,
     judge_item,
     run_resumable,
+)
+from binaryeval_dspy.runs.item_runs import (
+    Generation,
+    generate_outputs,
+    item_id,
+    judge_item_results,
+    judge_items,
+    judge_items_by_id,
+    run_items,
 )
 from binaryeval_dspy.runs.rejudge import (
     RejudgeOutcome,
@@ -21,6 +30,7 @@ from binaryeval_dspy.runs.usage_meter import UsageMeter, measure_usage
 
 __all__ = [
     "EvaluationOutcome",
+    "Generation",
     "RejudgeOutcome",
     "RejudgePlan",
     "RunDirectory",
@@ -29,10 +39,16 @@ __all__ = [
     "evaluate_items",
     "failed_item_result",
     "frozen_question_set",
+    "generate_outputs",
+    "item_id",
     "judge_item",
+    "judge_item_results",
+    "judge_items",
+    "judge_items_by_id",
     "measure_usage",
     "plan_rejudge",
     "rejudge_items",
+    "run_items",
     "run_resumable",
     "usage_from_tracker",
 ]

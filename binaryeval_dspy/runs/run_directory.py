@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from binaryeval_dspy.data.json_files import read_json_file, validation_error
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -119,7 +120,8 @@ def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tup
     if unrelated:
         raise RunStateError(
             f"{folder} is not empty and is not {kind} (it holds no {marker}; found {unrelated[:5]}); its files "
-            "could be overwritten or taken as results. Fix: choose a new or empty --out directory."
+            "could be overwritten or taken as results.",
+            fix="choose a new or empty --out directory.",
         )
 
 class RunDirectory:
@@ -161,14 +163,14 @@ class RunDirectory:
             self.path.mkdir(parents=True, exist_ok=True)
             handle = (self.path / LOCK).open("a+")
         except OSError as exc:
-            raise RunStateError(f"cannot write the run directory {self.path}: {exc.strerror}. "
-                                "Fix: choose a writable --out.") from exc
+            raise RunStateError(f"cannot write the run directory {self.path}: {exc.strerror}.",
+                                fix="choose a writable --out.") from exc
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             handle.close()
-            raise RunStateError(f"another process is writing the run in {self.path}. "
-                                "Fix: wait for it to finish, or use another --out.") from exc
+            raise RunStateError(f"another process is writing the run in {self.path}.",
+                                fix="wait for it to finish, or use another --out.") from exc
         self._lock_handle = handle
 
     def unlock(self) -> None:
@@ -203,8 +205,8 @@ class RunDirectory:
         try:
             os.rename(self.path, target)
         except OSError as exc:
-            raise RunStateError(f"cannot move {self.path} aside to {target}: {exc.strerror}. "
-                                "Fix: move or delete it yourself, or choose another --out.") from exc
+            raise RunStateError(f"cannot move {self.path} aside to {target}: {exc.strerror}.",
+                                fix="move or delete it yourself, or choose another --out.") from exc
         finally:
             self.unlock()
         return target
@@ -249,9 +251,9 @@ class RunDirectory:
         raise RunStateError(
             f"{what} (then sha256 {old.sha256[:12]}, {old.bytes} bytes; now sha256 {new.sha256[:12]}, "
             f"{new.bytes} bytes). One run directory judges one items file (rows appended to it are accepted), "
-            "so the stored results and the new ones would describe different items. Fix: choose another --out "
-            "for a new run, or rerun with --restart to start this run over (the old directory is moved to "
-            f"{self.path.name}.old-N; nothing is deleted)."
+            "so the stored results and the new ones would describe different items.",
+            fix="choose another --out for a new run, or rerun with --restart to start this run over (the old "
+                f"directory is moved to {self.path.name}.old-N; nothing is deleted).",
         )
 
     # ------------------------------------------------------------ manifest
@@ -263,13 +265,8 @@ class RunDirectory:
         """
         if not self.manifest_path.is_file():
             return None
-        try:
-            return RunManifest.model_validate_json(self.manifest_path.read_bytes())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or None
-            raise InputError(f"not a valid run manifest ({first['msg']})", path=self.manifest_path, field=where,
-                             fix="point --out at a new directory.") from exc
+        return read_json_file(self.manifest_path, RunManifest, what="run manifest",
+                              fix="point --out at a new directory.")
 
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write the manifest atomically (temp file + rename)."""
@@ -316,8 +313,8 @@ class RunDirectory:
         has_results = self.results_path.is_file() and self.results_path.stat().st_size > 0
         if existing is None and has_results:
             raise RunStateError(
-                f"{self.path} holds {RESULTS} but no {MANIFEST}, so its settings cannot be checked. "
-                "Fix: choose another --out, or restore the manifest."
+                f"{self.path} holds {RESULTS} but no {MANIFEST}, so its settings cannot be checked.",
+                fix="choose another --out, or restore the manifest.",
             )
         if existing is None:
             refuse_unrelated_folder(self.path, kind="a run directory", marker=MANIFEST,
@@ -330,8 +327,8 @@ class RunDirectory:
                 old, new = getattr(existing, key), getattr(manifest, key)
                 if old != new:
                     raise RunStateError(
-                        f"{self.path} holds a run with {key} {old!r}, this command has {new!r}: {why}. "
-                        "Fix: choose another --out for a new run, or rerun with the original settings."
+                        f"{self.path} holds a run with {key} {old!r}, this command has {new!r}: {why}.",
+                        fix="choose another --out for a new run, or rerun with the original settings.",
                     )
             for key in _CONFIG_MUST_MATCH:
                 default = _CONFIG_DEFAULTS.get(key)
@@ -340,8 +337,8 @@ class RunDirectory:
                     continue
                 if _norm(old) != _norm(new):
                     raise RunStateError(
-                        f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}. "
-                        "Fix: choose another --out, or rerun with the original value."
+                        f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}.",
+                        fix="choose another --out, or rerun with the original value.",
                     )
             current = existing
             current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
@@ -380,7 +377,8 @@ class RunDirectory:
         elif existing.content_hash != question_set.content_hash:
             raise RunStateError(
                 f"{self.frozen_question_set_path} holds a question set with hash {existing.content_hash}, "
-                f"this command has {question_set.content_hash}. Fix: choose another --out."
+                f"this command has {question_set.content_hash}.",
+                fix="choose another --out.",
             )
 
     def read_frozen_question_set(self) -> QuestionSet | None:
@@ -432,10 +430,8 @@ class RunDirectory:
                                        self.results_path, number, len(line))
                         self._truncate(line_start)
                     break
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first.get("loc", ())) or None
-                raise InputError(
-                    f"not a valid item result ({first['msg']})", path=self.results_path, line=number, field=where,
+                raise validation_error(
+                    exc, path=self.results_path, line=number, what="item result",
                     fix="move the damaged line out of the file; the other results are kept.",
                 ) from exc
             if result.item_id in results:
@@ -468,7 +464,7 @@ class RunDirectory:
                 os.fsync(handle.fileno())
         except OSError as exc:
             raise RunStateError(f"cannot append to {self.results_path}: {exc.strerror}. Results already "
-                                "stored are kept; fix the cause and rerun the same command.") from exc
+                                "stored are kept.", fix="remove the cause and rerun the same command.") from exc
 
     def rewrite_results(self, results: list[ItemResult]) -> None:
         """Replace results.jsonl atomically (used when re-judging replaces items)."""

@@ -1,5 +1,10 @@
 """The disagreement-driven prompt-update teleprompter (paper sections 3.3-3.4, Algorithm 1)."""
 
+from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import (
+    SourceVerdicts,
+    load_source_verdicts,
+)
 from binaryeval_dspy.optimizers.bineval_optimizer.optimizer import BinEvalOptimizer
+from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import instruction_chars
 
-__all__ = ["BinEvalOptimizer"]
+__all__ = ["BinEvalOptimizer", "SourceVerdicts", "instruction_chars", "load_source_verdicts"]

@@ -19,16 +19,14 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
     dimension_yes_rates,
-    judge_items,
-    judge_items_by_id,
     require_bineval,
     require_items,
     verdicts_outcome,
 )
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
     Evaluation,
     ItemOutcome,
@@ -40,8 +38,8 @@ from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
     set_instructions,
 )
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.bineval_metric import lm_context
 from binaryeval_dspy.programs.note_taker import ItemFindings
+from binaryeval_dspy.runs.item_runs import item_id, judge_items, judge_items_by_id
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.optimization_history import IterationRecord

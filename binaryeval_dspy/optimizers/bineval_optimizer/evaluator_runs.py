@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError, InputError
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id, map_work
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import ItemOutcome
 from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.runs.item_runs import item_id
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
@@ -40,27 +39,6 @@ def require_items(items: Sequence[dspy.Example], name: str) -> None:
                     f"{name} item {item_id(item, index)!r} has no non-empty '{field}'", field=field,
                     fix="load items with binaryeval_dspy.data.load_items (input/output field mapping).",
                 )
-
-
-def judge_item_results(
-    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
-) -> list[list[QuestionVerdict] | Exception]:
-    """Verdicts of `program` on every item, in item order, or the exception that failed the item.
-
-    Runs `BinEval.item_work` (code checks, salvage, outcome states) in `map_items`: the
-    questions of all items share `num_threads` calls in flight; a question whose call
-    failed is an ``error`` verdict (left out of every yes-rate).
-    """
-    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
-    return [result if isinstance(result, Exception) else list(result.verdicts) for result in results]
-
-
-def judge_items(
-    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
-) -> list[list[QuestionVerdict] | None]:
-    """`judge_item_results` with None for an item that could not be judged."""
-    return [None if isinstance(result, Exception) else result
-            for result in judge_item_results(program, items, num_threads=num_threads)]
 
 
 def verdicts_outcome(
@@ -97,14 +75,6 @@ def verdicts_outcome(
     return ItemOutcome(key, "unscored", stage, (unparsed.error or "unparsed") if unparsed else "no parsed verdict")
 
 
-def judge_items_by_id(
-    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
-) -> dict[str, list[QuestionVerdict] | None]:
-    """`judge_items` keyed by item id (ids must be unique within `items`)."""
-    judged = judge_items(program, items, num_threads=num_threads)
-    return {item_id(item, i): verdicts for i, (item, verdicts) in enumerate(zip(items, judged, strict=True))}
-
-
 def dimension_yes_rates(
     verdicts_by_item: dict[str, list[QuestionVerdict] | None], question_set: QuestionSet
 ) -> dict[str, float | None]:
@@ -120,11 +90,3 @@ def dimension_yes_rates(
         means = [sum(per_question[q.id]) / len(per_question[q.id]) for q in questions if per_question[q.id]]
         rates[dimension] = sum(means) / len(means) if means else None
     return rates
-
-
-def nan_to_none(value: float | None) -> float | None:
-    """None for NaN (e.g. a correlation of constant scores), else the value as float."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value

@@ -17,11 +17,6 @@ from dataclasses import dataclass
 import dspy
 
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import (
-    Generation,
-    generate_outputs,
-    item_id,
-)
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
     Evaluation,
     ItemOutcome,
@@ -35,6 +30,7 @@ from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
 )
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, JudgedOutput
 from binaryeval_dspy.programs.note_taker import ItemFindings
+from binaryeval_dspy.runs.item_runs import Generation, generate_outputs, item_id
 from binaryeval_dspy.schemas.optimization_history import IterationRecord
 from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
 

@@ -16,21 +16,19 @@ were scored on the same items, and the early stop compares two iterations only t
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import dspy
-from scipy.stats import spearmanr
 
-from binaryeval_dspy.errors import BinEvalError, InputError
+from binaryeval_dspy.data.human_scores import normalized_human_scores
+from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.metrics.correlation import pooled_spearman
 from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
-    judge_item_results,
-    nan_to_none,
     require_bineval,
     require_items,
     verdicts_outcome,
 )
-from binaryeval_dspy.optimizers.bineval_optimizer.item_runs import item_id
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
     Evaluation,
     ItemOutcome,
@@ -41,9 +39,9 @@ from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
     set_instructions,
 )
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.bineval_metric import lm_context
 from binaryeval_dspy.programs.note_taker import ItemFindings
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
+from binaryeval_dspy.runs.item_runs import item_id, judge_item_results
 from binaryeval_dspy.schemas.optimization_history import IterationRecord
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -51,50 +49,6 @@ from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
 
 logger = logging.getLogger(__name__)
-
-
-def normalized_human_scores(
-    example: dspy.Example, dimensions: Sequence[str], *, field: str = "scores", scale: tuple[float, float] = (1.0, 5.0)
-) -> dict[str, float]:
-    """The example's human ratings mapped to [0, 1]: (h - low) / (high - low), for `dimensions`.
-
-    Raises:
-        InputError: the field is missing, is not a mapping, or lacks a dimension.
-    """
-    raw = example.get(field) if hasattr(example, "get") else None
-    if not isinstance(raw, dict):
-        raise InputError(f"the item has no human ratings mapping in '{field}'", field=field,
-                         fix="load items whose human ratings are a {dimension: rating} object.")
-    low, high = scale
-    out: dict[str, float] = {}
-    for d in dimensions:
-        if d not in raw or raw[d] is None:
-            raise InputError(f"human ratings lack dimension {d!r} (have {sorted(raw)})", field=f"{field}.{d}",
-                             fix="rate every dimension of the question set, or drop the dimension.")
-        out[d] = (float(raw[d]) - low) / (high - low)
-    return out
-
-
-def pooled_spearman(
-    model: Sequence[dict[str, float | None]], human: Sequence[dict[str, float]], dimensions: Sequence[str]
-) -> dict[str, float | None]:
-    """Spearman's rho per dimension over all items pooled (paper Appendix B), plus ``mean``.
-
-    Items whose model score is None on a dimension are left out of that dimension.
-    A dimension with fewer than 3 scored items or constant scores gets None; ``mean``
-    averages the defined ones (None if none is). Scores in [-1, 1] (`scipy.stats.spearmanr`).
-    """
-    out: dict[str, float | None] = {}
-    for d in dimensions:
-        pairs = [(m[d], h[d]) for m, h in zip(model, human, strict=True) if m.get(d) is not None]
-        if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
-            out[d] = None
-            continue
-        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-        out[d] = nan_to_none(spearmanr(xs, ys).statistic)
-    defined = [v for v in out.values() if v is not None]
-    out["mean"] = sum(defined) / len(defined) if defined else None
-    return out
 
 
 class HumanMode(UpdateMode):

@@ -23,13 +23,14 @@ import dspy
 from dspy.teleprompt.teleprompt import Teleprompter
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import CrossModelMode, SourceVerdicts
 from binaryeval_dspy.optimizers.bineval_optimizer.generation import GenerationMode
 from binaryeval_dspy.optimizers.bineval_optimizer.human import HumanMode
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import UpdateMode, lm_name
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.bineval_metric import BinEvalMetric, lm_context
+from binaryeval_dspy.programs.bineval_metric import BinEvalMetric
 from binaryeval_dspy.programs.note_taker import NoteTaker
 from binaryeval_dspy.programs.prompt_updater import (
     DEFAULT_MAX_PROMPT_CHARS,

@@ -1,8 +1,14 @@
-"""Running a program over items, sequentially or concurrently, keeping failures as failures.
+"""Running a program over in-memory items, keeping failures as failures (no run directory).
+
+`run_resumable` (`binaryeval_dspy.runs.evaluation`) is the loop of a saved, resumable run;
+this module runs items for callers that keep results in memory: the optimizer's modes
+and the head-to-head comparison. Every function goes through the project's one item
+loop, `binaryeval_dspy.lm.call_pool.map_items`.
 
 `generate_outputs` is the one place generations are made for scoring (the optimizer's
 generation mode, the IFBench comparison's test records): a call that raised is a failed
-`Generation` with its error, never an empty text to be judged.
+`Generation` with its error, never an empty text to be judged. `judge_items` is the one
+place a BinEval judges in-memory items.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
-from binaryeval_dspy.programs.bineval import error_text
+from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
 logger = logging.getLogger(__name__)
 
 
 def item_id(example: dspy.Example, index: int) -> str:
-    """The example's ``item_id``, else its position as a string."""
+    """The example's ``item_id`` as a string, else its position `index` as a string (never raises)."""
     value = example.get("item_id") if hasattr(example, "get") else None
     return str(value) if value not in (None, "") else str(index)
 
@@ -57,7 +64,12 @@ def map_work(
     *,
     num_threads: int = 1,
 ) -> list[Any | Exception]:
-    """Every item's `ItemWork` with `num_threads` calls in flight; results (or exceptions) in item order."""
+    """Every item's `ItemWork` with `num_threads` calls in flight (`map_items`).
+
+    Returns:
+        One entry per item, in item order: the work's result, or the exception that
+        failed it (a non-exception error is wrapped in `RuntimeError`); logged, never raised.
+    """
     out: list[Any] = [None] * len(items)
 
     def on_done(done: ItemDone) -> None:
@@ -123,3 +135,40 @@ def generate_outputs(
 
     results = run_items(one, items, num_threads=num_threads)
     return [r if isinstance(r, Generation) else Generation(output=None, error=error_text(r)) for r in results]
+
+
+def judge_item_results(
+    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
+) -> list[list[QuestionVerdict] | Exception]:
+    """Verdicts of `program` on every item, in item order, or the exception that failed the item.
+
+    Runs `BinEval.item_work` (code checks, salvage, outcome states) in `map_items`: the
+    questions of all items share `num_threads` calls in flight; a question whose call
+    failed is an ``error`` verdict (left out of every yes-rate).
+
+    Args:
+        program: the judge; its question set is asked of every item.
+        items: Examples with string ``input`` and ``output``.
+        num_threads: LM calls in flight (>= 1).
+
+    Returns:
+        Per item, one `QuestionVerdict` per question, or the exception (never raised).
+    """
+    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
+    return [result if isinstance(result, Exception) else list(result.verdicts) for result in results]
+
+
+def judge_items(
+    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
+) -> list[list[QuestionVerdict] | None]:
+    """`judge_item_results` with None for an item that could not be judged (same order, length)."""
+    return [None if isinstance(result, Exception) else result
+            for result in judge_item_results(program, items, num_threads=num_threads)]
+
+
+def judge_items_by_id(
+    program: BinEval, items: Sequence[dspy.Example], *, num_threads: int = 1
+) -> dict[str, list[QuestionVerdict] | None]:
+    """`judge_items` keyed by `item_id` (ids must be unique within `items`: a repeat overwrites)."""
+    judged = judge_items(program, items, num_threads=num_threads)
+    return {item_id(item, i): verdicts for i, (item, verdicts) in enumerate(zip(items, judged, strict=True))}
