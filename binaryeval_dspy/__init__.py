@@ -1,17 +1,28 @@
 """binaryeval-dspy: judge LLM outputs by asking many atomic yes/no questions (BinEval).
 
-Public API (everything else is an implementation detail):
+Public API, by concept (everything else is an implementation detail):
 
-* schemas: `QuestionSet`, `BinaryQuestion`, `Requirement`, `QuestionVerdict`, `ScoreCard`
-* programs: `QuestionGenerator`, `BinEval`
-* scoring: `score_verdicts`, `affine_scale`
-* LMs: `make_lm` (LiteLLM ids, base URLs, the embedded llama.cpp model)
-* data: `load_items`, `load_jsonl`, `load_csv`
-* runs: `RunDirectory`, `evaluate_items`
+* judging: `BinEval`, `QuestionVerdict`, `ScoreCard`, `ItemResult`, `score_verdicts`,
+  `affine_scale`, `RunDirectory`, `evaluate_items`, `rejudge_items`, and code-owned
+  checks (`register_check`, `CheckResult`)
+* questions: `QuestionGenerator`, `QuestionSet`, `BinaryQuestion`, `Requirement`
 * verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
-  `VerdictOutput` (the downstream JSON schema), `register_check`, `rejudge_items`
-* self-improvement: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
+  `VerdictOutput` (the downstream JSON schema)
+* optimization: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
+* meta-evaluation: the baselines (`GEvalJudge`, `UniEvalJudge`, `RougeL`), correlations
+  (`pearson`, `spearman`, `kendall`, summary / system / turn level), IFBench's code
+  checkers (`check_strict`, `check_loose`, `ifbench_accuracy`, `IFBenchResult`)
+* data: `load_items`, `load_jsonl`, `load_csv`, `load_scored_items`, `load_hub_items`
+  and the benchmark loaders (`load_summeval`, `load_topical_chat`, `load_qags`, `load_ifbench`)
+* LM: `make_lm`, `LMHandle` (LiteLLM ids, base URLs, the embedded llama.cpp model)
+* errors: `BinEvalError` and its subclasses
+
+Names are imported on first use (PEP 562), so ``import binaryeval_dspy`` costs almost
+nothing and a feature's dependencies load only when that feature is used.
+`__all__` lists the names in the groups above.
 """
+
+from __future__ import annotations
 
 import os as _os
 
@@ -20,114 +31,157 @@ import os as _os
 # used instead (set the variable to "False" before importing to get the online one).
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from binaryeval_dspy.data import load_csv, load_items, load_jsonl
-from binaryeval_dspy.errors import (
-    BinEvalError,
-    InputError,
-    LMConfigError,
-    QuestionSetError,
-    RunStateError,
-)
-from binaryeval_dspy.lm import LMHandle, make_lm
-from binaryeval_dspy.optimizers import BinEvalOptimizer
-from binaryeval_dspy.programs import BinEval, BinEvalMetric, PromptUpdater, QuestionGenerator
-from binaryeval_dspy.runs import RunDirectory, evaluate_items
-from binaryeval_dspy.schemas import (
-    BinaryQuestion,
-    ItemResult,
-    OptimizationHistory,
-    QuestionSet,
-    QuestionVerdict,
-    Requirement,
-    ScoreCard,
-)
-from binaryeval_dspy.scoring import affine_scale, score_verdicts
+from typing import TYPE_CHECKING
+
+from binaryeval_dspy._lazy import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - grouped by concept, not sorted
+    # judging: the evaluator, its verdicts and scores, run directories, code-owned checks
     "BinEval",
-    "BinEvalError",
-    "BinEvalMetric",
-    "BinEvalOptimizer",
-    "BinaryQuestion",
-    "InputError",
+    "QuestionVerdict",
+    "ScoreCard",
     "ItemResult",
-    "LMConfigError",
-    "LMHandle",
-    "OptimizationHistory",
-    "PromptUpdater",
+    "score_verdicts",
+    "affine_scale",
+    "RunDirectory",
+    "evaluate_items",
+    "rejudge_items",
+    "register_check",
+    "CheckResult",
+    # questions: generating and storing question sets
     "QuestionGenerator",
     "QuestionSet",
-    "QuestionSetError",
-    "QuestionVerdict",
+    "BinaryQuestion",
     "Requirement",
-    "RunDirectory",
-    "RunStateError",
-    "ScoreCard",
-    "affine_scale",
-    "evaluate_items",
-    "load_csv",
-    "load_items",
-    "load_jsonl",
-    "make_lm",
-    "score_verdicts",
-]
-
-# IFBench prompts and code checkers (strict / loose accuracy).
-from binaryeval_dspy.data import load_ifbench
-from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
-
-__all__ += ["IFBenchResult", "check_loose", "check_strict", "ifbench_accuracy", "load_ifbench"]
-
-# Verdict mode (issue 5): code-owned checks, named verdicts, fatal questions, pressure tests.
-from binaryeval_dspy.checks import CheckResult, register_check
-from binaryeval_dspy.programs import VerdictJudge
-from binaryeval_dspy.runs import rejudge_items
-from binaryeval_dspy.schemas import NamedVerdict, VerdictLabel, VerdictOutput, VerdictPolicy
-
-__all__ += [
-    "CheckResult",
-    "NamedVerdict",
+    # verdict mode: one named verdict per item
     "VerdictJudge",
-    "VerdictLabel",
-    "VerdictOutput",
     "VerdictPolicy",
-    "register_check",
-    "rejudge_items",
-]
-
-# Meta-evaluation (issue 3): benchmark loaders, baselines, correlation metrics.
-from binaryeval_dspy.data import (
-    load_hub_items,
-    load_qags,
-    load_scored_items,
-    load_summeval,
-    load_topical_chat,
-)
-from binaryeval_dspy.metrics import (
-    kendall,
-    pearson,
-    spearman,
-    summary_level_correlation,
-    system_level_correlation,
-    turn_level_correlation,
-)
-from binaryeval_dspy.programs import GEvalJudge, RougeL, UniEvalJudge
-
-__all__ += [
+    "VerdictLabel",
+    "NamedVerdict",
+    "VerdictOutput",
+    # optimization: the prompt-update loop and BinEval as a DSPy metric
+    "BinEvalOptimizer",
+    "PromptUpdater",
+    "BinEvalMetric",
+    "OptimizationHistory",
+    # meta-evaluation: baselines, correlations with human scores, IFBench's code checkers
     "GEvalJudge",
-    "RougeL",
     "UniEvalJudge",
-    "kendall",
-    "load_hub_items",
-    "load_qags",
-    "load_scored_items",
-    "load_summeval",
-    "load_topical_chat",
+    "RougeL",
     "pearson",
     "spearman",
+    "kendall",
     "summary_level_correlation",
     "system_level_correlation",
     "turn_level_correlation",
+    "IFBenchResult",
+    "check_strict",
+    "check_loose",
+    "ifbench_accuracy",
+    # data: item and benchmark loaders
+    "load_items",
+    "load_jsonl",
+    "load_csv",
+    "load_scored_items",
+    "load_hub_items",
+    "load_summeval",
+    "load_topical_chat",
+    "load_qags",
+    "load_ifbench",
+    # LM: the factory for LiteLLM ids, base URLs and the embedded model
+    "make_lm",
+    "LMHandle",
+    # errors
+    "BinEvalError",
+    "InputError",
+    "QuestionSetError",
+    "LMConfigError",
+    "RunStateError",
+    "MissingExtraError",
 ]
+
+# Where each name of `__all__` is imported from on first use (the same groups).
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["BinEval", "QuestionGenerator", "VerdictJudge", "PromptUpdater", "BinEvalMetric",
+                     "GEvalJudge", "UniEvalJudge", "RougeL"], "binaryeval_dspy.programs"),
+    **dict.fromkeys(["QuestionVerdict", "ScoreCard", "ItemResult", "QuestionSet", "BinaryQuestion",
+                     "Requirement", "VerdictPolicy", "VerdictLabel", "NamedVerdict", "VerdictOutput",
+                     "OptimizationHistory"], "binaryeval_dspy.schemas"),
+    **dict.fromkeys(["score_verdicts", "affine_scale"], "binaryeval_dspy.scoring"),
+    **dict.fromkeys(["RunDirectory", "evaluate_items", "rejudge_items"], "binaryeval_dspy.runs"),
+    **dict.fromkeys(["register_check", "CheckResult"], "binaryeval_dspy.checks"),
+    **dict.fromkeys(["BinEvalOptimizer"], "binaryeval_dspy.optimizers"),
+    **dict.fromkeys(["pearson", "spearman", "kendall", "summary_level_correlation",
+                     "system_level_correlation", "turn_level_correlation"], "binaryeval_dspy.metrics"),
+    **dict.fromkeys(["IFBenchResult", "check_strict", "check_loose", "ifbench_accuracy"],
+                    "binaryeval_dspy.ifbench"),
+    **dict.fromkeys(["load_items", "load_jsonl", "load_csv", "load_scored_items", "load_hub_items",
+                     "load_summeval", "load_topical_chat", "load_qags", "load_ifbench"], "binaryeval_dspy.data"),
+    **dict.fromkeys(["make_lm", "LMHandle"], "binaryeval_dspy.lm"),
+    **dict.fromkeys(["BinEvalError", "InputError", "QuestionSetError", "LMConfigError", "RunStateError",
+                     "MissingExtraError"], "binaryeval_dspy.errors"),
+}
+
+
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, submodules=True)
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
+    from binaryeval_dspy.checks import CheckResult, register_check
+    from binaryeval_dspy.data import (
+        load_csv,
+        load_hub_items,
+        load_ifbench,
+        load_items,
+        load_jsonl,
+        load_qags,
+        load_scored_items,
+        load_summeval,
+        load_topical_chat,
+    )
+    from binaryeval_dspy.errors import (
+        BinEvalError,
+        InputError,
+        LMConfigError,
+        MissingExtraError,
+        QuestionSetError,
+        RunStateError,
+    )
+    from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
+    from binaryeval_dspy.lm import LMHandle, make_lm
+    from binaryeval_dspy.metrics import (
+        kendall,
+        pearson,
+        spearman,
+        summary_level_correlation,
+        system_level_correlation,
+        turn_level_correlation,
+    )
+    from binaryeval_dspy.optimizers import BinEvalOptimizer
+    from binaryeval_dspy.programs import (
+        BinEval,
+        BinEvalMetric,
+        GEvalJudge,
+        PromptUpdater,
+        QuestionGenerator,
+        RougeL,
+        UniEvalJudge,
+        VerdictJudge,
+    )
+    from binaryeval_dspy.runs import RunDirectory, evaluate_items, rejudge_items
+    from binaryeval_dspy.schemas import (
+        BinaryQuestion,
+        ItemResult,
+        NamedVerdict,
+        OptimizationHistory,
+        QuestionSet,
+        QuestionVerdict,
+        Requirement,
+        ScoreCard,
+        VerdictLabel,
+        VerdictOutput,
+        VerdictPolicy,
+    )
+    from binaryeval_dspy.scoring import affine_scale, score_verdicts

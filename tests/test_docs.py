@@ -525,9 +525,9 @@ def test_readme_python_api_on_the_embedded_model(tmp_path: Path, monkeypatch: py
 
 
 def test_command_reference_is_current():
-    on_disk = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
-    assert on_disk == reference(), ("docs/commands.md is stale; regenerate it with: "
-                                    "python -m binaryeval_dspy.cli.reference > docs/commands.md")
+    on_disk = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert on_disk == reference(), ("docs/cli.md is stale; regenerate it with: "
+                                    "python -m binaryeval_dspy.cli.reference > docs/cli.md")
 
 
 def test_readme_is_a_short_entry_point():

@@ -3,18 +3,24 @@
 langdetect samples internally; its seed is fixed before every detection, so the same
 text always gets the same answer. Texts with too few letters cannot be judged and get
 an undecided result (recorded as unparsed, never as "no").
+
+langdetect comes with the ``ifbench`` extra; without it a question set that uses this
+check fails to load, with one line naming the extra.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import threading
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from binaryeval_dspy.checks.registry import CheckResult, register_check
+from binaryeval_dspy.extras import missing_extra, require
 
 LANGDETECT_SEED = 0
+_FEATURE = "The 'language' check"
 _LOCK = threading.Lock()
 _CODE_BLOCK = re.compile(r"```.*?```", re.DOTALL)
 
@@ -50,6 +56,13 @@ class LanguageParams(BaseModel):
             raise ValueError(f"not language codes: {bad} (use ISO 639-1 codes such as 'en')")
         return codes
 
+    @model_validator(mode="after")
+    def _langdetect_installed(self) -> LanguageParams:
+        # checked when a question set is loaded, so a missing extra stops the run before it starts
+        if importlib.util.find_spec("langdetect") is None:
+            raise missing_extra("langdetect", "ifbench", _FEATURE)
+        return self
+
 
 def detect_languages(text: str) -> list[tuple[str, float]]:
     """(language code, probability) pairs, most probable first; deterministic.
@@ -57,18 +70,18 @@ def detect_languages(text: str) -> list[tuple[str, float]]:
     Raises:
         langdetect.LangDetectException: the text has no usable features.
     """
-    from langdetect import DetectorFactory, detect_langs
+    langdetect = require("langdetect", "ifbench", _FEATURE)
 
     with _LOCK:
-        DetectorFactory.seed = LANGDETECT_SEED
-        return [(str(item.lang).lower(), float(item.prob)) for item in detect_langs(text)]
+        langdetect.DetectorFactory.seed = LANGDETECT_SEED
+        return [(str(item.lang).lower(), float(item.prob)) for item in langdetect.detect_langs(text)]
 
 
 @register_check("language", params=LanguageParams, _builtin=True)
 def language(text: str, *, expected: list[str], min_probability: float, min_letters: int,
              ignore_code_blocks: bool) -> CheckResult:
     """Yes when the detected language is one of `expected` with enough probability."""
-    from langdetect.lang_detect_exception import LangDetectException
+    errors = require("langdetect.lang_detect_exception", "ifbench", _FEATURE)
 
     body = _CODE_BLOCK.sub(" ", text) if ignore_code_blocks else text
     letters = sum(ch.isalpha() for ch in body)
@@ -76,7 +89,7 @@ def language(text: str, *, expected: list[str], min_probability: float, min_lett
         return CheckResult(passed=None, evidence=f"only {letters} letters; at least {min_letters} needed to detect a language")
     try:
         found = detect_languages(body)
-    except LangDetectException as exc:
+    except errors.LangDetectException as exc:
         return CheckResult(passed=None, evidence=f"language could not be detected ({exc})")
     top, prob = found[0]
     ok = top in expected and prob >= min_probability

@@ -6,7 +6,6 @@ import json
 import re
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from binaryeval_dspy.checks.registry import CheckResult, register_check
@@ -74,6 +73,8 @@ _YAML_KIND = {dict: "mapping", list: "sequence"}
 @register_check("valid_yaml", params=YamlParams, _builtin=True)
 def valid_yaml(text: str, *, require: str, strip_code_fence: bool) -> CheckResult:
     """Yes when the text parses as one YAML document (of the required kind)."""
+    import yaml  # PyYAML: a dependency of dspy and datasets; imported when the check runs
+
     body = unfence(text) if strip_code_fence else text
     try:
         value = yaml.safe_load(body)

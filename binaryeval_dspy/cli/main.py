@@ -6,38 +6,83 @@ e.g. ``BINEVAL_EVALUATE_LM=openai/gpt-4o-mini``.
 
 from __future__ import annotations
 
+import importlib
 import signal
 
 import click
 
-from binaryeval_dspy.cli.agreement_command import agreement_command
-from binaryeval_dspy.cli.batch_command import batch_group
-from binaryeval_dspy.cli.benchmark_command import (
-    benchmark_command,
-    benchmark_questions_command,
-    report_command,
-)
-from binaryeval_dspy.cli.evaluate_command import evaluate_command
-from binaryeval_dspy.cli.optimize_command import optimize_command
-from binaryeval_dspy.cli.questions_command import questions_command
-from binaryeval_dspy.cli.rejudge_command import rejudge_command
+# name -> (module, attribute, first paragraph of its help). `bineval --help` prints the
+# help from this table, so it imports no command module (and so neither DSPy nor LiteLLM);
+# `bineval NAME ...` imports NAME's module only. tests/test_lazy_imports.py fails when a
+# summary here differs from the command's own help.
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "agreement": ("binaryeval_dspy.cli.agreement_command", "agreement_command",
+                  ("Correlate your prediction files with human scores: a bundled benchmark (summeval, "
+                   "topical_chat, qags, qags_cnndm, qags_xsum), a `bineval benchmark` run (--run) or "
+                   "your own human-scored file.")),
+    "batch": ("binaryeval_dspy.cli.batch_command", "batch_group",
+              "Follow and settle the provider batches of a `bineval evaluate --batch` run."),
+    "benchmark": ("binaryeval_dspy.cli.benchmark_command", "benchmark_command",
+                  "Run BinEval and the baselines on benchmark NAME with one LM and write the report."),
+    "benchmark-questions": ("binaryeval_dspy.cli.benchmark_command", "benchmark_questions_command",
+                            ("Generate the question set of each benchmark's task prompt with --lm "
+                             "(all benchmarks by default).")),
+    "evaluate": ("binaryeval_dspy.cli.evaluate_command", "evaluate_command",
+                 "Judge every item of ITEMS_FILE (.jsonl or .csv) with the questions of QUESTION_SET_FILE."),
+    "optimize": ("binaryeval_dspy.cli.optimize_command", "optimize_command",
+                 "Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO, GEPA and SIMBA."),
+    "questions": ("binaryeval_dspy.cli.questions_command", "questions_command",
+                  "Generate binary questions from the task prompt in TASK_PROMPT_FILE."),
+    "rejudge": ("binaryeval_dspy.cli.rejudge_command", "rejudge_command",
+                "Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions."),
+    "report": ("binaryeval_dspy.cli.benchmark_command", "report_command",
+               "Rebuild report.md / report.html of a benchmark run without calling any LM."),
+}
 
 
-@click.group(context_settings={"auto_envvar_prefix": "BINEVAL", "help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported when first looked up, not at start-up.
+
+    Args:
+        lazy_commands: name -> (module, attribute, help summary), as `LAZY_COMMANDS`.
+    """
+
+    def __init__(self, *args: object, lazy_commands: dict[str, tuple[str, str, str]] | None = None,
+                 **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            module, attribute, _summary = self.lazy_commands[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            if command.name != cmd_name:
+                raise RuntimeError(f"LAZY_COMMANDS[{cmd_name!r}] loads the command {command.name!r}")
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The "Commands" section, from the table for commands not imported yet (same text)."""
+        stand_ins = {name: click.Command(name, help=summary)
+                     for name, (_module, _attribute, summary) in self.lazy_commands.items()
+                     if name not in self.commands}
+        listed = [(name, self.commands.get(name) or stand_ins[name]) for name in self.list_commands(ctx)]
+        listed = [(name, command) for name, command in listed if not command.hidden]
+        if not listed:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _command in listed)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in listed])
+
+
+@click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS,
+             context_settings={"auto_envvar_prefix": "BINEVAL", "help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="binaryeval-dspy")
 def cli() -> None:
     """Judge LLM outputs with many atomic yes/no questions (BinEval, in DSPy)."""
-
-
-cli.add_command(questions_command)
-cli.add_command(evaluate_command)
-cli.add_command(rejudge_command)
-cli.add_command(benchmark_command)
-cli.add_command(report_command)
-cli.add_command(agreement_command)
-cli.add_command(benchmark_questions_command)
-cli.add_command(optimize_command)
-cli.add_command(batch_group)
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:

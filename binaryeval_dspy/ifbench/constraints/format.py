@@ -6,8 +6,7 @@ import re
 import string
 from itertools import pairwise
 
-import emoji
-
+from binaryeval_dspy.extras import require
 from binaryeval_dspy.ifbench.registry import constraint
 from binaryeval_dspy.ifbench.text_units import (
     PUNCTUATION,
@@ -93,7 +92,7 @@ def newline(response: str) -> bool:
 
 
 def _is_emoji(character: str) -> bool:
-    return bool(character) and emoji.is_emoji(character)
+    return bool(character) and require("emoji", "ifbench", "IFBench checkers").is_emoji(character)
 
 
 @constraint("format:emoji")
