@@ -41,11 +41,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fake_endpoint import FakeEndpoint, TimeoutFault, _Handler
+from tests.fake_endpoint import FakeEndpoint, TimeoutFault, _Handler, serve_in_thread
 
 FailFn = Callable[[str, dict], "tuple[str, str] | None"]
 
@@ -109,11 +108,7 @@ class FakeBatchEndpoint(FakeEndpoint):
         class Handler(_BatchHandler):
             owner = endpoint
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-batch-endpoint", daemon=True)
-        self._thread.start()
+        self._server, self._thread = serve_in_thread(Handler, "fake-batch-endpoint")
         return self
 
     # ----- observations

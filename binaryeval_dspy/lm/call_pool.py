@@ -42,8 +42,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import dspy
 
-from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.metadata_cache import memoize_model_metadata, memoize_response_schemas
+from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.metadata_cache import (
+    memoize_input_serializers,
+    memoize_model_metadata,
+    memoize_response_schemas,
+)
 from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -181,14 +185,16 @@ def map_items(
             ``unsent``, or with no call made, it is dropped). Finish steps always run.
 
     Raises:
-        BinEvalError: `concurrency` is not an int >= 1.
+        ConfigError: `concurrency` is not an int >= 1.
         KeyboardInterrupt: propagated after cancelling the calls not yet started; items
             already reported through `on_done` are unaffected.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise BinEvalError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        raise ConfigError("bad concurrency", expected="an integer >= 1", received=repr(concurrency),
+                          fix="pass concurrency=1, or the number of LM calls to run at once.")
     memoize_model_metadata()  # DSPy's per-call metadata scan and schema build cost more CPU
     memoize_response_schemas()  # than the rest of a call (see lm/metadata_cache.py)
+    memoize_input_serializers()
     if concurrency == 1:
         _map_sequential(items, plan, on_done, budget)
     else:
