@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # a reproducible price table: the bundled one
 
 from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.lm.factory import make_lm
 from binaryeval_dspy.lm.adapters import choose_adapter
-from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.pricing import ModelPrice, format_usd, model_price, price_source
 from binaryeval_dspy.lm.prompt_cache import common_prefix_length, render_messages
 from binaryeval_dspy.programs.bineval import BinEval
@@ -160,7 +160,7 @@ def measure(model: str, adapter_policy: str) -> tuple[list[ItemFigures], Tokeniz
     """Figures for every example item, with the prompts `model`'s adapter builds."""
     price = model_price(model)
     lm_id = model if "/" in model else f"{price.provider}/{model}"
-    lm = CacheScopedLM(lm_id, temperature=0.0, max_tokens=512, cache=False)  # as make_lm builds it; never called
+    lm = make_lm(lm_id, max_tokens=512, cache=False).lm  # as a run builds it; never called
     adapter, adapter_name, _ = choose_adapter(adapter_policy, lm, spec=lm_id)
     rules = cache_rules(model, price)
     tokenize = Tokenizer(model)

@@ -197,6 +197,20 @@ def openai_compatible_provider() -> str:
     return OPENAI_COMPATIBLE
 
 
+def _sampling_for(spec: str, max_tokens: int) -> tuple[float | None, int]:
+    """(temperature, completion cap) for a LiteLLM model id: 0 and `max_tokens`, except for
+    OpenAI's reasoning models (o1/o3/o4, gpt-5...), which take only their default temperature
+    and spend completion tokens on hidden reasoning; DSPy refuses them anything else. They
+    get temperature None (the provider's 1.0) and a cap of at least 16,000 tokens."""
+    try:
+        from dspy.clients.lm import _is_openai_reasoning_model
+    except ImportError:  # another DSPy layout: no such rule to follow
+        return 0.0, max_tokens
+    if _is_openai_reasoning_model(spec):
+        return None, max(max_tokens, 16000)
+    return 0.0, max_tokens
+
+
 def make_lm(
     spec: str = LOCAL,
     *,
@@ -248,28 +262,33 @@ def make_lm(
     environment); `check_provider_key` does that, and the CLI calls it first.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise LMConfigError(f"--lm must be a non-empty string, got {spec!r}. Fix: e.g. --lm local.")
+        raise LMConfigError("--lm must be a non-empty string", expected="a model name, path or URL",
+                            received=repr(spec), fix="e.g. --lm local.")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise LMConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        raise LMConfigError("bad max_tokens", expected="a positive integer", received=repr(max_tokens),
+                            fix="pass e.g. max_tokens=1024.")
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
-        raise LMConfigError(f"n_ctx must be an integer >= 256, got {n_ctx!r}")
+        raise LMConfigError("bad n_ctx", expected="an integer >= 256", received=repr(n_ctx),
+                            fix="pass e.g. n_ctx=4096.")
     if not isinstance(adapter, str) or adapter.strip().lower() not in ADAPTER_POLICIES:
-        raise LMConfigError(f"--adapter must be one of {', '.join(ADAPTER_POLICIES)}, got {adapter!r}. "
-                            "Fix: --adapter auto (JSON with a schema where the endpoint takes one, else chat).")
+        raise LMConfigError("bad --adapter", expected=f"one of {', '.join(ADAPTER_POLICIES)}", received=repr(adapter),
+                            fix="--adapter auto (JSON with a schema where the endpoint takes one, else chat).")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
-        raise LMConfigError(f"--timeout must be a positive number of seconds, got {timeout!r}. Fix: e.g. --timeout 120.")
+        raise LMConfigError("bad --timeout", expected="a positive number of seconds", received=repr(timeout),
+                            fix="e.g. --timeout 120.")
     if llama_threads is not None and (isinstance(llama_threads, bool) or not isinstance(llama_threads, int)
                                       or llama_threads < 1):
-        raise LMConfigError(f"--llama-threads must be a positive integer, got {llama_threads!r}. Fix: e.g. 1.")
+        raise LMConfigError("bad --llama-threads", expected="a positive integer", received=repr(llama_threads),
+                            fix="e.g. 1.")
     client = {"timeout": float(timeout)} if timeout is not None else {}
     policy = adapter.strip().lower()
     spec = spec.strip()
     is_url = spec.startswith(("http://", "https://"))
     if not is_url and (model or api_key_env):
         raise LMConfigError(
-            f"--lm-model / --api-key-env only apply to a base URL, but --lm is {spec!r}. "
-            "Fix: drop them, or pass the server's URL as --lm."
+            f"--lm-model / --api-key-env only apply to a base URL, but --lm is {spec!r}.",
+            fix="drop them, or pass the server's URL as --lm.",
         )
     if spec == LOCAL:
         _refuse_chat_for_embedded(policy, spec)
@@ -278,22 +297,22 @@ def make_lm(
     if spec.endswith(".gguf"):
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise LMConfigError(f"--lm {spec}: GGUF file not found. Fix: give an existing .gguf path.")
+            raise LMConfigError(f"--lm {spec}: GGUF file not found.", fix="give an existing .gguf path.")
         _refuse_chat_for_embedded(policy, spec)
         return _with_adapter(_gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache,
                                           n_threads=llama_threads), policy, spec)
     if spec.startswith(("http://", "https://")):
         if not model:
             raise LMConfigError(
-                f"--lm {spec} is a base URL, so the served model's name is needed too. "
-                "Fix: add --lm-model NAME (the name the server lists at /v1/models)."
+                f"--lm {spec} is a base URL, so the served model's name is needed too.",
+                fix="add --lm-model NAME (the name the server lists at /v1/models).",
             )
         api_key = None
         if api_key_env:
             api_key = os.environ.get(api_key_env)
             if not api_key:
-                raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set. "
-                                    "Fix: export it, or drop the option for a server without keys.")
+                raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set.",
+                                    fix="export it, or drop the option for a server without keys.")
         normalize_base_url(spec)  # a malformed URL fails here, naming the fix
         # OpenAI-compatible servers (vLLM, llama.cpp's servers, ...) take a JSON schema as
         # response_format; DSPy cannot know that for a served model name, so say so. The
@@ -311,13 +330,16 @@ def make_lm(
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False),
                              policy, spec)
     if _LITELLM_ID.match(spec):
-        lm = CacheScopedLM(spec, temperature=0.0, max_tokens=max_tokens, cache=cache, **client)
+        temperature, cap = _sampling_for(spec, max_tokens)
+        lm = CacheScopedLM(spec, temperature=temperature, max_tokens=cap, cache=cache, **client)
         lm._declared_response_schema = _declared_response_schema(lm)
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=spec, embedded=False), policy, spec)
     raise LMConfigError(
-        f"--lm {spec!r} is not a model this tool knows how to reach. Expected 'local', a path "
-        "ending in .gguf, a LiteLLM id like 'openai/gpt-4o-mini', or an http(s) base URL "
-        "with --lm-model."
+        f"--lm {spec!r} is not a model this tool knows how to reach",
+        expected="'local', a path ending in .gguf, a LiteLLM id like 'openai/gpt-4o-mini', or an http(s) base URL "
+                 "with --lm-model",
+        received=repr(spec),
+        fix="pass one of those forms, e.g. --lm local or --lm openai/gpt-4o-mini.",
     )
 
 
@@ -388,6 +410,6 @@ def check_provider_key(spec: str, option: str = "--lm") -> None:
     names = missing[0] if len(missing) == 1 else " or ".join(missing)
     raise LMConfigError(
         f"{option} {spec}: the provider's API key is missing ({names} is not set in the environment, as "
-        f"LiteLLM reports). Nothing was judged. Fix: export {missing[0]}=... and rerun; or use --lm local, or a "
-        "served model's base URL with --lm-model."
+        "LiteLLM reports). Nothing was judged.",
+        fix=f"export {missing[0]}=... and rerun; or use --lm local, or a served model's base URL with --lm-model.",
     )
