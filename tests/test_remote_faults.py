@@ -267,3 +267,50 @@ def test_an_empty_reply_is_an_error_verdict_and_keeps_the_other_answers(tmp_path
     assert result.exit_code == 0, result.output
     verdicts = {v["question_id"]: v["verdict"] for v in stored(tmp_path / "run")[0]["verdicts"]}
     assert verdicts["q5"] in ("error", "unparsed") and sum(v == "yes" for v in verdicts.values()) == 5
+
+
+def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_rest(tmp_path, fake_endpoint,
+                                                                                     monkeypatch):
+    """Ctrl-C while item-1's fourth question is in flight: its three answers (and, with
+    calls in flight across items, the other items' answers) are stored, the item is
+    incomplete, and the rerun asks only what was not answered."""
+    for concurrency in ("1", "3"):
+        qs_path, items = write_inputs(tmp_path / concurrency)
+        out = tmp_path / concurrency / "run"
+        fake_endpoint.reset()
+        fake_endpoint.reply = verdict_replies({QUESTIONS[1]: "no"})
+        original = BinEval.judge_question
+        pressed = []
+
+        def judge(self, input, output, question, *args, _original=original, _pressed=pressed, **kwargs):
+            if "Article 1" in input and question.id == "q4" and not _pressed:
+                _pressed.append(True)
+                raise KeyboardInterrupt
+            return _original(self, input, output, question, *args, **kwargs)
+
+        monkeypatch.setattr(BinEval, "judge_question", judge)
+        first = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
+        assert first.exit_code == 130, first.output
+        records = {r["item_id"]: r for r in stored(out)}
+        answered = sum(1 for r in records.values() for v in r["verdicts"] if v["verdict"] in ("yes", "no"))
+        sent_before = len(fake_endpoint.requests)
+        for record in records.values():  # what is stored is what the endpoint answered, or an error
+            for v in record["verdicts"]:
+                assert v["verdict"] in ("error", "no" if v["question_id"] == "q2" else "yes"), v
+        if concurrency == "1":  # item-0 done, item-1 stopped at q4: every answer given is stored
+            verdicts = {v["question_id"]: v for v in records["item-1"]["verdicts"]}
+            assert [verdicts[q]["verdict"] for q in ("q1", "q2", "q3", "q4")] == ["yes", "no", "yes", "error"]
+            assert "interrupted" in verdicts["q4"]["error"] and records["item-1"]["complete"] is False
+            assert answered == sent_before == len(QUESTIONS) + 3
+        else:  # calls of several items were in flight: an item with an answer keeps it
+            assert answered >= len(QUESTIONS) - 1
+
+        monkeypatch.setattr(BinEval, "judge_question", original)
+        second = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
+        assert second.exit_code == 0, second.output
+        asked_again = len(fake_endpoint.requests) - sent_before
+        if concurrency == "1":
+            assert asked_again == 3 * len(QUESTIONS) - answered  # only what had no answer
+        else:  # answers that arrived after Ctrl-C come from DSPy's cache on the rerun
+            assert asked_again <= 3 * len(QUESTIONS) - answered
+        assert all(r.get("complete", True) for r in stored(out)) and len(stored(out)) == 3

@@ -60,14 +60,15 @@ def test_interrupted_run_resumes_without_redoing_items(tmp_path, items_file, sma
     run_dir = RunDirectory(tmp_path / "run")
     first = evaluate_items(BinEval(small_question_set), load(items_file), run_dir,
                            manifest(small_question_set, "fake"), lm=handle)
-    assert first.interrupted and first.new_items == 1
-    assert len(run_dir.read_results()) == 1
+    assert first.interrupted and first.new_items == 2
+    stored = run_dir.read_results()  # item 2's one answer is kept, as an incomplete item
+    assert [r.item_id for r in stored] == ["item-0", "item-1"] and not stored[1].complete
 
     handle2, engine2 = scripted_handle(script)
     second = evaluate_items(BinEval(small_question_set), load(items_file), run_dir,
                             manifest(small_question_set, "fake"), lm=handle2)
     assert second.skipped_items == 1 and second.new_items == 2
-    assert len(engine2.calls) == 6  # only the two unfinished items were judged
+    assert len(engine2.calls) == 5  # item 2's two unanswered questions and item 3's three
     assert [r.item_id for r in run_dir.read_results()] == ["item-0", "item-1", "item-2"]
     sessions = json.loads(run_dir.manifest_path.read_text())["sessions"]
     assert [s["interrupted"] for s in sessions] == [True, False]

@@ -140,6 +140,7 @@ class _Pending:
     sent: int = 0  # calls submitted
     in_flight: int = 0  # futures not yet done (calls and finish)
     dropped: bool = False  # stopped by the budget with nothing to report
+    answered: set[int] = field(default_factory=set)  # call positions whose result is in
 
 
 class CallBudget(Protocol):
@@ -186,8 +187,10 @@ def map_items(
 
     Raises:
         ConfigError: `concurrency` is not an int >= 1.
-        KeyboardInterrupt: propagated after cancelling the calls not yet started; items
-            already reported through `on_done` are unaffected.
+        KeyboardInterrupt: propagated after cancelling the calls not yet started. First,
+            every item with answered calls is finished with ``work.unsent`` stand-ins for
+            the rest and reported through `on_done`, so no answer is thrown away (an item
+            with no answer yet, or without ``unsent``, is not reported).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError("bad concurrency", expected="an integer >= 1", received=repr(concurrency),
@@ -214,7 +217,11 @@ def _map_sequential(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             if budget is not None and _reserve(budget) is False:
                 stopped = True
                 break
-            value, error, entries, _ = _measured(call)
+            try:
+                value, error, entries, _ = _measured(call)
+            except KeyboardInterrupt:
+                _salvage(index, work, dict(enumerate(results)), usage, started, on_done)
+                raise
             call_usage = _call_usage(entries, work.one_call_each)
             usage += call_usage
             if budget is not None:
@@ -352,6 +359,7 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
                     continue
                 if position is not None:
                     pending.results[position] = value
+                    pending.answered.add(position)
                     pending.error = pending.error or error
                     pending.remaining -= 1
                     if position == 0 and pending.held:  # the warm call is done: the others may read its cache
@@ -364,12 +372,41 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             admit()
     except StopItems:
         pass
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for pending in sorted(active.values(), key=lambda p: p.index):
+            if not pending.dropped and pending.error is None:
+                _salvage(pending.index, pending.work, {i: pending.results[i] for i in pending.answered},
+                         pending.usage, pending.started or time.perf_counter(), on_done)
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         if budget is not None:  # calls dropped with the loop are no longer in flight for the budget
             for _pending, position in futures.values():
                 if position is not None:
                     budget.settle(Usage())
+
+
+def _salvage(index: int, work: ItemWork, answered: dict[int, Any], usage: Usage, started: float,
+             on_done: Callable[[ItemDone], None]) -> None:
+    """At Ctrl-C, report an item that has answered calls, so no answer is thrown away.
+
+    The calls not answered get ``work.unsent(position, "interrupted")`` (BinEval: an
+    ``error`` verdict, asked again by a rerun) and the item is finished and handed to
+    `on_done` as usual. Nothing happens for an item with no answer yet, without an
+    ``unsent``, or whose finish step fails or is interrupted again (it is then simply
+    not reported, as before).
+    """
+    if not answered or work.unsent is None:
+        return
+    results = [answered[i] if i in answered else work.unsent(i, "interrupted (Ctrl-C) before this call finished")
+               for i in range(len(work.calls))]
+    try:
+        result = work.finish(results)
+        on_done(ItemDone(index=index, result=result, error=None, usage=usage,
+                         seconds=round(time.perf_counter() - started, 3)))
+    except (Exception, KeyboardInterrupt, StopItems):  # noqa: BLE001 - best effort while stopping
+        return
 
 
 def _reserve(budget: CallBudget) -> bool:
