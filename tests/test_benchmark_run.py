@@ -270,7 +270,9 @@ def test_ctrl_c_stops_the_whole_benchmark_not_only_the_current_method(tmp_path, 
                    str(out), "--bootstrap", "20", "--no-figures"])
     assert result.exit_code == 130, result.output
     assert calls["n"] == 30  # nothing was called after the interrupt
-    assert len((out / "bineval" / "results.jsonl").read_text().splitlines()) == 2
+    stored = [json.loads(line) for line in (out / "bineval" / "results.jsonl").read_text().splitlines()]
+    assert len(stored) == 3  # two whole items, and the third with the answers it had (kept, incomplete)
+    assert stored[2]["complete"] is False and stored[2]["questions_answered"] == 5
     for later in ("geval", "unieval", "rouge"):
         assert not (out / later / "results.jsonl").is_file() or not (out / later / "results.jsonl").read_text()
     assert "rerun the same command to resume" in " ".join(result.output.split())

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
+
+if TYPE_CHECKING:  # numpy and pandas are imported by the functions that use them (import time)
+    import pandas as pd
 
 WEAK_PHI = 0.3
 
@@ -31,6 +32,8 @@ def verdict_matrix(results: Sequence[ItemResult], question_ids: Sequence[str] | 
         results: stored BinEval item results.
         question_ids: column order (default: order of first appearance).
     """
+    import pandas as pd
+
     rows = {r.item_id: {v.question_id: (1.0 if v.verdict == "yes" else 0.0 if v.verdict == "no" else math.nan)
                         for v in r.verdicts} for r in results}
     frame = pd.DataFrame.from_dict(rows, orient="index", dtype=float)
@@ -46,6 +49,8 @@ def phi_coefficient(a: Sequence[float], b: Sequence[float]) -> float:
     data; in [-1, 1]. Returns NaN when either vector is constant over the shared items
     or fewer than two items are shared.
     """
+    import numpy as np
+
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep] > 0.5, y[keep] > 0.5
@@ -105,6 +110,9 @@ class QuestionAnalysis:
 
 
 def _dimension_phi(dimension: str, ids: list[str], verdicts: pd.DataFrame) -> DimensionPhi:
+    import numpy as np
+    import pandas as pd
+
     matrix = pd.DataFrame(np.eye(len(ids)), index=ids, columns=ids)
     offdiag: list[float] = []
     undefined = 0
@@ -141,6 +149,9 @@ def analyze_questions(results: Sequence[ItemResult], question_set: QuestionSet) 
         A `QuestionAnalysis`. Never raises on degenerate data: undefined values are
         NaN and counted.
     """
+    import numpy as np
+    import pandas as pd
+
     ids = [q.id for q in question_set.questions]
     verdicts = verdict_matrix(results, ids)
     rows = []

@@ -6,7 +6,10 @@
     bineval agreement --run runs/summeval-gpt-4o-mini-100-stratified-s0 --predictions mine=mine.jsonl
 
 Writes the same report as ``bineval benchmark`` (report.md, report.html, metrics.json,
-figures/) plus missing_predictions.json, without any LM call.
+figures/) plus missing_predictions.json, without any LM call: computed by
+`binaryeval_dspy.reports.benchmark_metrics.compute_benchmark_metrics` and rendered by
+`binaryeval_dspy.reports.render`, like the benchmark report. ``bineval report OUT``
+re-renders it from OUT/metrics.json alone.
 """
 
 from __future__ import annotations
@@ -15,14 +18,11 @@ from pathlib import Path
 
 import click
 
-from binaryeval_dspy.cli.benchmark_command import _print_main_table
+from binaryeval_dspy.cli.benchmark_command import print_main_table
 from binaryeval_dspy.cli.common import console, friendly_errors, slug
+from binaryeval_dspy.cli.options import report_statistics_options
 from binaryeval_dspy.meta_eval.agreement import load_agreement_scores
 from binaryeval_dspy.meta_eval.predictions import parse_prediction_option
-from binaryeval_dspy.metrics.correlation import (
-    CONSTANT_PREDICTION_POLICIES,
-    DEFAULT_CONSTANT_PREDICTIONS,
-)
 from binaryeval_dspy.reports.benchmark_report import MISSING_FILE, write_benchmark_report
 
 
@@ -45,14 +45,7 @@ from binaryeval_dspy.reports.benchmark_report import MISSING_FILE, write_benchma
               help="Scored file: the field grouping items by source document (summary-level correlation).")
 @click.option("--system-field", default=None,
               help="Scored file: the field naming the system that wrote each output (system-level correlation).")
-@click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
-              help="Bootstrap resamples for intervals and paired tests.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
-@click.option("--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
-              default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
-              help="Summary level: a document whose predicted scores are all equal is left out of the average "
-                   "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
-@click.option("--no-figures", is_flag=True, help="Skip the figures (faster).")
+@report_statistics_options("predicted scores")
 @friendly_errors
 def agreement_command(target: str | None, prediction_options: tuple[str, ...], run_dir: Path | None,
                       out_dir: Path | None, data_dir: Path | None, human_fields: str | None, id_field: str,
@@ -68,7 +61,7 @@ def agreement_command(target: str | None, prediction_options: tuple[str, ...], r
         out_dir = Path("runs") / slug(f"agreement-{scores.spec.name}-{'-'.join(scores.prediction_sets)}")
     md_path, html_path, report = write_benchmark_report(scores, n_resamples=n_resamples, seed=seed,
                                                         figures=not no_figures, out_dir=out_dir)
-    _print_main_table(report)
+    print_main_table(report)
     n = len(scores.items)
     for name, ps in scores.prediction_sets.items():
         line = f"{name}: {ps.matched_items}/{n} items have a prediction"

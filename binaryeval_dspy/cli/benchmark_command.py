@@ -2,8 +2,9 @@
 
 `benchmark` runs BinEval and the baselines on one benchmark with one LM into a
 resumable run directory and writes the report; `report` rebuilds the report from a
-run directory without calling any LM; `benchmark-questions` regenerates the question
-sets of the benchmarks' task prompts with an LM.
+run directory without calling any LM (recomputed from the run's files, or re-rendered
+from ``metrics.json`` alone); `benchmark-questions` regenerates the question sets of the
+benchmarks' task prompts with an LM.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.options import (
+    bootstrap_option,
+    constant_predictions_option,
+    report_statistics_options,
+)
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.meta_eval.benchmark_run import (
@@ -40,12 +46,9 @@ from binaryeval_dspy.meta_eval.benchmark_run import (
 )
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
 from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
-from binaryeval_dspy.metrics.correlation import (
-    CONSTANT_PREDICTION_POLICIES,
-    DEFAULT_CONSTANT_PREDICTIONS,
-)
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
-from binaryeval_dspy.reports.benchmark_report import write_benchmark_report
+from binaryeval_dspy.reports.benchmark_report import rerender_from_metrics, write_benchmark_report
+from binaryeval_dspy.reports.render import Table as ReportTable
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
 
@@ -67,15 +70,25 @@ def _shown_path(path: Path) -> str:
         return str(path)
 
 
-def _print_main_table(report) -> None:
-    for heading, blocks in report.sections[:1]:
+def print_report_table(block: ReportTable) -> None:
+    """Print one report table on the terminal (rich): caption as title, the Method column
+    left-aligned and every other column right-aligned."""
+    table = Table(title=block.caption, title_justify="left")
+    for h in block.header:
+        table.add_column(h, justify="left" if h == "Method" else "right")
+    for row in block.rows:
+        table.add_row(*row)
+    out_console.print(table)
+
+
+def print_main_table(report) -> None:
+    """Print the report's first table (the main correlation table) on the terminal."""
+    for _heading, blocks in report.sections[:1]:
         for block in blocks[:1]:
-            table = Table(title=block.caption, title_justify="left")
-            for h in block.header:
-                table.add_column(h, justify="left" if h == "Method" else "right")
-            for row in block.rows:
-                table.add_row(*row)
-            out_console.print(table)
+            print_report_table(block)
+
+
+_print_main_table = print_main_table  # the name before it was public
 
 
 @click.command("benchmark")
@@ -98,12 +111,8 @@ def _print_main_table(report) -> None:
               help="Folder with one task folder per benchmark (default: ./examples/tasks if present, else the copy shipped with the package).")
 @click.option("--logprobs", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="Ask the LM for token log-probabilities for the G-Eval/UniEval-style scores.")
-@click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
-              help="Bootstrap resamples for intervals and paired tests.")
-@click.option("--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
-              default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
-              help="Summary level: a document whose method scores are all equal is left out of the average "
-                   "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
+@bootstrap_option
+@constant_predictions_option("method scores")
 @click.option("--no-figures", is_flag=True, help="Write the report without figures (faster).")
 @run_options
 @lm_options
@@ -178,7 +187,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
                                                         figures=not no_figures,
                                                         constant_predictions=constant_predictions)
-    _print_main_table(report)
+    print_main_table(report)
     for method, outcome in outcomes.items():
         console.print(f"{METHOD_TITLES[method]}: {outcome.new_items} items now, {outcome.skipped_items} done "
                       f"before, {outcome.seconds:.1f} s")
@@ -212,24 +221,44 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 
 @click.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
-              help="Bootstrap resamples for intervals and paired tests.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
-@click.option("--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
-              default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
-              help="Summary level: a document whose method scores are all equal is left out of the average "
-                   "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
-@click.option("--no-figures", is_flag=True, help="Skip the figures (faster).")
+@click.option("--from-metrics", is_flag=True,
+              help="Re-render report.md / report.html / figures from RUN_DIR/metrics.json alone, without reading "
+                   "or recomputing the run (the default when RUN_DIR has metrics.json but no benchmark.json).")
+@report_statistics_options("method scores")
 @friendly_errors
-def report_command(run_dir: Path, n_resamples: int, seed: int, constant_predictions: str, no_figures: bool) -> None:
-    """Rebuild report.md / report.html of a benchmark run from its files (no LM call)."""
-    if not (run_dir / "benchmark.json").is_file():
+def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: int, constant_predictions: str,
+                   no_figures: bool) -> None:
+    """Rebuild report.md / report.html of a benchmark run without calling any LM.
+
+    By default every number is recomputed from the run's files (benchmark.json, items
+    and results), with --bootstrap, --seed and --constant-predictions, and metrics.json
+    is rewritten. With --from-metrics, or when RUN_DIR holds metrics.json but not the
+    run's files (a copied report, an agreement report), the report is re-rendered from
+    metrics.json alone: the same text as when it was computed; --bootstrap, --seed,
+    --constant-predictions and --no-figures do not apply (figures are drawn from the
+    data saved in metrics.json).
+    """
+    has_run = (run_dir / "benchmark.json").is_file()
+    if from_metrics or (not has_run and (run_dir / "metrics.json").is_file()):
+        ctx = click.get_current_context()
+        options = {"n_resamples": "--bootstrap", "seed": "--seed", "constant_predictions": "--constant-predictions",
+                   "no_figures": "--no-figures"}
+        ignored = [flag for name, flag in options.items()
+                   if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]
+        if ignored:
+            console.print(f"[yellow]Re-rendering from metrics.json: {', '.join(ignored)} not applied (the numbers "
+                          "are those saved).[/yellow]", highlight=False)
+        md_path, html_path, report = rerender_from_metrics(run_dir)
+        print_main_table(report)
+        console.print(f"Report (re-rendered from {run_dir / 'metrics.json'}): {md_path} and {html_path}")
+        return
+    if not has_run:
         raise InputError("not a benchmark run directory (no benchmark.json)", path=run_dir,
                          fix="pass the --out directory of a `bineval benchmark` run.")
     md_path, html_path, report = write_benchmark_report(run_dir, n_resamples=n_resamples, seed=seed,
                                                         figures=not no_figures,
                                                         constant_predictions=constant_predictions)
-    _print_main_table(report)
+    print_main_table(report)
     console.print(f"Report: {md_path} and {html_path}")
 
 

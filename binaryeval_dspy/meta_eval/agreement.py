@@ -1,7 +1,10 @@
 """Bring your own predictions: a user's prediction files against the human scores.
 
-`load_agreement_scores` builds the `RunScores` that `build_benchmark_report` turns into
-the same report as ``bineval benchmark``, with each prediction file as a named row set:
+`load_agreement_scores` builds the `RunScores` that
+`binaryeval_dspy.reports.benchmark_metrics.compute_benchmark_metrics` turns into the same
+report as ``bineval benchmark`` (rendered by `binaryeval_dspy.reports.render`; the
+agreement-only parts are in `binaryeval_dspy.reports.agreement_tables`), with each
+prediction file as a named row set:
 
 * the items and human scores come from a bundled benchmark (``summeval``,
   ``topical_chat``, ``qags``, ... read by their loaders), from a benchmark run directory
@@ -15,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dspy
-import pandas as pd
 
 from binaryeval_dspy.data.scored_items import load_scored_items
 from binaryeval_dspy.errors import InputError
@@ -36,12 +39,16 @@ from binaryeval_dspy.metrics.correlation import (
     check_constant_predictions,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: Names a prediction set may not take: our methods (keys and titles) and the top-level
 #: keys of ``metrics.json``, so that every set keeps its own entry and label.
 RESERVED_NAMES = frozenset(
     {m.lower() for m in ALL_METHODS} | {t.lower() for t in ALL_METHOD_TITLES.values()}
     | {"human", "benchmark", "lm", "items", "level", "constant_predictions", "coverage_warnings", "per_system",
-       "cost", "question_analysis", "score_sources", "prediction_sets", "items_source", "average", "method"})
+       "cost", "question_analysis", "score_sources", "prediction_sets", "items_source", "average", "method",
+       "schema_version", "report", "entries"})
 
 
 def check_prediction_names(names: Sequence[str]) -> None:
@@ -67,6 +74,8 @@ def check_prediction_names(names: Sequence[str]) -> None:
 def items_frame(items: Sequence[dspy.Example], dimensions: Sequence[str]) -> pd.DataFrame:
     """One row per item: item_id (index, str), doc_id, system_id, split and one float column
     per human dimension (NaN when the item has no score for it)."""
+    import pandas as pd
+
     rows = []
     for ex in items:
         human = dict(ex.get("human") or {})

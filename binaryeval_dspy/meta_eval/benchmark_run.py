@@ -21,11 +21,12 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec
@@ -41,6 +42,7 @@ from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest, utc_now
+from binaryeval_dspy.schemas.versioned import check_schema_version
 
 METHODS = ("bineval", "geval", "unieval", "rouge")
 LM_METHODS = frozenset({"bineval", "geval", "unieval"})
@@ -73,7 +75,10 @@ class BenchmarkRunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = BENCHMARK_RUN_SCHEMA_VERSION
+    schema_version: Annotated[int, check_schema_version(
+        BENCHMARK_RUN_SCHEMA_VERSION, "benchmark run file",
+        older_fix="run the benchmark again with this version, into a new --out directory")] = (
+        BENCHMARK_RUN_SCHEMA_VERSION)
     benchmark: str
     lm: str
     limit: int | None = None
@@ -128,16 +133,8 @@ class BenchmarkRun:
         """
         if not self.config_path.is_file():
             return None
-        try:
-            return BenchmarkRunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise InputError(f"not a valid benchmark run file ({first['msg']})", path=self.config_path,
-                             field=where or None, fix=_DAMAGED_CONFIG_FIX) from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(f"not a valid benchmark run file ({type(exc).__name__})", path=self.config_path,
-                             fix=_DAMAGED_CONFIG_FIX) from exc
+        return read_json_file(self.config_path, BenchmarkRunConfig, what="benchmark run file",
+                              fix=_DAMAGED_CONFIG_FIX)
 
     def write_config(self, config: BenchmarkRunConfig) -> None:
         """Write ``benchmark.json`` atomically."""
@@ -275,8 +272,8 @@ def prepare_run(
                 shown = (f"{len(old)} items" if key == "item_ids" else repr(old),
                          f"{len(new)} items" if key == "item_ids" else repr(new))
                 raise RunStateError(
-                    f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}. "
-                    "Fix: choose another --out, or rerun with the original settings."
+                    f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}.",
+                    fix="choose another --out, or rerun with the original settings.",
                 )
         try:  # same ids but other texts or human scores (another data folder)?
             old_items = {r["item_id"]: r for r in run.read_items()}
@@ -292,8 +289,8 @@ def prepare_run(
                     raise RunStateError(
                         f"{run.path} holds item {ex.item_id} with another {what} than the data read now "
                         f"(data folder then: {existing.data_dir or 'default'}, now: {data_dir or 'default'}): "
-                        "stored scores would not match the items. Fix: choose another --out, or point "
-                        "--data-dir at the data the run was made with."
+                        "stored scores would not match the items.",
+                        fix="choose another --out, or point --data-dir at the data the run was made with.",
                     )
         if wanted.lm == NO_LM:
             wanted.lm = existing.lm

@@ -28,13 +28,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from binaryeval_dspy.data.items import read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ID_FIELD = "item_id"
 SINGLE_SCORE_FIELD = "score"
@@ -80,6 +80,8 @@ class PredictionSet:
 
     def items_used(self, dimension: str) -> int:
         """Report items with a finite value for `dimension`."""
+        import numpy as np
+
         if dimension not in self.frame:
             return 0
         return int(np.isfinite(self.frame[dimension].to_numpy(dtype=float)).sum())
@@ -197,6 +199,9 @@ def load_predictions(path: str | Path, *, name: str, dimensions: Sequence[str],
             not a number or not finite. Each names the file, the line (CSV: the
             header is line 1) and the field.
     """
+    import numpy as np
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise InputError("is a directory, not a file" if path.is_dir() else "file not found", path=path,

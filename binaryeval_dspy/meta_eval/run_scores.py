@@ -18,10 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from binaryeval_dspy.meta_eval.benchmark_run import (
     METHOD_TITLES,
@@ -37,6 +34,9 @@ from binaryeval_dspy.metrics.correlation import (
 )
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 P_YES_METHOD = "bineval_p_yes"
 # Methods computed from another method's stored results (no LM calls of their own) -> that method.
@@ -199,6 +199,9 @@ def method_frame(results: Sequence[Any], index: pd.Index, dimensions: Sequence[s
         that were not judged (status ``empty_output`` or ``error``) stay NaN and are not
         counted as missing: `MethodCost` counts them.
     """
+    import numpy as np
+    import pandas as pd
+
     frame = pd.DataFrame(index=index, columns=list(dimensions), dtype=float)
     missing = {d: 0 for d in dimensions}
     for r in results:
@@ -274,6 +277,8 @@ class RunScores:
         NaN stays NaN): an increasing affine map, so correlations are unchanged; used
         only to draw and average sets of different scales together.
         """
+        import numpy as np
+
         column = self.scores[method][dimension].reindex(self.items.index).astype(float)
         if method not in self.prediction_sets:
             return column
@@ -308,6 +313,9 @@ def load_run_scores(run: BenchmarkRun, *,
             damaged files (names the file and line).
         BinEvalError: `constant_predictions` is neither ``skip`` nor ``zero``.
     """
+    import numpy as np
+    import pandas as pd
+
     check_constant_predictions(constant_predictions)
     config = run.read_config()
     if config is None:

@@ -1,8 +1,12 @@
 """The meta-evaluation figures (paper Figures 1-3 and 7-10), drawn with matplotlib (Agg).
 
-Every function returns a `matplotlib.figure.Figure`; `figure_png` turns one into PNG
-bytes for files and for the self-contained HTML report. Titles name the LM, because a
-figure without its LM is not a result.
+Every drawing function returns a `matplotlib.figure.Figure`; `figure_png` turns one into
+PNG bytes for files and for the self-contained HTML report, and `draw_figure` draws a
+report's `binaryeval_dspy.reports.render.Figure` block from its saved data. Titles name
+the LM, because a figure without its LM is not a result.
+
+matplotlib comes with the ``bench`` extra and is imported on the first drawing, never
+when this module is imported (`MissingExtraError` naming the extra when it is absent).
 """
 
 from __future__ import annotations
@@ -11,15 +15,29 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import numpy as np
-from matplotlib.figure import Figure
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from binaryeval_dspy.analysis.question_analysis import QuestionAnalysis
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from binaryeval_dspy.reports.render import Figure as FigureBlock
+
+
+def _pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend, imported on first use.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed (the ``bench`` extra).
+    """
+    from binaryeval_dspy.extras import require
+
+    matplotlib = require("matplotlib", "bench", "Benchmark report figures")
+    matplotlib.use("Agg")
+    return require("matplotlib.pyplot", "bench", "Benchmark report figures")
 
 HUMAN_COLOR = "#444444"
 METHOD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
@@ -45,6 +63,7 @@ class Panel:
 
 def figure_png(figure: Figure, *, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (the figure is closed afterwards)."""
+    plt = _pyplot()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     plt.close(figure)
@@ -52,6 +71,8 @@ def figure_png(figure: Figure, *, dpi: int = 100) -> bytes:
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     values = np.asarray(values, dtype=float)
     return values[np.isfinite(values)]
 
@@ -67,6 +88,9 @@ def violin_figure(panels: Sequence[Panel], *, title: str) -> Figure:
 
     A method whose scores are all equal (or missing) is drawn as a single mark.
     """
+    import numpy as np
+
+    plt = _pyplot()
     rows, cols = _grid(len(panels))
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, panels):
@@ -108,6 +132,9 @@ def system_figure(systems: Sequence[str], human: Sequence[float], methods: Mappi
         ylabel: what the y axis shows.
         title: figure title (name the LM).
     """
+    import numpy as np
+
+    plt = _pyplot()
     order = np.argsort(np.asarray(human, dtype=float), kind="stable")
     x = np.arange(len(systems))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(systems) + 2), 3.8))
@@ -125,32 +152,54 @@ def system_figure(systems: Sequence[str], human: Sequence[float], methods: Mappi
     return fig
 
 
-def phi_heatmap_figure(analysis: QuestionAnalysis, *, title: str) -> Figure:
+def _phi_tables(analysis: QuestionAnalysis | Mapping[str, Mapping[str, Any]]
+                ) -> dict[str, tuple[list[str], np.ndarray, float]]:
+    """dimension -> (question ids, phi matrix, mean off-diagonal phi), from a
+    `QuestionAnalysis` or from the saved ``{dim: {question_ids, matrix, mean_off_diagonal}}``."""
+    import numpy as np
+
+    if isinstance(analysis, QuestionAnalysis):
+        return {d: (list(p.question_ids), p.matrix.to_numpy(dtype=float), p.mean_off_diagonal)
+                for d, p in analysis.dimensions.items()}
+    return {d: (list(p["question_ids"]), np.asarray(p["matrix"], dtype=float).reshape(len(p["question_ids"]), -1),
+                math.nan if p.get("mean_off_diagonal") is None else float(p["mean_off_diagonal"]))
+            for d, p in analysis.items()}
+
+
+def phi_heatmap_figure(analysis: QuestionAnalysis | Mapping[str, Mapping[str, Any]], *, title: str) -> Figure:
     """Phi-coefficient matrices between the questions of each dimension (paper Figure 3).
+
+    Args:
+        analysis: a `QuestionAnalysis`, or its saved form ``{dimension: {"question_ids",
+            "matrix" (square, NaN / null where undefined), "mean_off_diagonal"}}``.
+        title: figure title (name the LM).
 
     Undefined cells (a question answered the same way on every item) are left blank
     and marked "n/a".
     """
-    dims = [d for d, phi in analysis.dimensions.items() if phi.question_ids]
+    import numpy as np
+
+    plt = _pyplot()
+    tables = _phi_tables(analysis)
+    dims = [d for d, (ids, _, _) in tables.items() if ids]
     rows, cols = _grid(max(1, len(dims)))
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.3 * rows), squeeze=False)
     for ax, dim in zip(axes.flat, dims):
-        phi = analysis.dimensions[dim]
-        matrix = phi.matrix.to_numpy(dtype=float)
+        question_ids, matrix, mean_off_diagonal = tables[dim]
         image = ax.imshow(np.ma.masked_invalid(matrix), vmin=-1, vmax=1, cmap="RdBu_r")
-        n = len(phi.question_ids)
+        n = len(question_ids)
         for i in range(n):
             for j in range(n):
                 value = matrix[i, j]
                 strong = not math.isnan(value) and abs(value) > 0.6
                 ax.text(j, i, "n/a" if math.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if strong else "black")
-        short = [q.split("-")[-1] for q in phi.question_ids]
+        short = [q.split("-")[-1] for q in question_ids]
         ax.set_xticks(range(n))
         ax.set_yticks(range(n))
         ax.set_xticklabels([f"Q{s}" for s in short], fontsize=7)
         ax.set_yticklabels([f"Q{s}" for s in short], fontsize=7)
-        mean = "n/a" if math.isnan(phi.mean_off_diagonal) else f"{phi.mean_off_diagonal:.2f}"
+        mean = "n/a" if math.isnan(mean_off_diagonal) else f"{mean_off_diagonal:.2f}"
         ax.set_title(f"{dim} (mean off-diag phi {mean})", fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     for ax in list(axes.flat)[len(dims):]:
@@ -163,6 +212,9 @@ def phi_heatmap_figure(analysis: QuestionAnalysis, *, title: str) -> Figure:
 def scatter_figure(panels: Sequence[Panel], *, title: str) -> Figure:
     """Per-item method score against the human score, one row per method and one column
     per panel, with a least-squares line and Pearson's r (paper Figure 10)."""
+    import numpy as np
+
+    plt = _pyplot()
     methods = list(panels[0].methods) if panels else []
     rows, cols = max(1, len(methods)), max(1, len(panels))
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), squeeze=False)
@@ -192,3 +244,45 @@ def scatter_figure(panels: Sequence[Panel], *, title: str) -> Figure:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _panels(data: Sequence[Mapping[str, Any]]) -> list[Panel]:
+    import numpy as np
+
+    return [Panel(title=p["title"], human=np.asarray(p["human"], dtype=float),
+                  methods={k: np.asarray(v, dtype=float) for k, v in p["methods"].items()},
+                  scale=(float(p["scale"][0]), float(p["scale"][1]))) for p in data]
+
+
+def draw_figure(block: FigureBlock) -> bytes:
+    """PNG bytes of a report's figure block, drawn from its saved data.
+
+    Args:
+        block: a `binaryeval_dspy.reports.render.Figure` whose ``drawing`` is
+            ``violins`` / ``scatter`` (data: ``panels``, ``title``), ``systems``
+            (``systems``, ``human``, ``methods``, ``ylabel``, ``title``) or
+            ``phi_heatmaps`` (``dimensions``, ``title``); null values are NaN.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed (the ``bench`` extra).
+        BinEvalError: an unknown drawing.
+    """
+    import numpy as np
+
+    data = block.data
+    if block.drawing == "violins":
+        figure = violin_figure(_panels(data["panels"]), title=data["title"])
+    elif block.drawing == "scatter":
+        figure = scatter_figure(_panels(data["panels"]), title=data["title"])
+    elif block.drawing == "systems":
+        methods = {k: np.asarray(v, dtype=float) for k, v in data["methods"].items()}
+        figure = system_figure(data["systems"], np.asarray(data["human"], dtype=float), methods,
+                               ylabel=data["ylabel"], title=data["title"])
+    elif block.drawing == "phi_heatmaps":
+        figure = phi_heatmap_figure(data["dimensions"], title=data["title"])
+    else:
+        from binaryeval_dspy.errors import BinEvalError
+
+        raise BinEvalError(f"unknown figure drawing {block.drawing!r}", expected="violins, scatter, systems or "
+                           "phi_heatmaps", received=repr(block.drawing), fix="re-render the report from the run.")
+    return figure_png(figure)

@@ -3,6 +3,10 @@
 Every stored item is counted, whatever its status (``scored``, ``empty_output``,
 ``error``); means are taken over the judged items that have a score for the cell, shown
 as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
+
+This module computes the summary (`summarize_results`) and saves it (`write_summary`);
+its tables and Markdown are in `binaryeval_dspy.reports.run_summary_tables`, whose names
+are importable from here too.
 """
 
 from __future__ import annotations
@@ -10,12 +14,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from binaryeval_dspy.analysis.explanation_flags import (
     COPIES_VIOLATION_EXAMPLE,
@@ -24,11 +25,53 @@ from binaryeval_dspy.analysis.explanation_flags import (
     SAYS_YES,
     explanation_flags,
 )
-from binaryeval_dspy.lm.pricing import RunCost, cost_line, price_model_for_name, run_cost
+from binaryeval_dspy.lm.pricing import RunCost, price_model_for_name, run_cost
+from binaryeval_dspy.reports.run_summary_tables import (
+    UNDEFINED,
+    _defined,
+    _status,
+    coverage_warning,
+    flagged_line,
+    incomplete_line,
+    items_table,
+    p_yes_header,
+    prompt_tokens_phrase,
+    status_line,
+    summary_markdown,
+    summary_table,
+    usage_line,
+    used_cell,
+)
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
-UNDEFINED = "—"  # how an undefined mean or score is shown (never 0)
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "SKEW_SHARE",
+    "UNDEFINED",
+    "DimensionSummary",
+    "RunSummary",
+    "VerdictSkew",
+    "coverage_warning",
+    "flagged_line",
+    "incomplete_line",
+    "items_table",
+    "judge_notes",
+    "p_yes_header",
+    "prompt_tokens_phrase",
+    "results_frame",
+    "status_line",
+    "summarize_results",
+    "summary_markdown",
+    "summary_table",
+    "usage_line",
+    "used_cell",
+    "verdict_skew",
+    "write_summary",
+]
+
 #: Share of one verdict among the judge's answered questions above which the run is
 #: said not to discriminate between items (every verdict the same is the extreme case).
 SKEW_SHARE = 0.95
@@ -149,18 +192,14 @@ class RunSummary(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _status(result: ItemResult) -> str:
-    return getattr(result, "status", "scored")
-
-
-def _defined(value: float | None) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def results_frame(results: list[ItemResult]) -> pd.DataFrame:
     """One row per item: ``item_id``, ``status``, one column per dimension score (in [0, 1],
     NaN when nothing parsed or the item was not judged), ``overall``, counts of
     ``yes``/``no``/``unparsed``/``error``, ``complete``, tokens and seconds."""
+    import pandas as pd
+
     rows = []
     for r in results:
         row: dict[str, object] = {"item_id": r.item_id, "status": _status(r)}
@@ -336,181 +375,6 @@ def _p_yes(card: object, dim: str) -> float | None:
     if dim == "overall":
         return card.p_yes_overall
     return (card.p_yes_scores or {}).get(dim)
-
-
-def prompt_tokens_phrase(summary: RunSummary) -> str:
-    """``prompt tokens 12,538 per item, 10,120 of them from cache`` (the cached part only
-    when the provider reported one; cache writes too when it reported them)."""
-    n = summary.items or 1
-    text = f"prompt tokens {summary.prompt_tokens / n:,.0f} per item"
-    if summary.cached_prompt_tokens:
-        text += f", {summary.cached_prompt_tokens / n:,.0f} of them from cache"
-    if summary.cache_write_tokens:
-        text += f", {summary.cache_write_tokens / n:,.0f} written to cache"
-    return text
-
-
-def usage_line(summary: RunSummary) -> str:
-    """One line of usage: calls, tokens (prompt per item and its cached part, completion
-    per item), fallbacks, time per item."""
-    tokens = summary.prompt_tokens + summary.completion_tokens
-    n = summary.items or 1
-    fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
-    return (f"{summary.lm_calls:,} LM calls, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
-            f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s per item")
-
-
-def status_line(summary: RunSummary) -> str:
-    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``."""
-    counts = summary.items_by_status or {"scored": summary.items}
-    return f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
-
-
-def coverage_warning(summary: RunSummary) -> str | None:
-    """A warning when the means are not over every item (empty outputs, items that could
-    not be judged, or dimensions without a parsed answer), else None."""
-    short = [d for d in summary.dimensions if d.items_scored < d.items_total]
-    if not short:
-        return None
-    cells = ", ".join(f"{d.dimension} {d.items_scored} / {d.items_total}" for d in short)
-    return (f"Means are over the items with a score only ({cells} items used); empty outputs and items that "
-            "could not be judged have no score and are not counted as 0.")
-
-
-def used_cell(d: DimensionSummary) -> str:
-    """``n used / n total`` of one dimension's mean."""
-    return f"{d.items_scored} / {d.items_total}"
-
-
-def incomplete_line(summary: RunSummary) -> str | None:
-    """A warning line when some questions got no answer (failed calls), else None."""
-    if not summary.items_incomplete:
-        return None
-    failed = summary.questions_total - summary.questions_answered
-    return (f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
-            f"{summary.questions_total} questions have no answer (their LM call failed); scores use the "
-            "answered questions. Rerun the same command to ask just those again.")
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return UNDEFINED if not _defined(value) else f"{value:.{digits}f}"
-
-
-def p_yes_header(summary: RunSummary) -> str:
-    """The P(yes) column's heading, naming the embedded model when it produced them."""
-    return "mean P(yes), embedded model" if summary.embedded_lm else "mean P(yes)"
-
-
-def flagged_line(summary: RunSummary) -> str | None:
-    """``Explanations contradicting their verdict: N of M`` (None when no answer had one)."""
-    if not summary.explanations_checked:
-        return None
-    return f"Explanations contradicting their verdict: {summary.explanations_flagged} of {summary.explanations_checked}"
-
-
-def summary_table(summary: RunSummary) -> Table:
-    """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts,
-    with the run's notes about the judge (`judge_notes`) in its caption."""
-    low, high = summary.scale
-    table = Table(title=escape(f"BinEval scores - {summary.items} items - LM: {summary.lm}"))
-    table.add_column("dimension")
-    table.add_column("mean yes-rate [0,1]", justify="right")
-    table.add_column(f"mean score [{low:g},{high:g}]", justify="right")
-    table.add_column("items used", justify="right")
-    table.add_column("yes", justify="right")
-    table.add_column("no", justify="right")
-    table.add_column("unparsed", justify="right")
-    table.add_column("error", justify="right")
-    soft = any(d.mean_p_yes is not None for d in summary.dimensions)
-    if soft:
-        table.add_column(p_yes_header(summary), justify="right")
-    for d in summary.dimensions:
-        cells = [_fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no), str(d.unparsed),
-                 str(d.error)]
-        if soft:
-            cells.append(_fmt(d.mean_p_yes))
-        table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
-    warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    caption = Text("\n".join([status_line(summary), usage_line(summary),
-                              *([cost_line(summary.cost)] if summary.cost is not None else []), *warnings,
-                              *([flagged_line(summary)] if flagged_line(summary) else [])]))
-    for note in summary.notes:
-        caption.append("\nNote: ", style="bold yellow")
-        caption.append(note, style="yellow")
-    table.caption = caption
-    table.caption_justify = "left"
-    return table
-
-
-def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool = False) -> Table:
-    """A rich table with one row per item (first `max_rows`): scaled scores per dimension;
-    an item without a score (``empty_output``, ``error``) shows its status and "—".
-
-    When the LM returned log-probabilities, a ``P(yes)`` column (the item's mean P(yes)
-    over all questions, in [0, 1]) ranks items even where every hard verdict is the
-    same; `embedded` labels it as the embedded model's."""
-    table = Table(title="Per-item scores (scaled)")
-    table.add_column("item", no_wrap=True)
-    dims = list(dict.fromkeys(d for r in results if r.score_card is not None for d in r.score_card.dimension_scores))
-    for d in dims:
-        table.add_column(escape(d), justify="right")
-    table.add_column("overall", justify="right")
-    soft = any(r.score_card is not None and _defined(r.score_card.p_yes_overall) for r in results)
-    if soft:
-        table.add_column("P(yes), embedded model" if embedded else "P(yes)", justify="right")
-    table.add_column("unparsed", justify="right")
-    table.add_column("error", justify="right")
-    for r in results[:max_rows]:
-        sc = r.score_card
-        status = _status(r)
-        if status != "scored":
-            item = Text(f"{r.item_id} ({status})", style="yellow" if status == "error" else "dim")
-        else:
-            item = Text(r.item_id) if r.complete else Text(f"{r.item_id} (incomplete)", style="yellow")
-        if sc is None or status != "scored":
-            counts = sc.total_counts if sc is not None else None
-            table.add_row(item, *[UNDEFINED for _ in dims], UNDEFINED, *([UNDEFINED] if soft else []),
-                          str(counts.unparsed if counts else 0), str(counts.error if counts else 0))
-            continue
-        table.add_row(item, *[_fmt(sc.scaled_dimension_scores.get(d), 2) for d in dims],
-                      _fmt(sc.scaled_overall, 2), *([_fmt(sc.p_yes_overall)] if soft else []),
-                      str(sc.total_counts.unparsed), str(sc.total_counts.error))
-    if len(results) > max_rows:
-        table.caption = f"... {len(results) - max_rows} more items in results.jsonl"
-    return table
-
-
-def summary_markdown(summary: RunSummary) -> str:
-    """The summary as a Markdown table, LM named in the heading, the notes about the judge
-    (`judge_notes`) right below it."""
-    low, high = summary.scale
-    lines = [
-        f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | items used | yes | no | unparsed |"
-         f" error | {p_yes_header(summary)} |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for d in summary.dimensions:
-        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {used_cell(d)} | {d.yes} | "
-                     f"{d.no} | {d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
-    for note in summary.notes:  # beside the table, before the cost lines
-        lines += ["", f"**Note:** {note}"]
-    cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
-    lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
-                   f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
-                   f"{prompt_tokens_phrase(summary)}); "
-                   f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
-                   "per item."),
-              *([cost_line(summary.cost)] if summary.cost is not None else []),
-              (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
-               f"incomplete items: {summary.items_incomplete}."),
-              f"Items by status: {status_line(summary)}.", ""]
-    if flagged_line(summary):
-        lines[-1:] = [f"{flagged_line(summary)}.", ""]
-    for warning in (coverage_warning(summary), incomplete_line(summary)):
-        if warning:
-            lines += [f"**Warning:** {warning}", ""]
-    return "\n".join(lines)
 
 
 def write_summary(summary: RunSummary, run_path: Path) -> tuple[Path, Path]:
