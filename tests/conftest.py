@@ -65,6 +65,89 @@ def scripted_handle():
 
 
 @pytest.fixture
+def comparison_data_dir(tmp_path: Path) -> Path:
+    """A benchmark data folder for the comparison harness: 24 SummEval-shaped items
+    (12 docs x 2 systems) and 8 IFBench-shaped prompts."""
+    root = tmp_path / "data"
+    (root / "summeval").mkdir(parents=True)
+    rows = []
+    for doc in range(12):
+        for system, quality in (("M1", "good"), ("M2", "bad")):
+            rating = 4.5 if quality == "good" else 1.5 + (doc % 3) * 0.5
+            rows.append({"doc_id": f"d{doc:02d}", "system_id": system, "source": f"Article {doc} text.",
+                         "system_output": f"Summary {doc} is {quality}.",
+                         "scores": {"coherence": rating, "fluency": rating, "consistency": 5.0, "relevance": 3.0}})
+    (root / "summeval" / "summeval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "ifbench").mkdir()
+    kinds = [("format:emoji", {}), ("format:newline", {}), ("count:numbers", {"N": 2, "keyword": None}),
+             ("format:line_indent", {})]  # real IFBench ids (the shared loader checks them)
+    prompts = [{"key": str(key), "prompt": f"Write about topic {key}. End with DONE.",
+                "instruction_id_list": [kinds[key % 4][0]], "kwargs": [kinds[key % 4][1]]} for key in range(8)]
+    (root / "ifbench" / "IFBench_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
+    return root
+
+
+@pytest.fixture
+def comparison_question_file(tmp_path: Path) -> Path:
+    """A saved question set for the comparison harness: one coherence and one fluency question."""
+    qs = QuestionSet(task_prompt="Summarize the article.", dimensions=["coherence", "fluency"], questions=[
+        BinaryQuestion(id="coherence-01", dimension="coherence", text="Is it well organised?"),
+        BinaryQuestion(id="fluency-01", dimension="fluency", text="Is it fluent?")])
+    return qs.save(tmp_path / "qs.json")
+
+
+@pytest.fixture
+def cli_scripted_lms(monkeypatch, scripted_handle):
+    """Factory ``install(script, *, per_lm=None, name="scripted-cli")``: every --lm of a CLI
+    command then resolves to a scripted LM named `name` (one evaluator name across
+    invocations, like a real --lm) answering with `script`, or with ``per_lm(n)`` where n
+    is the number of LMs made before it. Returns the engines made, in order (one list for
+    the test, however often it installs), so tests can read the calls."""
+    from binaryeval_dspy.cli import common
+
+    engines = []
+
+    def install(script=None, *, per_lm=None, name="scripted-cli"):
+        def make_lm(spec, **kwargs):
+            handle, engine = scripted_handle(per_lm(len(engines)) if per_lm is not None else script)
+            handle.name = name
+            engines.append(engine)
+            return handle
+
+        monkeypatch.setattr(common, "make_lm", make_lm)
+        return engines
+
+    return install
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_dspy_cache(tmp_path_factory) -> Iterator[None]:
+    """DSPy's response cache in a directory of this test session: answers cached by earlier
+    sessions (or by the user's own runs, in ~/.dspy_cache) never reach a test, and tests
+    leave nothing in the user's cache."""
+    saved, saved_env = dspy.cache, os.environ.get("DSPY_CACHEDIR")
+    directory = str(tmp_path_factory.mktemp("dspy-cache"))
+    os.environ["DSPY_CACHEDIR"] = directory  # commands the tests run in a subprocess too
+    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=directory)
+    yield
+    dspy.cache = saved
+    if saved_env is None:
+        os.environ.pop("DSPY_CACHEDIR", None)
+    else:
+        os.environ["DSPY_CACHEDIR"] = saved_env
+
+
+@pytest.fixture
+def no_dspy_cache():
+    """DSPy's response cache off, so that an embedded test really runs the model (answers
+    left in the cache by earlier runs on this machine would not count as calls)."""
+    saved = dspy.cache
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    yield
+    dspy.cache = saved
+
+
+@pytest.fixture
 def items_file(tmp_path: Path) -> Path:
     """A JSONL file of three items with ids and human scores."""
     path = tmp_path / "items.jsonl"

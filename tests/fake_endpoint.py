@@ -247,13 +247,16 @@ class FakeEndpoint:
     """
 
     def __init__(self, reply: ReplyFn | None = None, *, latency: float | Callable[[dict], float] = 0.0,
-                 cached_tokens: int | Callable[[dict], int] = 0, model: str = "fake-x"):
+                 cached_tokens: int | Callable[[dict], int] = 0, model: str | None = None):
         self.reply: ReplyFn = reply or verdict_reply
         self.fault: FaultFn | None = None
         self.latency = latency
         self.cached_tokens = cached_tokens
         self.enforce_max_tokens = True
-        self.model = model
+        # A model id of its own (unless one is given), so that no two fakes, in this test
+        # session or an earlier one on this machine, ever share DSPy cache entries: a port
+        # freed by one fake is often handed to the next.
+        self.model = model or f"fake-{uuid.uuid4().hex[:12]}"
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._requests: list[dict] = []

@@ -206,7 +206,7 @@ def test_logprobs_reach_dspy(fake_endpoint):
 
 def test_stream_and_models_routes(fake_endpoint):
     with _DIRECT.open(f"{fake_endpoint.base_url}/models", timeout=5) as resp:
-        assert json.loads(resp.read())["data"][0]["id"] == "fake-x"
+        assert json.loads(resp.read())["data"][0]["id"] == fake_endpoint.model
     fake_endpoint.reply = lambda body: "hello there"
     body = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
             "stream_options": {"include_usage": True}}
