@@ -27,6 +27,9 @@ how DSPy settings (``dspy.context(lm=..., adapter=...)``) and the usage tracker 
 the workers. DSPy's own ``dspy.Parallel`` runs a fixed list and returns only when all
 of it is done, so it cannot hand back items as they complete; the pool here is the
 standard library's `ThreadPoolExecutor`, nothing more.
+
+The item's vocabulary (`ItemWork`, `ItemDone`, `StopItems`, `CallBudget`) lives in
+`binaryeval_dspy.lm.item_work` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -38,11 +41,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import dspy
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork, StopItems
 from binaryeval_dspy.lm.metadata_cache import (
     memoize_input_serializers,
     memoize_model_metadata,
@@ -52,62 +56,6 @@ from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
 T = TypeVar("T")
-R = TypeVar("R")
-
-
-@dataclass
-class ItemWork(Generic[T, R]):
-    """What one item needs: independent `calls`, then `finish(call_results)`.
-
-    Attributes:
-        calls: zero or more callables, each making (typically) one LM call; they may
-            run concurrently and in any order. They should return their outcome rather
-            than raise (BinEval turns a failed call into an ``error`` verdict); an
-            exception raised here fails the whole item.
-        finish: receives the calls' results in `calls` order and returns the item's
-            result; it may make further LM calls. An exception fails the item.
-        one_call_each: each call is meant to reach the LM once (BinEval: one call per
-            question); any further LM call it made (an adapter retrying in another
-            output format) is counted in ``usage.adapter_fallbacks``.
-        warm_first: send ``calls[0]`` alone and the others only once it has finished
-            (with ``concurrency > 1``), so that a provider's prompt cache is written by
-            the first call before the others read the prompt prefix they share
-            (``--warm-prefix``; see `binaryeval_dspy.lm.prompt_cache`). Other items'
-            calls fill the pool meanwhile.
-        unsent: ``unsent(position, reason)`` gives the result of a call that was never
-            sent because a `map_items` ``budget`` stopped the run (BinEval: an ``error``
-            verdict, asked again by a rerun), so an item with some calls made is still
-            finished and reported. None: such an item is dropped (not reported).
-    """
-
-    calls: list[Callable[[], T]]
-    finish: Callable[[list[T]], R]
-    one_call_each: bool = False
-    warm_first: bool = False
-    unsent: Callable[[int, str], T] | None = None
-
-
-@dataclass
-class ItemDone(Generic[R]):
-    """The outcome of one item, handed to `map_items`' ``on_done`` callback.
-
-    Attributes:
-        index: the item's position in the `items` sequence.
-        result: `finish`'s return value, or None when the item failed.
-        error: the exception that failed the item, else None.
-        usage: LM calls and tokens of this item's calls and finish (cache hits are free).
-        seconds: wall time from the item's first call starting to its finish ending.
-    """
-
-    index: int
-    result: R | None
-    error: BaseException | None
-    usage: Usage = field(default_factory=Usage)
-    seconds: float = 0.0
-
-
-class StopItems(Exception):
-    """Raised by an ``on_done`` callback to stop admitting items (in-flight ones are dropped)."""
 
 
 def _call_usage(entries: dict[str, list[dict]], one_call: bool) -> Usage:
@@ -141,21 +89,6 @@ class _Pending:
     in_flight: int = 0  # futures not yet done (calls and finish)
     dropped: bool = False  # stopped by the budget with nothing to report
     answered: set[int] = field(default_factory=set)  # call positions whose result is in
-
-
-class CallBudget(Protocol):
-    """What `map_items` asks before each call (see `binaryeval_dspy.lm.cost_budget.CostBudget`)."""
-
-    stop_reason: str | None
-
-    def reserve(self) -> bool | None:
-        """True: send the call; None: wait for a call in flight to finish; False: stop the run."""
-
-    def settle(self, usage: Usage) -> None:
-        """A reserved call is done, with this usage."""
-
-    def charge(self, usage: Usage) -> None:
-        """An item's finish step made calls with this usage (not reserved)."""
 
 
 def map_items(

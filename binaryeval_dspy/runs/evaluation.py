@@ -4,7 +4,9 @@
 the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
 it runs items through `binaryeval_dspy.lm.call_pool.map_items`. Every item ends as a
 stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
-``error`` (could not be judged: retried by the next run).
+``error`` (could not be judged: retried by the next run); those rows are made in
+`binaryeval_dspy.runs.item_rows`, and the outcome of a call is an `EvaluationOutcome`
+(`binaryeval_dspy.runs.evaluation_outcome`), both re-exported here.
 """
 
 from __future__ import annotations
@@ -13,78 +15,44 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
-from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.lm.prompt_cache import default_warm_prefix
-from binaryeval_dspy.programs.bineval import BinEval, error_text
-from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.programs.bineval import error_text
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
+from binaryeval_dspy.runs.item_rows import (
+    Judge,
+    check_stored_items,
+    empty_item_result,
+    failed_item_result,
+    item_result,
+)
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
+from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[Any, str], None]
-Judge = BinEval | VerdictJudge
 
-
-@dataclass
-class EvaluationOutcome:
-    """What one resumable run call (`evaluate_items`, `run_resumable`) did.
-
-    Attributes:
-        results: every result in the run directory (earlier sessions included), in
-            the order of the items given (results of other items first).
-        new_items: items stored by this call (complete or not).
-        skipped_items: items already complete from an earlier session, not recomputed.
-        resumed_items: items an earlier session left incomplete whose missing
-            questions this call asked.
-        incomplete: ids of stored items that still have questions without an answer
-            (their calls failed: ``error`` verdicts) or that could not be judged at all
-            (status ``error``); a rerun asks just those again.
-        failed: (item_id, error message) of items whose judging raised and that were
-            not stored (a loop without ``failed_result``); a rerun retries them.
-        errors: (item_id, error message) of items whose judging raised (e.g. the
-            verdict pick failed, a context overflow there) and that were stored as
-            status ``error`` rows (`evaluate_items`, the benchmark's methods); they are
-            also in `incomplete`, and a rerun retries them.
-        empty_outputs: ids of the items given whose stored result has status
-            ``empty_output`` (no LM call; counted, never scored).
-        interrupted: True if stopped by Ctrl-C (results so far are kept).
-        stopped_early: why the loop stopped before the end (``--fail-on-errors``, or
-            an endpoint that failed every call of several items in a row), else None.
-        seconds: wall time of this call.
-        usage: LM calls and tokens spent by this call (cache hits are free).
-        lm_answers: questions the LM answered (yes, no or unparsed) in items stored by
-            this call; 0 with items stored means no LM call succeeded at all.
-        first_error: the first failed call's error (type and message) in this call.
-        manifest: the run manifest as written at the end.
-    """
-
-    results: list[Any]
-    new_items: int
-    skipped_items: int
-    resumed_items: int = 0
-    incomplete: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)
-    empty_outputs: list[str] = field(default_factory=list)
-    interrupted: bool = False
-    stopped_early: str | None = None
-    seconds: float = 0.0
-    usage: Usage = field(default_factory=Usage)
-    lm_answers: int = 0
-    first_error: str | None = None
-    manifest: RunManifest | None = None
+__all__ = [  # the outcome and the item rows live in their own modules; imported from here as before
+    "EvaluationOutcome",
+    "Judge",
+    "ProgressCallback",
+    "check_stored_items",
+    "empty_item_result",
+    "evaluate_items",
+    "failed_item_result",
+    "item_result",
+    "judge_item",
+    "run_resumable",
+]
 
 
 def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
@@ -114,69 +82,6 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
     if done[0].error is not None:
         raise done[0].error
     return item_result(program, item, done[0], lm=lm.name if lm is not None else None)
-
-
-def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None, *,
-                lm: str | None = None) -> ItemResult:
-    """The `ItemResult` of one finished item (`done.result` is the program's prediction).
-
-    Usage and seconds of an earlier, incomplete attempt (`previous`) are added in. An
-    item whose LM questions all failed gets status ``error`` with the first failure's
-    message, `lm` and, for a context overflow, its size and limit.
-    """
-    pred = done.result
-    extra = _item_fields(item)
-    usage, seconds = done.usage, done.seconds
-    if previous is not None:
-        usage, seconds = previous.usage + usage, previous.seconds + seconds
-    result = ItemResult(
-        item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
-        input_hash=text_hash(item.input),
-        question_set_hash=program.question_set.content_hash, score_card=pred.get("score_card"),
-        verdicts=pred.verdicts, fields=extra, usage=usage,
-        seconds=round(seconds, 3), named_verdict=pred.get("named_verdict"),
-    )
-    if result.status == "error":
-        result.lm, result.context_overflow = lm, parse_context_overflow(result.error)
-    return result
-
-
-def _item_fields(item: dspy.Example) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k not in {"item_id", "input", "output", "line"}}
-
-
-def empty_item_result(program: Judge, item: dspy.Example) -> ItemResult:
-    """The `ItemResult` of an item whose output is empty (`is_empty_output`): status
-    ``empty_output``, no verdicts, no score, no LM call; complete (a rerun keeps it)."""
-    return ItemResult(
-        item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output or ""),
-        input_hash=text_hash(item.input), question_set_hash=program.question_set.content_hash,
-        verdicts=[], fields=_item_fields(item), status="empty_output",
-    )
-
-
-def failed_item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: ItemResult | None = None, *,
-                       lm: str | None = None) -> ItemResult:
-    """The `ItemResult` of an item that could not be judged (`done.error` is set: e.g. the
-    verdict pick or another non-question step raised, or a context overflow there).
-
-    Status ``error`` with the error's type and message, `lm` and, for a context overflow,
-    its size and limit; incomplete, so a rerun tries the item again. Answers and score of
-    an earlier attempt (`previous`) are kept, and its usage and seconds added in.
-    """
-    message = error_text(done.error) if done.error is not None else "the item could not be judged"
-    usage, seconds = done.usage, done.seconds
-    if previous is not None:
-        usage, seconds = previous.usage + usage, previous.seconds + seconds
-    return ItemResult(
-        item_id=str(item.item_id), line=item.get("line"), output_hash=text_hash(item.output),
-        input_hash=text_hash(item.input), question_set_hash=program.question_set.content_hash,
-        score_card=previous.score_card if previous is not None else None,
-        verdicts=list(previous.verdicts) if previous is not None else [],
-        named_verdict=previous.named_verdict if previous is not None else None,
-        fields=_item_fields(item), usage=usage, seconds=round(seconds, 3), status="error", error=message,
-        lm=lm, context_overflow=parse_context_overflow(message),
-    )
 
 
 def _lm_answered_none(result: ItemResult) -> bool:
@@ -465,38 +370,3 @@ def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[An
     others = [r for r in results if r.item_id not in position]
     ours = sorted((r for r in results if r.item_id in position), key=lambda r: position[r.item_id])
     return others + ours
-
-
-def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], manifest: RunManifest) -> None:
-    """Refuse to resume when stored results do not belong to the items given now.
-
-    Args:
-        stored: results already in the run directory.
-        items: the items of this invocation.
-        manifest: the manifest this invocation would write.
-
-    Raises:
-        RunStateError: a stored result was made with another question set, or an item
-            with a stored result now has another input or output (the results would
-            silently describe a different text).
-    """
-    by_id = {str(i.item_id): i for i in items}
-    for result in stored:
-        if result.question_set_hash != manifest.question_set_hash:
-            raise RunStateError(
-                f"stored result for item {result.item_id!r} was made with question set "
-                f"{result.question_set_hash}, this command uses {manifest.question_set_hash}.",
-                fix="choose another --out for a new run.",
-            )
-        item = by_id.get(result.item_id)
-        if item is None:
-            continue
-        changed = [name for name, stored_hash, text in (("output", result.output_hash, item.output),
-                                                        ("input", result.input_hash, item.input))
-                   if stored_hash is not None and stored_hash != text_hash(text)]
-        if changed:
-            raise RunStateError(
-                f"item {result.item_id!r} already has a result, but its {' and '.join(changed)} "
-                f"differ from the text judged then (line {item.get('line')} of {manifest.items_path}).",
-                fix="use another --out for a new run, or re-judge changed outputs explicitly.",
-            )

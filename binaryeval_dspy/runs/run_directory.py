@@ -16,26 +16,32 @@ size (`ItemsFile`), and a resume compares them (see `RunDirectory.check`):
   directory to ``<dir>.old-N``; nothing is deleted);
 * a manifest written before the items file was recorded: resumed with a warning (it
   cannot be checked), and the file is recorded from then on.
+
+The items file's identity is computed in `binaryeval_dspy.runs.items_file`, and the
+results file is read and written by `binaryeval_dspy.runs.results_file.ResultsFile`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import logging
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from binaryeval_dspy.data.json_files import read_json_file, validation_error
+from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import InputError, RunStateError
+from binaryeval_dspy.runs.items_file import _appended_to, items_file_identity
+from binaryeval_dspy.runs.results_file import ResultsFile
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import ItemsFile, RunManifest, RunSession, utc_now
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["FROZEN_QUESTION_SET", "LOCK", "MANIFEST", "RESULTS", "RunDirectory", "items_file_identity",
+           "refuse_unrelated_folder"]  # items_file_identity lives in runs/items_file.py
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -53,50 +59,6 @@ _CONFIG_MUST_MATCH = ("input_field", "output_field", "id_field", "scale", "max_t
 _CONFIG_DEFAULTS: dict[str, object] = {"aggregation": "score", "pressure_test": "non-pass", "explanations": True}
 # Keys compared only when both manifests record them (older runs did not say).
 _CONFIG_IF_RECORDED = ("adapter",)
-
-_HASH_CHUNK = 1 << 20
-
-
-def _sha256_of(path: Path, limit: int | None = None) -> str:
-    """SHA-256 (hex) of the file's bytes, or of its first `limit` bytes."""
-    digest = hashlib.sha256()
-    left = limit
-    with path.open("rb") as handle:
-        while left is None or left > 0:
-            chunk = handle.read(_HASH_CHUNK if left is None else min(_HASH_CHUNK, left))
-            if not chunk:
-                break
-            digest.update(chunk)
-            if left is not None:
-                left -= len(chunk)
-    return digest.hexdigest()
-
-
-def items_file_identity(path: str | Path) -> ItemsFile:
-    """What a run manifest records about its items file: resolved path, SHA-256 of the bytes, size.
-
-    Args:
-        path: the items file (``.jsonl`` or ``.csv``) as given on the command line.
-
-    Returns:
-        An `ItemsFile` (``sha256``: 64 hex characters; ``bytes``: size >= 0).
-
-    Raises:
-        OSError: the file cannot be read (callers load the items first, which reports
-            a missing file as an `InputError` naming it).
-    """
-    file = Path(path)
-    return ItemsFile(path=str(file.resolve()), sha256=_sha256_of(file), bytes=file.stat().st_size)
-
-
-def _appended_to(old: ItemsFile, new: ItemsFile) -> bool:
-    """True when the file now at ``new.path`` starts with exactly the bytes `old` recorded."""
-    if new.bytes <= old.bytes:
-        return False
-    try:
-        return _sha256_of(Path(new.path), old.bytes) == old.sha256
-    except OSError:
-        return False
 
 
 def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tuple[str, ...] = ()) -> None:
@@ -124,7 +86,7 @@ def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tup
             fix="choose a new or empty --out directory.",
         )
 
-class RunDirectory:
+class RunDirectory(ResultsFile):
     """Files of one run. Create with a path; `start` writes or checks the manifest.
 
     Args:
@@ -391,96 +353,6 @@ class RunDirectory:
         if not self.frozen_question_set_path.is_file():
             return None
         return QuestionSet.load(self.frozen_question_set_path)
-
-    # ------------------------------------------------------------- results
-    def read_results(self, *, repair: bool = True) -> list[ItemResult]:
-        """All stored item results, in file order, one per item id (the last one wins).
-
-        A last line that is not complete JSON (a write cut short by a crash) is
-        trimmed, with a warning; a missing final newline is added.
-
-        Args:
-            repair: trim a truncated last line and add a missing final newline (the
-                default, for the process that owns the run). Readers that may run
-                beside a live run (reports) pass False: the fragment is only skipped.
-
-        Raises:
-            InputError: a complete line is not a valid result (names the file and
-                line; nothing is deleted).
-        """
-        if not self.results_path.is_file():
-            return []
-        raw = self.results_path.read_bytes()
-        lines = raw.split(b"\n")
-        results: dict[str, ItemResult] = {}
-        offset = 0
-        for number, line in enumerate(lines, start=1):
-            is_last = number == len(lines)
-            line_start = offset
-            offset += len(line) + (0 if is_last else 1)
-            if not line.strip():
-                continue
-            try:
-                result = self.result_model.model_validate_json(line)
-            except ValidationError as exc:
-                if is_last and not _is_json(line):  # the write was cut short: drop the fragment
-                    if repair:
-                        logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
-                                       "interrupted write; that item will be judged again",
-                                       self.results_path, number, len(line))
-                        self._truncate(line_start)
-                    break
-                raise validation_error(
-                    exc, path=self.results_path, line=number, what="item result",
-                    fix="move the damaged line out of the file; the other results are kept.",
-                ) from exc
-            if result.item_id in results:
-                logger.warning("%s:%d: item %r appears again; the later line is used",
-                               self.results_path, number, result.item_id)
-                del results[result.item_id]
-            results[result.item_id] = result
-            if is_last and repair:  # a complete line without its newline: add it before anything is appended
-                with self.results_path.open("ab") as handle:
-                    handle.write(b"\n")
-        return list(results.values())
-
-    def _truncate(self, size: int) -> None:
-        with self.results_path.open("r+b") as handle:
-            handle.truncate(size)
-
-    def append(self, result: ItemResult) -> None:
-        """Append one result as a JSON line and fsync it.
-
-        Raises:
-            RunStateError: the file cannot be written (disk full, permissions); results
-                already stored are untouched.
-        """
-        try:
-            line = result.model_dump_json() + "\n"
-            self.path.mkdir(parents=True, exist_ok=True)
-            with self.results_path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except OSError as exc:
-            raise RunStateError(f"cannot append to {self.results_path}: {exc.strerror}. Results already "
-                                "stored are kept.", fix="remove the cause and rerun the same command.") from exc
-
-    def rewrite_results(self, results: list[ItemResult]) -> None:
-        """Replace results.jsonl atomically (used when re-judging replaces items)."""
-        tmp = self.results_path.with_suffix(".jsonl.tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            for r in results:
-                handle.write(r.model_dump_json() + "\n")
-        os.replace(tmp, self.results_path)
-
-
-def _is_json(line: bytes) -> bool:
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
 
 
 def _norm(value: object) -> object:

@@ -1,0 +1,63 @@
+"""What one resumable run call reports: `EvaluationOutcome`.
+
+`binaryeval_dspy.runs.evaluation.run_resumable` (and so `evaluate_items`, rejudge and the
+benchmark's methods) and the batch runs fill one in; the commands print it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from binaryeval_dspy.schemas.item_result import Usage
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+
+@dataclass
+class EvaluationOutcome:
+    """What one resumable run call (`evaluate_items`, `run_resumable`) did.
+
+    Attributes:
+        results: every result in the run directory (earlier sessions included), in
+            the order of the items given (results of other items first).
+        new_items: items stored by this call (complete or not).
+        skipped_items: items already complete from an earlier session, not recomputed.
+        resumed_items: items an earlier session left incomplete whose missing
+            questions this call asked.
+        incomplete: ids of stored items that still have questions without an answer
+            (their calls failed: ``error`` verdicts) or that could not be judged at all
+            (status ``error``); a rerun asks just those again.
+        failed: (item_id, error message) of items whose judging raised and that were
+            not stored (a loop without ``failed_result``); a rerun retries them.
+        errors: (item_id, error message) of items whose judging raised (e.g. the
+            verdict pick failed, a context overflow there) and that were stored as
+            status ``error`` rows (`evaluate_items`, the benchmark's methods); they are
+            also in `incomplete`, and a rerun retries them.
+        empty_outputs: ids of the items given whose stored result has status
+            ``empty_output`` (no LM call; counted, never scored).
+        interrupted: True if stopped by Ctrl-C (results so far are kept).
+        stopped_early: why the loop stopped before the end (``--fail-on-errors``, or
+            an endpoint that failed every call of several items in a row), else None.
+        seconds: wall time of this call.
+        usage: LM calls and tokens spent by this call (cache hits are free).
+        lm_answers: questions the LM answered (yes, no or unparsed) in items stored by
+            this call; 0 with items stored means no LM call succeeded at all.
+        first_error: the first failed call's error (type and message) in this call.
+        manifest: the run manifest as written at the end.
+    """
+
+    results: list[Any]
+    new_items: int
+    skipped_items: int
+    resumed_items: int = 0
+    incomplete: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    empty_outputs: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    stopped_early: str | None = None
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    lm_answers: int = 0
+    first_error: str | None = None
+    manifest: RunManifest | None = None
