@@ -8,7 +8,7 @@ override a fatal "no" and an unparsed answer is never read as "no" or "yes".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.schemas.named_verdict import (
@@ -23,7 +23,7 @@ from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
 
 PressureTestMode = Literal["always", "non-pass", "never"]
-PRESSURE_TEST_MODES: tuple[str, ...] = ("always", "non-pass", "never")
+PRESSURE_TEST_MODES: tuple[str, ...] = get_args(PressureTestMode)
 
 
 def _by_id(verdicts: Iterable[QuestionVerdict]) -> dict[str, QuestionVerdict]:

@@ -6,7 +6,6 @@ import dspy
 import pytest
 from click.testing import CliRunner
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import (
@@ -252,17 +251,8 @@ def test_bad_gguf_fails_when_the_lm_is_made(tmp_path):
 
 # ---------------------------------------------------------------- CLI
 @pytest.fixture
-def fake_cli_lm(monkeypatch, scripted_handle):
-    calls = []
-
-    def make(spec, **kwargs):
-        handle, engine = scripted_handle(judge_script(ANSWERS))
-        handle.name = "scripted-cli"
-        calls.append(engine)
-        return handle
-
-    monkeypatch.setattr(common, "make_lm", make)
-    return calls
+def fake_cli_lm(cli_scripted_lms):
+    return cli_scripted_lms(per_lm=lambda _made: judge_script(ANSWERS))
 
 
 def test_cli_markup_in_names_is_printed_literally(tmp_path, fake_cli_lm):

@@ -78,6 +78,15 @@ def results_of(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
+def evaluate_killed(monkeypatch, method: str, dies, args: list[str]) -> None:
+    """Run `args` with ``BatchAPI.<method>`` replaced by `dies`, which raises `SimulatedKill`:
+    the process dies there (the patch is undone afterwards)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(BatchAPI, method, dies)
+        with pytest.raises(SimulatedKill):
+            invoke(args)
+
+
 def journal(out: Path):
     return BatchStore(out).load()
 
@@ -155,10 +164,7 @@ def test_killed_after_submit_resumes_without_a_second_submission(tmp_path, endpo
     def killed(self, batch_id):
         raise SimulatedKill
 
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchAPI, "retrieve", killed)
-        with pytest.raises(SimulatedKill):
-            invoke(evaluate_args(files, out, endpoint))
+    evaluate_killed(monkeypatch, "retrieve", killed, evaluate_args(files, out, endpoint))
     assert endpoint.create_calls == 1
     sub = journal(out).submissions[0]
     assert sub.phase == "submitted" and sub.batch_id in endpoint.batches
@@ -181,10 +187,7 @@ def test_killed_between_create_and_its_record_adopts_the_batch(tmp_path, endpoin
         real_create(self, input_file_id, metadata)
         raise SimulatedKill  # the batch exists; its id was never written
 
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchAPI, "create", create_then_die)
-        with pytest.raises(SimulatedKill):
-            invoke(evaluate_args(files, out, endpoint))
+    evaluate_killed(monkeypatch, "create", create_then_die, evaluate_args(files, out, endpoint))
     sub = journal(out).submissions[0]
     assert sub.phase == "creating" and sub.batch_id is None and endpoint.create_calls == 1
 
@@ -202,10 +205,7 @@ def test_a_create_that_never_arrived_is_sent_once(tmp_path, endpoint, files, mon
     def die_before_sending(self, input_file_id, metadata):
         raise SimulatedKill
 
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchAPI, "create", die_before_sending)
-        with pytest.raises(SimulatedKill):
-            invoke(evaluate_args(files, out, endpoint))
+    evaluate_killed(monkeypatch, "create", die_before_sending, evaluate_args(files, out, endpoint))
     assert journal(out).submissions[0].phase == "creating" and endpoint.create_calls == 0
 
     result = invoke(evaluate_args(files, out, endpoint))
@@ -220,10 +220,7 @@ def test_killed_during_download_loses_nothing(tmp_path, endpoint, files, monkeyp
     def die_downloading(self, file_id):
         raise SimulatedKill
 
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchAPI, "content", die_downloading)
-        with pytest.raises(SimulatedKill):
-            invoke(evaluate_args(files, out, endpoint))
+    evaluate_killed(monkeypatch, "content", die_downloading, evaluate_args(files, out, endpoint))
     sub = journal(out).submissions[0]
     assert sub.status == "completed" and not sub.downloaded
 
@@ -248,10 +245,7 @@ def test_unconfirmed_create_with_an_unreadable_list_is_refused_then_resolved(tmp
     def list_fails(self, **kwargs):
         raise ConnectionError("the list endpoint is down")
 
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchAPI, "create", create_then_die)
-        with pytest.raises(SimulatedKill):
-            invoke(evaluate_args(files, out, endpoint))
+    evaluate_killed(monkeypatch, "create", create_then_die, evaluate_args(files, out, endpoint))
     with monkeypatch.context() as patch:
         patch.setattr(BatchAPI, "list", list_fails)
         result = invoke(evaluate_args(files, out, endpoint))

@@ -3,7 +3,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from tests.conftest import judge_script
 from tests.fakes import field_value
@@ -12,21 +11,9 @@ ANSWERS = {"Is every claim supported?": "yes", "Are the numbers right?": "no", "
 
 
 @pytest.fixture
-def fake_lm(monkeypatch, scripted_handle):
-    """Make every --lm value resolve to a scripted LM; returns the engines made."""
-    engines = []
-
-    def install(script):
-        def make_lm(spec, **kwargs):
-            handle, engine = scripted_handle(script)
-            handle.name = "scripted-cli"  # one evaluator name across invocations, like a real --lm
-            engines.append(engine)
-            return handle
-
-        monkeypatch.setattr(common, "make_lm", make_lm)
-        return engines
-
-    return install
+def fake_lm(cli_scripted_lms):
+    """Make every --lm value resolve to a scripted LM (`cli_scripted_lms`); returns the engines made."""
+    return cli_scripted_lms
 
 
 def test_evaluate_writes_results_summary_and_resumes(tmp_path, items_file, small_question_set, fake_lm):

@@ -4,14 +4,12 @@ saved per optimizer, a rerun skips finished ones, and the report is rebuilt from
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import dspy
 import pytest
 from click.testing import CliRunner
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.comparison import (
     Budgets,
@@ -25,67 +23,24 @@ from binaryeval_dspy.comparison import (
     summeval_split,
 )
 from binaryeval_dspy.comparison.splits import load_summeval_items
-from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import scripted_lm
 from tests.schema_script import schema_script
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    """24 SummEval-shaped items (12 docs x 2 systems) and 8 IFBench-shaped prompts."""
-    root = tmp_path / "data"
-    (root / "summeval").mkdir(parents=True)
-    rows = []
-    for doc in range(12):
-        for system, quality in (("M1", "good"), ("M2", "bad")):
-            rating = 4.5 if quality == "good" else 1.5 + (doc % 3) * 0.5
-            rows.append({"doc_id": f"d{doc:02d}", "system_id": system, "source": f"Article {doc} text.",
-                         "system_output": f"Summary {doc} is {quality}.",
-                         "scores": {"coherence": rating, "fluency": rating, "consistency": 5.0, "relevance": 3.0}})
-    (root / "summeval" / "summeval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (root / "ifbench").mkdir()
-    prompts = []
-    kinds = [("format:emoji", {}), ("format:newline", {}), ("count:numbers", {"N": 2, "keyword": None}),
-             ("format:line_indent", {})]  # real IFBench ids (the shared loader checks them)
-    for key in range(8):
-        kind, kwargs = kinds[key % 4]
-        prompts.append({"key": str(key), "prompt": f"Write about topic {key}. End with DONE.",
-                        "instruction_id_list": [kind], "kwargs": [kwargs]})
-    (root / "ifbench" / "IFBench_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
-    return root
-
-
-@pytest.fixture
-def question_file(tmp_path: Path) -> Path:
-    qs = QuestionSet(task_prompt="Summarize the article.", dimensions=["coherence", "fluency"], questions=[
-        BinaryQuestion(id="coherence-01", dimension="coherence", text="Is it well organised?"),
-        BinaryQuestion(id="fluency-01", dimension="fluency", text="Is it fluent?")])
-    return qs.save(tmp_path / "qs.json")
-
-
-@pytest.fixture
-def scripted_cli_lm(monkeypatch):
+def scripted_cli_lm(cli_scripted_lms):
     """Every --lm resolves to one scripted LM that answers any signature (engines recorded)."""
-    engines = []
-
-    def make_lm(spec, **kwargs):
-        lm, engine = scripted_lm(schema_script())
-        engines.append(engine)
-        return LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name="scripted-cli", embedded=False)
-
-    monkeypatch.setattr(common, "make_lm", make_lm)
-    return engines
+    return cli_scripted_lms(per_lm=lambda _made: schema_script())
 
 
 ARGS = ["--limit", "3", "--iterations", "2", "--mipro-candidates", "2", "--mipro-trials", "2",
         "--copro-breadth", "2", "--copro-depth", "1", "--gepa-metric-calls", "8"]
 
 
-def test_human_mode_comparison_runs_every_optimizer_and_resumes(tmp_path, data_dir, question_file, scripted_cli_lm):
+def test_human_mode_comparison_runs_every_optimizer_and_resumes(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
     out = tmp_path / "cmp"
-    args = ["optimize", "--mode", "human", "--compare", "bineval,mipro,copro,gepa", "--data-dir", str(data_dir),
-            "--questions", str(question_file), "--out", str(out), *ARGS]
+    args = ["optimize", "--mode", "human", "--compare", "bineval,mipro,copro,gepa", "--data-dir", str(comparison_data_dir),
+            "--questions", str(comparison_question_file), "--out", str(out), *ARGS]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     for name in ("unoptimized", "bineval", "mipro", "copro", "gepa"):
@@ -116,11 +71,11 @@ def test_human_mode_comparison_runs_every_optimizer_and_resumes(tmp_path, data_d
     assert all(len(engine.calls) == 0 for engine in scripted_cli_lm[before:])
 
 
-def test_cross_model_cli_with_a_source_lm(tmp_path, data_dir, question_file, scripted_cli_lm):
+def test_cross_model_cli_with_a_source_lm(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
     out = tmp_path / "cross"
     result = CliRunner().invoke(cli, [
         "optimize", "--mode", "cross_model", "--compare", "bineval", "--source-lm", "other", "--data-dir",
-        str(data_dir), "--questions", str(question_file), "--out", str(out), *ARGS])
+        str(comparison_data_dir), "--questions", str(comparison_question_file), "--out", str(out), *ARGS])
     assert result.exit_code == 0, result.output
     lines = (out / "source_verdicts.jsonl").read_text().splitlines()
     assert len(lines) == 9  # 3 train + 3 validation + 3 test items, judged once by the source
@@ -130,22 +85,22 @@ def test_cross_model_cli_with_a_source_lm(tmp_path, data_dir, question_file, scr
     assert "agreement" in (out / "comparison.md").read_text()
 
 
-def test_resume_with_another_split_is_refused(tmp_path, data_dir, question_file, scripted_cli_lm):
+def test_resume_with_another_split_is_refused(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
     out = tmp_path / "cmp"
-    base = ["optimize", "--mode", "human", "--data-dir", str(data_dir), "--questions", str(question_file),
+    base = ["optimize", "--mode", "human", "--data-dir", str(comparison_data_dir), "--questions", str(comparison_question_file),
             "--out", str(out), "--iterations", "1"]
     assert CliRunner().invoke(cli, [*base, "--limit", "3"]).exit_code == 0
     result = CliRunner().invoke(cli, [*base, "--limit", "2"])
     assert result.exit_code == 2 and "another setup" in result.output
 
 
-def test_unknown_optimizer_is_reported_before_any_lm_work(tmp_path, data_dir, scripted_cli_lm):
+def test_unknown_optimizer_is_reported_before_any_lm_work(tmp_path, comparison_data_dir, scripted_cli_lm):
     result = CliRunner().invoke(cli, ["optimize", "--mode", "human", "--compare", "bineval,opro",
-                                      "--data-dir", str(data_dir)])
+                                      "--data-dir", str(comparison_data_dir)])
     assert result.exit_code == 2 and "opro" in result.output and scripted_cli_lm == []
 
 
-def test_generation_comparison_with_injected_checkers(tmp_path, data_dir):
+def test_generation_comparison_with_injected_checkers(tmp_path, comparison_data_dir):
     """IFBench set-up with a fake checker (the real ones come from another branch)."""
 
     def check(example, response):
@@ -153,7 +108,7 @@ def test_generation_comparison_with_injected_checkers(tmp_path, data_dir):
         return SimpleNamespace(follow_all_instructions=ok, follow_instruction_list=[ok])
 
     lm, _ = scripted_lm(schema_script(lambda s, u: "no"))  # the judge fails every response
-    split = ifbench_split(load_ifbench_items(data_dir), limit=2)
+    split = ifbench_split(load_ifbench_items(comparison_data_dir), limit=2)
     setup = GeneratorSetup(split=split, checkers=(check, check))
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         config, results, failures = run_comparison(
@@ -229,14 +184,14 @@ def test_evaluator_metrics_spearman_matches_scipy_and_has_a_ci():
     assert metrics["human_agreement"].value == pytest.approx(expected_agreement)
 
 
-def test_failed_question_generation_falls_back_to_generic_questions_and_says_so(tmp_path, data_dir):
+def test_failed_question_generation_falls_back_to_generic_questions_and_says_so(tmp_path, comparison_data_dir):
     def script(system, user):
         if "[[ ## task_prompt ## ]]" in user and "[[ ## requirement ## ]]" not in user:
             return {"requirements": []}  # a weak LM that lists nothing
         return schema_script()(system, user)
 
     lm, _ = scripted_lm(script)
-    setup = GeneratorSetup(split=ifbench_split(load_ifbench_items(data_dir), limit=1),
+    setup = GeneratorSetup(split=ifbench_split(load_ifbench_items(comparison_data_dir), limit=1),
                            checkers=(lambda e, r: None, lambda e, r: None))
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         notes = setup.prepare(tmp_path)

@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
@@ -240,20 +239,9 @@ def test_estimate_cost_for_a_batch_submission():
 
 
 @pytest.fixture
-def fake_lm(monkeypatch, scripted_handle):
-    engines = []
-
-    def install(script):
-        def make_lm(spec, **kwargs):
-            handle, engine = scripted_handle(script)
-            handle.name = "scripted-cli"
-            engines.append(engine)
-            return handle
-
-        monkeypatch.setattr(common, "make_lm", make_lm)
-        return engines
-
-    return install
+def fake_lm(cli_scripted_lms):
+    """Make every --lm value resolve to a scripted LM (`cli_scripted_lms`); returns the engines made."""
+    return cli_scripted_lms
 
 
 def test_max_cost_stops_before_exceeding_and_keeps_everything_stored(tmp_path, items_file, small_question_set,

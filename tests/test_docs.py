@@ -416,15 +416,6 @@ def docs_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     check_registry._REGISTRY.update(checks)
 
 
-@pytest.fixture
-def no_dspy_cache():
-    """DSPy's response cache off, so that an embedded test really runs the model."""
-    saved = dspy.cache
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    yield
-    dspy.cache = saved
-
-
 def write_block_file(block: Block) -> None:
     path = Path(block.file)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ scores, a report naming the LM); it says nothing about judging quality.
 import json
 from pathlib import Path
 
-import dspy
 import pytest
 from click.testing import CliRunner
 
@@ -32,15 +31,6 @@ def tiny_tasks(tmp_path: Path) -> Path:
     questions["dimensions"] = ["naturalness", "groundedness"]
     (folder / "questions.manual.json").write_text(json.dumps(questions))
     return tmp_path / "tasks"
-
-
-@pytest.fixture
-def no_dspy_cache():
-    """Answers from DSPy's cache (left by earlier runs on this machine) would not count as calls."""
-    saved = dspy.cache
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    yield
-    dspy.cache = saved
 
 
 def test_benchmark_on_two_topical_chat_items(tmp_path, tiny_tasks, no_dspy_cache):

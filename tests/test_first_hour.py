@@ -51,6 +51,14 @@ def write_items(tmp_path, n: int):
     return path
 
 
+def run_evaluate(tmp_path, items: int, *extra: str):
+    """`bineval evaluate` of QUESTIONS on `items` items into ``tmp_path/run``; returns the
+    result and the run directory."""
+    qs = QUESTIONS.save(tmp_path / "qs.json")
+    out = tmp_path / "run"
+    return CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, items), out, *extra)), out
+
+
 def evaluate_args(qs_path, items_path, out, *extra: str) -> list[str]:
     return ["evaluate", str(qs_path), str(items_path), "--input-field", "source", "--output-field", "summary",
             "--id-field", "id", "--scale", "1", "5", "--out", str(out), *extra]
@@ -83,9 +91,7 @@ def always_yes(system: str, user: str):
 
 def test_a_judge_that_says_yes_to_everything_is_named_beside_the_table(tmp_path, scripted_cli):
     scripted_cli(always_yes)
-    qs = QUESTIONS.save(tmp_path / "qs.json")
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, 4), out))
+    result, out = run_evaluate(tmp_path, 4)
     assert result.exit_code == 0, result.output
     said = flat(result.output)
     assert 'The judge answered "yes" to all 12 questions it answered (0 "no")' in said
@@ -104,9 +110,7 @@ def test_a_judge_that_discriminates_gets_no_such_note(tmp_path, scripted_cli):
         return {"explanation": "Checked.", "verdict": "no" if item.endswith(("1.", "3.")) else "yes"}
 
     scripted_cli(script)
-    qs = QUESTIONS.save(tmp_path / "qs.json")
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, 4), out))
+    result, out = run_evaluate(tmp_path, 4)
     assert result.exit_code == 0, result.output
     said = flat(result.output)
     assert "does not discriminate" not in said and "barely discriminates" not in said
@@ -124,9 +128,7 @@ def test_explanations_that_contradict_their_verdict_are_flagged_and_counted(tmp_
         return {"explanation": "Yes, it is.", "verdict": "no"}  # a leading "yes" under a "no"
 
     scripted_cli(script)
-    qs = QUESTIONS.save(tmp_path / "qs.json")
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, 2), out))
+    result, out = run_evaluate(tmp_path, 2)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     flags = {v["question_id"]: v.get("flags") for v in rows[0]["verdicts"]}
@@ -172,9 +174,7 @@ def test_the_embedded_models_p_yes_ranks_items_and_is_labelled(tmp_path, monkeyp
                         name="SmolLM2-fake.gguf (llama.cpp)", embedded=True)
 
     monkeypatch.setattr(common, "make_lm", make_lm)
-    qs = QUESTIONS.save(tmp_path / "qs.json")
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, 2), out))
+    result, out = run_evaluate(tmp_path, 2)
     assert result.exit_code == 0, result.output
     said = flat(result.output)
     assert "P(yes), embedded model" in said and "mean P(yes), embedded model" in said
@@ -251,9 +251,7 @@ def test_the_first_item_gives_an_estimate_for_the_run(tmp_path, scripted_cli):
 
 def test_a_missing_provider_key_is_an_error_before_the_first_item(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    qs = QUESTIONS.save(tmp_path / "qs.json")
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, evaluate_args(qs, write_items(tmp_path, 2), out, "--lm", "openai/gpt-4o-mini"))
+    result, out = run_evaluate(tmp_path, 2, "--lm", "openai/gpt-4o-mini")
     assert result.exit_code != 0
     assert "OPENAI_API_KEY" in flat(result.output) and "is not set" in flat(result.output)
     assert not (out / "results.jsonl").exists() and not out.exists()  # nothing judged, nothing written

@@ -18,7 +18,6 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import check_csv_header, load_items
 from binaryeval_dspy.data.scored_items import load_scored_items
@@ -38,18 +37,9 @@ def _rows(ids: list[str]) -> str:
 
 
 @pytest.fixture
-def fake_lm(monkeypatch, scripted_handle):
+def fake_lm(cli_scripted_lms):
     """Every --lm resolves to a scripted LM with one stable name; returns the engines made."""
-    engines = []
-
-    def make_lm(spec, **kwargs):
-        handle, engine = scripted_handle(judge_script(ANSWERS))
-        handle.name = "scripted-cli"
-        engines.append(engine)
-        return handle
-
-    monkeypatch.setattr(common, "make_lm", make_lm)
-    return engines
+    return cli_scripted_lms(per_lm=lambda _made: judge_script(ANSWERS))
 
 
 @pytest.fixture

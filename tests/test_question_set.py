@@ -24,6 +24,13 @@ def _write(tmp_path, data) -> object:
     return path
 
 
+def _load_error(tmp_path, data) -> str:
+    """The message of the `QuestionSetError` that loading `data` from a file raises."""
+    with pytest.raises(QuestionSetError) as err:
+        QuestionSet.load(_write(tmp_path, data))
+    return str(err.value)
+
+
 def test_round_trip_keeps_everything_and_hash(tmp_path, small_question_set):
     path = small_question_set.save(tmp_path / "qs.json")
     loaded = QuestionSet.load(path)
@@ -61,27 +68,21 @@ def test_duplicate_id_names_question_and_line(tmp_path):
 def test_unknown_dimension_names_question(tmp_path):
     data = _data()
     data["questions"][1]["dimension"] = "fluenci"
-    path = _write(tmp_path, data)
-    with pytest.raises(QuestionSetError) as err:
-        QuestionSet.load(path)
-    assert "fluency-01" in str(err.value) and "fluenci" in str(err.value) and "not declared" in str(err.value)
+    message = _load_error(tmp_path, data)
+    assert "fluency-01" in message and "fluenci" in message and "not declared" in message
 
 
 def test_empty_text_names_question_and_field(tmp_path):
     data = _data()
     data["questions"][0]["text"] = "   "
-    path = _write(tmp_path, data)
-    with pytest.raises(QuestionSetError) as err:
-        QuestionSet.load(path)
-    assert "coherence-01" in str(err.value) and "text" in str(err.value)
+    message = _load_error(tmp_path, data)
+    assert "coherence-01" in message and "text" in message
 
 
 def test_unknown_field_is_rejected(tmp_path):
     data = _data()
     data["questions"][0]["txt"] = "typo"
-    with pytest.raises(QuestionSetError) as err:
-        QuestionSet.load(_write(tmp_path, data))
-    assert "txt" in str(err.value)
+    assert "txt" in _load_error(tmp_path, data)
 
 
 def test_missing_file_and_bad_json(tmp_path):

@@ -127,40 +127,37 @@ def test_question_set_rubric_and_history_files_name_the_file_and_the_remedy(tmp_
             assert "restore" not in err.value.fix and "compare the file" not in err.value.fix
 
 
+def assert_refused(read, where: str, expected: str) -> None:
+    """`read()` raises an InputError naming `where` (the file, or file:line) and saying `expected`."""
+    with pytest.raises(InputError) as err:
+        read()
+    assert where in str(err.value) and expected in str(err.value)
+
+
 @pytest.mark.parametrize(("version", "expected"), [(99, NEWER), (0, OLDER)], ids=["newer", "older"])
 def test_run_directory_benchmark_and_batch_files_name_the_file(tmp_path, version, expected):
     run = RunDirectory(tmp_path / "run")
     run.path.mkdir()
     _dump(run.path, "manifest.json", RunManifest, version)
-    with pytest.raises(InputError) as err:
-        run.read_manifest()
-    assert str(run.manifest_path) in str(err.value) and expected in str(err.value)
+    assert_refused(run.read_manifest, str(run.manifest_path), expected)
 
     (run.results_path).write_text(json.dumps({**VALID[ItemResult], "schema_version": version}) + "\n")
-    with pytest.raises(InputError) as err:
-        run.read_results()
-    assert f"{run.results_path}:1" in str(err.value) and expected in str(err.value)
+    assert_refused(run.read_results, f"{run.results_path}:1", expected)
 
     bench = BenchmarkRun(tmp_path / "bench")
     bench.path.mkdir()
     _dump(bench.path, "benchmark.json", BenchmarkRunConfig, version)
-    with pytest.raises(InputError) as err:
-        bench.read_config()
-    assert str(bench.config_path) in str(err.value) and expected in str(err.value)
+    assert_refused(bench.read_config, str(bench.config_path), expected)
 
     rouge = bench.method_dir("rouge")
     rouge.path.mkdir()
     rouge.results_path.write_text(json.dumps({**VALID[MethodItemResult], "schema_version": version}) + "\n")
-    with pytest.raises(InputError) as err:
-        bench.read_results("rouge")
-    assert str(rouge.results_path) in str(err.value) and expected in str(err.value)
+    assert_refused(lambda: bench.read_results("rouge"), str(rouge.results_path), expected)
 
     store = BatchStore(run.path)
     store.state_path.parent.mkdir(parents=True, exist_ok=True)
     store.state_path.write_text(json.dumps({**VALID[BatchState], "schema_version": version}))
-    with pytest.raises(InputError) as err:
-        store.load()
-    assert str(store.state_path) in str(err.value) and expected in str(err.value)
+    assert_refused(store.load, str(store.state_path), expected)
 
 
 @pytest.fixture

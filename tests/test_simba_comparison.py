@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from types import SimpleNamespace
 
 import dspy
 import pytest
 from click.testing import CliRunner
 
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.comparison import (
     GeneratorSetup,
@@ -34,8 +32,6 @@ from binaryeval_dspy.comparison.harness import (
 )
 from binaryeval_dspy.comparison.runners import Budgets
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import scripted_lm
 from tests.schema_script import output_fields, schema_script
 
@@ -59,51 +55,13 @@ def simba_script(seed: int = 0):
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    """24 SummEval-shaped items (12 docs x 2 systems) and 8 IFBench-shaped prompts."""
-    root = tmp_path / "data"
-    (root / "summeval").mkdir(parents=True)
-    rows = []
-    for doc in range(12):
-        for system, quality in (("M1", "good"), ("M2", "bad")):
-            rating = 4.5 if quality == "good" else 1.5 + (doc % 3) * 0.5
-            rows.append({"doc_id": f"d{doc:02d}", "system_id": system, "source": f"Article {doc} text.",
-                         "system_output": f"Summary {doc} is {quality}.",
-                         "scores": {"coherence": rating, "fluency": rating, "consistency": 5.0, "relevance": 3.0}})
-    (root / "summeval" / "summeval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (root / "ifbench").mkdir()
-    kinds = [("format:emoji", {}), ("format:newline", {}), ("count:numbers", {"N": 2, "keyword": None}),
-             ("format:line_indent", {})]
-    prompts = [{"key": str(key), "prompt": f"Write about topic {key}. End with DONE.",
-                "instruction_id_list": [kinds[key % 4][0]], "kwargs": [kinds[key % 4][1]]} for key in range(8)]
-    (root / "ifbench" / "IFBench_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
-    return root
-
-
-@pytest.fixture
-def question_file(tmp_path: Path) -> Path:
-    qs = QuestionSet(task_prompt="Summarize the article.", dimensions=["coherence", "fluency"], questions=[
-        BinaryQuestion(id="coherence-01", dimension="coherence", text="Is it well organised?"),
-        BinaryQuestion(id="fluency-01", dimension="fluency", text="Is it fluent?")])
-    return qs.save(tmp_path / "qs.json")
-
-
-@pytest.fixture
-def scripted_cli_lm(monkeypatch):
+def scripted_cli_lm(cli_scripted_lms):
     """Every --lm resolves to a scripted LM (engines recorded, so tests can read the calls)."""
-    engines = []
-
-    def make_lm(spec, **kwargs):
-        lm, engine = scripted_lm(simba_script(len(engines)))
-        engines.append(engine)
-        return LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name="scripted-cli", embedded=False)
-
-    monkeypatch.setattr(common, "make_lm", make_lm)
-    return engines
+    return cli_scripted_lms(per_lm=simba_script)
 
 
 @pytest.mark.parametrize("mode", ["human", "cross_model"])
-def test_compare_bineval_simba_adds_simba_row_with_its_costs(tmp_path, data_dir, question_file, scripted_cli_lm,
+def test_compare_bineval_simba_adds_simba_row_with_its_costs(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm,
                                                             mode):
     """`--compare bineval,simba` runs SIMBA on a 3-item training set (below its default bsize of 32)
     and the table gains its row, with LM calls, tokens and wall time of its optimization."""
@@ -111,8 +69,8 @@ def test_compare_bineval_simba_adds_simba_row_with_its_costs(tmp_path, data_dir,
     out = tmp_path / "cmp"
     extra = ["--source-lm", "other"] if mode == "cross_model" else []
     result = CliRunner().invoke(cli, [
-        "optimize", "--mode", mode, "--compare", "bineval,simba", "--data-dir", str(data_dir),
-        "--questions", str(question_file), "--out", str(out), "--limit", "3", "--iterations", "1",
+        "optimize", "--mode", mode, "--compare", "bineval,simba", "--data-dir", str(comparison_data_dir),
+        "--questions", str(comparison_question_file), "--out", str(out), "--limit", "3", "--iterations", "1",
         "--simba-metric-calls", "40", *extra])
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "simba" / "result.json").read_text())
@@ -146,15 +104,15 @@ def test_compare_bineval_simba_adds_simba_row_with_its_costs(tmp_path, data_dir,
     # rerun: finished, skipped, no LM call
     before = len(scripted_cli_lm)
     again = CliRunner().invoke(cli, [
-        "optimize", "--mode", mode, "--compare", "bineval,simba", "--data-dir", str(data_dir),
-        "--questions", str(question_file), "--out", str(out), "--limit", "3", "--iterations", "1",
+        "optimize", "--mode", mode, "--compare", "bineval,simba", "--data-dir", str(comparison_data_dir),
+        "--questions", str(comparison_question_file), "--out", str(out), "--limit", "3", "--iterations", "1",
         "--simba-metric-calls", "40", *extra])
     assert again.exit_code == 0, again.output
     assert "simba: skipped (done)" in again.output
     assert all(len(engine.calls) == 0 for engine in scripted_cli_lm[before:])
 
 
-def test_simba_in_generation_mode_counts_its_metric_calls_within_the_budget(tmp_path, data_dir):
+def test_simba_in_generation_mode_counts_its_metric_calls_within_the_budget(tmp_path, comparison_data_dir):
     """IFBench generation: SIMBA optimizes the generator with the BinEvalMetric judge on 2 threads;
     the metric calls it made are counted and stay within the bound and the budget, and the LM
     calls of its worker threads are in its cost."""
@@ -164,7 +122,7 @@ def test_simba_in_generation_mode_counts_its_metric_calls_within_the_budget(tmp_
         return SimpleNamespace(follow_all_instructions=ok, follow_instruction_list=[ok])
 
     lm, _ = scripted_lm(simba_script())
-    split = ifbench_split(load_ifbench_items(data_dir), limit=2)
+    split = ifbench_split(load_ifbench_items(comparison_data_dir), limit=2)
     setup = GeneratorSetup(split=split, checkers=(check, check), num_threads=2)  # SIMBA's dspy.Parallel threads
     budgets = ComparisonBudgets(bineval_iterations=1, simba_metric_calls=25)
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
@@ -217,22 +175,22 @@ def test_simba_plan_examples():
         simba_plan(162, 80)
 
 
-def test_a_simba_budget_too_small_is_refused_before_any_lm_work(tmp_path, data_dir, question_file,
+def test_a_simba_budget_too_small_is_refused_before_any_lm_work(tmp_path, comparison_data_dir, comparison_question_file,
                                                                 scripted_cli_lm):
     out = tmp_path / "cmp"
     result = CliRunner().invoke(cli, [
-        "optimize", "--mode", "human", "--compare", "bineval,simba", "--data-dir", str(data_dir),
-        "--questions", str(question_file), "--out", str(out), "--limit", "3", "--simba-metric-calls", "8"])
+        "optimize", "--mode", "human", "--compare", "bineval,simba", "--data-dir", str(comparison_data_dir),
+        "--questions", str(comparison_question_file), "--out", str(out), "--limit", "3", "--simba-metric-calls", "8"])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "--simba-metric-calls 9" in text  # 3 + 2 x 3 training items
     assert not out.exists() and all(len(engine.calls) == 0 for engine in scripted_cli_lm)
 
 
-def test_simba_joins_a_comparison_made_before_it_existed(tmp_path, data_dir, question_file, scripted_cli_lm):
+def test_simba_joins_a_comparison_made_before_it_existed(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
     """A comparison whose config has no SIMBA budget resumes with SIMBA added (its budget recorded)."""
     out = tmp_path / "cmp"
-    base = ["optimize", "--mode", "human", "--data-dir", str(data_dir), "--questions", str(question_file),
+    base = ["optimize", "--mode", "human", "--data-dir", str(comparison_data_dir), "--questions", str(comparison_question_file),
             "--out", str(out), "--limit", "3", "--iterations", "1"]
     assert CliRunner().invoke(cli, [*base, "--compare", "bineval"]).exit_code == 0
     config = json.loads((out / "config.json").read_text())
@@ -253,13 +211,13 @@ def test_simba_budget_defaults_to_gepas_raised_to_simbas_smallest_run():
         12, "--simba-metric-calls")
 
 
-def test_without_a_simba_budget_simba_gets_gepas(tmp_path, data_dir, question_file, scripted_cli_lm):
+def test_without_a_simba_budget_simba_gets_gepas(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
     """No --simba-metric-calls: GEPA's budget (8) is below SIMBA's smallest run on 3 training items
     (9), so SIMBA runs with 9 and says where its budget came from."""
     out = tmp_path / "cmp"
     result = CliRunner().invoke(cli, [
-        "optimize", "--mode", "human", "--compare", "simba", "--data-dir", str(data_dir),
-        "--questions", str(question_file), "--out", str(out), "--limit", "3", "--gepa-metric-calls", "8"])
+        "optimize", "--mode", "human", "--compare", "simba", "--data-dir", str(comparison_data_dir),
+        "--questions", str(comparison_question_file), "--out", str(out), "--limit", "3", "--gepa-metric-calls", "8"])
     assert result.exit_code == 0, result.output
     settings = json.loads((out / "simba" / "result.json").read_text())["settings"]
     assert settings["metric_calls_budget"] == 9 and "raised" in settings["budget_from"]

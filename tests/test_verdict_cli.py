@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.checks import unregister_check
-from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
@@ -17,21 +16,9 @@ from tests.verdict_scripts import VerdictScript, verdict_question_set
 
 
 @pytest.fixture
-def fake_lm(monkeypatch, scripted_handle):
-    """Every --lm resolves to a scripted LM named 'scripted-cli'; returns the engines made."""
-    engines = []
-
-    def install(script, name="scripted-cli"):
-        def make_lm(spec, **kwargs):
-            handle, engine = scripted_handle(script)
-            handle.name = name
-            engines.append(engine)
-            return handle
-
-        monkeypatch.setattr(common, "make_lm", make_lm)
-        return engines
-
-    return install
+def fake_lm(cli_scripted_lms):
+    """Make every --lm value resolve to a scripted LM (`cli_scripted_lms`); returns the engines made."""
+    return cli_scripted_lms
 
 
 def write_items(path: Path, outputs: dict[str, str]) -> Path:
@@ -146,15 +133,21 @@ def mentions_pip(text: str):
 '''
 
 
-def test_checks_module_option_registers_user_checks(tmp_path, fake_lm):
-    fake_lm(VerdictScript(labels=["Keep"]))
+def write_checks_module_set(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """my_checks.py (`CHECKS_MODULE`), a question set whose third question is its check
+    ``mentions_pip``, and the items file."""
     module = tmp_path / "my_checks.py"
     module.write_text(textwrap.dedent(CHECKS_MODULE), encoding="utf-8")
     data = verdict_question_set().model_dump(mode="json")
     data["questions"][2]["check"] = {"name": "mentions_pip"}
     qs = tmp_path / "qs.json"
     qs.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    items = write_items(tmp_path / "items.jsonl", OUTPUTS)
+    return module, qs, write_items(tmp_path / "items.jsonl", OUTPUTS)
+
+
+def test_checks_module_option_registers_user_checks(tmp_path, fake_lm):
+    fake_lm(VerdictScript(labels=["Keep"]))
+    module, qs, items = write_checks_module_set(tmp_path)
     try:
         missing = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--id-field", "id", "--aggregation",
                                            "verdict", "--out", str(tmp_path / "r0")])
@@ -265,13 +258,7 @@ def test_rejudge_of_a_non_run_directory(tmp_path, fake_lm):
 
 def test_rejudge_names_the_checks_module_the_run_used(tmp_path, fake_lm):
     fake_lm(VerdictScript())
-    module = tmp_path / "my_checks.py"
-    module.write_text(textwrap.dedent(CHECKS_MODULE), encoding="utf-8")
-    data = verdict_question_set().model_dump(mode="json")
-    data["questions"][2]["check"] = {"name": "mentions_pip"}
-    qs = tmp_path / "qs.json"
-    qs.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    items = write_items(tmp_path / "items.jsonl", OUTPUTS)
+    module, qs, items = write_checks_module_set(tmp_path)
     out = tmp_path / "run"
     try:
         result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--id-field", "id", "--aggregation",

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from binaryeval_dspy.checks.regex_checks import compiled_pattern
 from binaryeval_dspy.checks.registry import CheckResult, register_check
 
 # Backticked tokens with a slash that are not URLs or options: `examples/summeval/`, `a/b.py`.
@@ -49,14 +50,7 @@ class PathExistsParams(BaseModel):
     ignore: list[str] = Field(default_factory=list)
     min_found: int = Field(default=0, ge=0)
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression ({exc})") from None
-        return value
+    _compiles = field_validator("pattern")(compiled_pattern)
 
 
 def referenced_paths(text: str, pattern: str) -> list[str]:

@@ -12,6 +12,16 @@ from binaryeval_dspy.checks.registry import CheckResult, register_check
 RegexFlag = Literal["IGNORECASE", "MULTILINE", "DOTALL"]
 
 
+def compiled_pattern(value: str) -> str:
+    """`value` when it compiles as a Python regular expression; the field validator of a
+    ``pattern`` parameter (a bad one fails at load time, before any LM work)."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression ({exc})") from None
+    return value
+
+
 class RegexParams(BaseModel):
     """Parameters of `regex_present` / `regex_absent`.
 
@@ -27,14 +37,7 @@ class RegexParams(BaseModel):
     pattern: str = Field(min_length=1)
     flags: list[RegexFlag] = Field(default_factory=list)
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression ({exc})") from None
-        return value
+    _compiles = field_validator("pattern")(compiled_pattern)
 
 
 class RegexPresentParams(RegexParams):

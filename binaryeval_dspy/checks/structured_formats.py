@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -52,38 +53,51 @@ class YamlParams(BaseModel):
 _JSON_KIND = {dict: "object", list: "array"}
 
 
-@register_check("valid_json", params=JsonParams, _builtin=True)
-def valid_json(text: str, *, require: str, strip_code_fence: bool) -> CheckResult:
-    """Yes when the text parses as JSON (of the required kind)."""
-    body = unfence(text) if strip_code_fence else text
+def _parsed(text: str, *, strip_code_fence: bool, require: str, language: str,
+            load: Callable[[str], Any], kind_of: Callable[[Any], str]) -> CheckResult:
+    """Yes when the text parses as `language` (`load`: the value, or a CheckResult for a text
+    that does not parse) and the value's kind is the required one."""
+    value = load(unfence(text) if strip_code_fence else text)
+    if isinstance(value, CheckResult):
+        return value
+    kind = kind_of(value)
+    ok = require == "any" or kind == require
+    return CheckResult(passed=ok, evidence=f"parses as {language} ({kind})" + ("" if ok else f"; {require} required"),
+                       data={"kind": kind})
+
+
+def _load_json(body: str) -> Any:
     try:
-        value = json.loads(body)
+        return json.loads(body)
     except json.JSONDecodeError as exc:
         return CheckResult(passed=False, evidence=f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                            data={"line": exc.lineno, "column": exc.colno})
-    kind = _JSON_KIND.get(type(value), type(value).__name__)
-    ok = require == "any" or kind == require
-    return CheckResult(passed=ok, evidence=f"parses as JSON ({kind})" + ("" if ok else f"; {require} required"),
-                       data={"kind": kind})
+
+
+@register_check("valid_json", params=JsonParams, _builtin=True)
+def valid_json(text: str, *, require: str, strip_code_fence: bool) -> CheckResult:
+    """Yes when the text parses as JSON (of the required kind)."""
+    return _parsed(text, strip_code_fence=strip_code_fence, require=require, language="JSON", load=_load_json,
+                   kind_of=lambda value: _JSON_KIND.get(type(value), type(value).__name__))
 
 
 _YAML_KIND = {dict: "mapping", list: "sequence"}
 
 
-@register_check("valid_yaml", params=YamlParams, _builtin=True)
-def valid_yaml(text: str, *, require: str, strip_code_fence: bool) -> CheckResult:
-    """Yes when the text parses as one YAML document (of the required kind)."""
+def _load_yaml(body: str) -> Any:
     import yaml  # PyYAML: a dependency of dspy and datasets; imported when the check runs
 
-    body = unfence(text) if strip_code_fence else text
     try:
-        value = yaml.safe_load(body)
+        return yaml.safe_load(body)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return CheckResult(passed=False, evidence=f"not YAML: {problem}{where}")
-    kind = _YAML_KIND.get(type(value), "scalar" if value is not None else "empty")
-    ok = require == "any" or kind == require
-    return CheckResult(passed=ok, evidence=f"parses as YAML ({kind})" + ("" if ok else f"; {require} required"),
-                       data={"kind": kind})
+
+
+@register_check("valid_yaml", params=YamlParams, _builtin=True)
+def valid_yaml(text: str, *, require: str, strip_code_fence: bool) -> CheckResult:
+    """Yes when the text parses as one YAML document (of the required kind)."""
+    return _parsed(text, strip_code_fence=strip_code_fence, require=require, language="YAML", load=_load_yaml,
+                   kind_of=lambda value: _YAML_KIND.get(type(value), "scalar" if value is not None else "empty"))

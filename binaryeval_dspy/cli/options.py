@@ -168,6 +168,45 @@ def check_scale(scale: tuple[float, float]) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def bootstrap_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --bootstrap (passed as ``n_resamples``): resamples for intervals and paired tests."""
+    return click.option("--bootstrap", "n_resamples", default=1000, show_default=True, type=click.IntRange(min=10),
+                        help="Bootstrap resamples for intervals and paired tests.")(func)
+
+
+def constant_predictions_option(scores: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add --constant-predictions; `scores` says in its help whose scores are constant
+    (``"method scores"``, ``"predicted scores"``)."""
+    from binaryeval_dspy.metrics.correlation import (
+        CONSTANT_PREDICTION_POLICIES,
+        DEFAULT_CONSTANT_PREDICTIONS,
+    )
+
+    return click.option(
+        "--constant-predictions", "constant_predictions", type=click.Choice(CONSTANT_PREDICTION_POLICIES),
+        default=DEFAULT_CONSTANT_PREDICTIONS, show_default=True,
+        help=f"Summary level: a document whose {scores} are all equal is left out of the average "
+             "('skip', as G-Eval's and UniEval's scripts do) or counted as 0 ('zero').")
+
+
+def report_statistics_options(scores: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add --bootstrap, --seed, --constant-predictions (`constant_predictions_option`) and
+    --no-figures: the options of the commands that build a report from scores already there."""
+    decorators = [
+        bootstrap_option,
+        click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed."),
+        constant_predictions_option(scores),
+        click.option("--no-figures", is_flag=True, help="Skip the figures (faster)."),
+    ]
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return decorate
+
+
 def checks_module_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add --checks-module (repeatable): Python files or modules that register user checks."""
     return click.option(

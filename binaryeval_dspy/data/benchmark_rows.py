@@ -31,6 +31,18 @@ def require_rows(items: list, path: Path) -> None:
                          fix="restore the benchmark's cleaned JSONL file (see the data folder's README).")
 
 
+def add_unique_id(item_id: str, seen: set[str], *, path: Path, line: int) -> None:
+    """Add a row's item id to the ids `seen` so far in the file.
+
+    Raises:
+        InputError: the id is already there (names file, line and ``item_id``).
+    """
+    if item_id in seen:
+        raise InputError(f"item id {item_id} appears twice", path=path, line=line, field="item_id",
+                         fix="give every row its own item_id.")
+    seen.add(item_id)
+
+
 def lookup(row: Mapping[str, Any], field: str) -> Any:
     """The value at `field` in `row`; a dotted name (``scores.coherence``) walks nested
     objects. Raises `UnknownNameError` (a KeyError) when any step is missing."""

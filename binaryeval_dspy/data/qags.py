@@ -12,7 +12,13 @@ from typing import Literal
 
 import dspy
 
-from binaryeval_dspy.data.benchmark_rows import read_rows, require_rows, require_score, require_text
+from binaryeval_dspy.data.benchmark_rows import (
+    add_unique_id,
+    read_rows,
+    require_rows,
+    require_score,
+    require_text,
+)
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.data.sampling import SampleMethod, score_bin, select_items
 from binaryeval_dspy.errors import InputError
@@ -62,10 +68,7 @@ def load_qags(
     for line, row in read_rows(file):
         raw_id = row.get("item_id", line - 1)
         item_id = f"{split}-{raw_id}"
-        if item_id in seen:
-            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id",
-                             fix="give every row its own item_id.")
-        seen.add(item_id)
+        add_unique_id(item_id, seen, path=file, line=line)
         source = require_text(row, "source", path=file, line=line)
         items.append(dspy.Example(
             item_id=item_id, doc_id=item_id, system_id=str(row.get("system_id", "0")), split=split,

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import dspy
 
-from binaryeval_dspy.data.benchmark_rows import read_rows, require_rows, require_score, require_text
+from binaryeval_dspy.data.benchmark_rows import (
+    add_unique_id,
+    read_rows,
+    require_rows,
+    require_score,
+    require_text,
+)
 from binaryeval_dspy.data.paths import resolve_data_file
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
@@ -74,10 +80,7 @@ def load_topical_chat(
         raw_id = row.get("item_id", line - 1)
         digits = str(raw_id).isascii() and str(raw_id).isdigit() and len(str(raw_id)) <= 18
         item_id = f"tc-{int(raw_id):03d}" if digits else f"tc-{raw_id}"
-        if item_id in seen:
-            raise InputError(f"item id {item_id} appears twice", path=file, line=line, field="item_id",
-                             fix="give every row its own item_id.")
-        seen.add(item_id)
+        add_unique_id(item_id, seen, path=file, line=line)
         context = require_text(row, "context", path=file, line=line)
         fact = require_text(row, "fact", path=file, line=line)
         human = {d: require_score(row, f"scores.{d}", path=file, line=line, low=lo, high=hi)

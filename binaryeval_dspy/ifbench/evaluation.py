@@ -17,7 +17,7 @@ as an empty response), and a BinEval score the judge could not give is stored as
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import dspy
 from pydantic import BaseModel, ConfigDict
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 import binaryeval_dspy.ifbench.constraints  # noqa: F401  (importing registers the checkers)
 from binaryeval_dspy.errors import ArgumentTypeError, ConfigError, InputError
 from binaryeval_dspy.ifbench.registry import Checker, bind_checker
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 #: the format version of a saved `IFBenchResult`
 IFBENCH_RESULT_SCHEMA_VERSION = 1
@@ -43,8 +43,8 @@ class IFBenchResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        IFBENCH_RESULT_SCHEMA_VERSION, "IFBench result")] = IFBENCH_RESULT_SCHEMA_VERSION
+    schema_version: SchemaVersion(IFBENCH_RESULT_SCHEMA_VERSION, "IFBench result") = (
+        IFBENCH_RESULT_SCHEMA_VERSION)
     key: str | None
     instruction_id_list: list[str]
     follow_instruction_list: list[bool]
@@ -152,17 +152,9 @@ def check_strict(example_or_fields: Any, response: str | None) -> IFBenchResult:
 def check_loose(example_or_fields: Any, response: str | None) -> IFBenchResult:
     """Verify `response` leniently: an instruction passes if any loose variant passes.
 
-    Variants are listed in `loose_variants`; blank variants are skipped.
-
-    Args:
-        example_or_fields: see `bind_prompt_checkers`.
-        response: the model's response; None or blank follows nothing.
-
-    Returns:
-        An `IFBenchResult` (IFBench's ``eval_results_loose`` row without the texts).
-
-    Raises:
-        InputError: the prompt's instructions or arguments are invalid.
+    Variants are listed in `loose_variants`; blank variants are skipped. Arguments and
+    errors are those of `check_strict`; the result is an `IFBenchResult` (IFBench's
+    ``eval_results_loose`` row without the texts).
     """
     key, ids, checkers = bind_prompt_checkers(example_or_fields)
     variants = [text for text in loose_variants(response or "") if text.strip()]

@@ -9,10 +9,11 @@ code applies the refutation rule and then the fatal rule. Every step is recorded
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import dspy
 
+from binaryeval_dspy import verdict_rules
 from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.call_pool import ItemWork
 from binaryeval_dspy.programs.bineval import BinEval
@@ -21,16 +22,9 @@ from binaryeval_dspy.programs.pressure_test import PressureTest
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
-from binaryeval_dspy.verdict_rules import (
-    PRESSURE_TEST_MODES,
-    PressureTestMode,
-    decide_verdict,
-    fatal_failures,
-    pressure_test_skip_reason,
-)
 
 Aggregation = Literal["score", "verdict", "both"]
-AGGREGATIONS: tuple[str, ...] = ("score", "verdict", "both")
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 
 class VerdictJudge(dspy.Module):
@@ -60,7 +54,7 @@ class VerdictJudge(dspy.Module):
         question_set: QuestionSet,
         *,
         aggregation: Aggregation = "verdict",
-        pressure_test: PressureTestMode = "non-pass",
+        pressure_test: verdict_rules.PressureTestMode = "non-pass",
         scale: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 1,
         explanations: bool = True,
@@ -70,8 +64,8 @@ class VerdictJudge(dspy.Module):
         if aggregation not in ("verdict", "both"):
             raise ConfigError("bad VerdictJudge aggregation", expected="'verdict' or 'both'",
                               received=repr(aggregation), fix="use BinEval for aggregation 'score'.")
-        if pressure_test not in PRESSURE_TEST_MODES:
-            raise ConfigError("bad pressure_test", expected=f"one of {PRESSURE_TEST_MODES}",
+        if pressure_test not in verdict_rules.PRESSURE_TEST_MODES:
+            raise ConfigError("bad pressure_test", expected=f"one of {verdict_rules.PRESSURE_TEST_MODES}",
                               received=repr(pressure_test), fix="pass pressure_test='non-pass' (the default).")
         if question_set.verdict_policy is None:
             raise BinEvalError(
@@ -124,15 +118,15 @@ class VerdictJudge(dspy.Module):
         verdicts = assessed.verdicts
         lines = evidence_lines(verdicts, question_set)
         pick = self.picker(input=input, output=output, evidence=lines)
-        skip = pressure_test_skip_reason(self.pressure_test_mode, pick.label,
-                                         policy, fatal_failures(verdicts, question_set))
+        skip = verdict_rules.pressure_test_skip_reason(self.pressure_test_mode, pick.label, policy,
+                                                       verdict_rules.fatal_failures(verdicts, question_set))
         if skip is not None:
             record = PressureTestRecord(status="not_run", reason=skip, tested_label=pick.label)
         else:
             record = self.pressure(input=input, output=output, evidence=lines, label=policy.label(pick.label)).record
-        named = decide_verdict(policy=policy, question_set=question_set, verdicts=verdicts,
-                               provisional=pick.label, reason=pick.reason, attempts=pick.attempts,
-                               pressure_test=record)
+        named = verdict_rules.decide_verdict(policy=policy, question_set=question_set, verdicts=verdicts,
+                                             provisional=pick.label, reason=pick.reason, attempts=pick.attempts,
+                                             pressure_test=record)
         outputs = {"named_verdict": named, "label": named.label, "verdicts": verdicts}
         if self.aggregation == "both":
             outputs.update(score=assessed.score, score_card=assessed.score_card)

@@ -12,18 +12,20 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.batch_api import BatchInfo, BatchTarget
 from binaryeval_dspy.schemas.run_manifest import utc_now
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 BATCH_DIR = "batch"
 STATE_FILE = "state.json"
 BATCH_STATE_SCHEMA_VERSION = 1
+#: what to do with a batch journal from an older version
+_OLDER_FIX = "collect its batches with the binaryeval-dspy version that submitted them, then rerun"
 
 Phase = Literal["prepared", "creating", "submitted"]
 
@@ -110,10 +112,8 @@ class BatchState(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        BATCH_STATE_SCHEMA_VERSION, "batch journal",
-        older_fix="collect its batches with the binaryeval-dspy version that submitted them, then rerun")] = (
-        BATCH_STATE_SCHEMA_VERSION)
+    schema_version: SchemaVersion(BATCH_STATE_SCHEMA_VERSION, "batch journal",
+                                  older_fix=_OLDER_FIX) = BATCH_STATE_SCHEMA_VERSION
     provider: str
     endpoint: str
     api_base: str | None = None

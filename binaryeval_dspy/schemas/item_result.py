@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from binaryeval_dspy.schemas.named_verdict import NamedVerdict
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 ITEM_RESULT_SCHEMA_VERSION = 1
+#: what to do with a item result from an older version
+_OLDER_FIX = "judge the items again with this version, into a new run directory (--out)"
 #: What became of an item: judged (with whatever answers it got), skipped because its
 #: output is empty (no LM call, no score), or not judged at all (no LM answer).
 ITEM_STATUSES = ("scored", "empty_output", "error")
@@ -116,10 +118,8 @@ class ItemResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        ITEM_RESULT_SCHEMA_VERSION, "item result",
-        older_fix="judge the items again with this version, into a new run directory (--out)")] = (
-        ITEM_RESULT_SCHEMA_VERSION)
+    schema_version: SchemaVersion(ITEM_RESULT_SCHEMA_VERSION, "item result",
+                                  older_fix=_OLDER_FIX) = ITEM_RESULT_SCHEMA_VERSION
     item_id: str
     line: int | None = None
     output_hash: str

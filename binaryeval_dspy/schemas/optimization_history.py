@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.schemas.versioned import (
-    check_schema_version,
+    SchemaVersion,
     schema_version_fix,
     schema_version_message,
+    write_json_model,
 )
 
 OPTIMIZATION_HISTORY_SCHEMA_VERSION = 1
@@ -213,9 +214,9 @@ class OptimizationHistory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        OPTIMIZATION_HISTORY_SCHEMA_VERSION, "optimization history",
-        older_fix="run the optimization again with this version")] = OPTIMIZATION_HISTORY_SCHEMA_VERSION
+    schema_version: SchemaVersion(OPTIMIZATION_HISTORY_SCHEMA_VERSION, "optimization history",
+                                  older_fix="run the optimization again with this version") = (
+        OPTIMIZATION_HISTORY_SCHEMA_VERSION)
     mode: Literal["cross_model", "human", "generation"]
     config: dict[str, Any] = Field(default_factory=dict)
     lms: dict[str, str] = Field(default_factory=dict)
@@ -277,10 +278,7 @@ class OptimizationHistory(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         """Write the history as indented UTF-8 JSON; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        return path
+        return write_json_model(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> OptimizationHistory:

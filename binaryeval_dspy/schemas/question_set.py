@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -28,12 +28,15 @@ from binaryeval_dspy.schemas.check_spec import CheckSpec
 from binaryeval_dspy.schemas.generation_report import GenerationReport
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
 from binaryeval_dspy.schemas.versioned import (
-    check_schema_version,
+    SchemaVersion,
     schema_version_fix,
     schema_version_message,
+    write_json_model,
 )
 
 QUESTION_SET_SCHEMA_VERSION = 1
+_QUESTION_SET_OLDER_FIX = ("regenerate it with `bineval questions`, or rewrite it in the current "
+                           "format (README, 'Output format')")
 
 
 class Requirement(BaseModel):
@@ -157,10 +160,8 @@ class QuestionSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[StrictInt, check_schema_version(
-        QUESTION_SET_SCHEMA_VERSION, "question set",
-        older_fix="regenerate it with `bineval questions`, or rewrite it in the current format (README, "
-                  "'Output format')")] = QUESTION_SET_SCHEMA_VERSION
+    schema_version: SchemaVersion(QUESTION_SET_SCHEMA_VERSION, "question set", base=StrictInt,
+                                  older_fix=_QUESTION_SET_OLDER_FIX) = QUESTION_SET_SCHEMA_VERSION
     task_prompt: str = ""
     dimensions: list[str] = Field(min_length=1)
     requirements: list[Requirement] = Field(default_factory=list)
@@ -285,10 +286,7 @@ class QuestionSet(BaseModel):
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
         """Write the question set as indented UTF-8 JSON; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        return path
+        return write_json_model(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> QuestionSet:

