@@ -15,19 +15,21 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from binaryeval_dspy.metrics import pooled_spearman
 from binaryeval_dspy.metrics.bootstrap import bootstrap_ci as _bootstrap_interval
 from binaryeval_dspy.metrics.correlation import spearman
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 if TYPE_CHECKING:
     import numpy as np
 
 RESULT_SCHEMA_VERSION = 1
+_OLDER_FIX = ("run the comparison again with this version (bineval optimize --compare), into a new --out "
+               "directory")
 
 
 class MetricValue(BaseModel):
@@ -83,10 +85,7 @@ class OptimizerResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        RESULT_SCHEMA_VERSION, "optimizer result",
-        older_fix="run the comparison again with this version (bineval optimize --compare), into a new --out "
-                  "directory")] = RESULT_SCHEMA_VERSION
+    schema_version: SchemaVersion(RESULT_SCHEMA_VERSION, "optimizer result", older_fix=_OLDER_FIX) = RESULT_SCHEMA_VERSION
     optimizer: str
     lm: str
     prompt_lm: str

@@ -23,7 +23,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +34,7 @@ from binaryeval_dspy.meta_eval.method_run import MethodItemResult, MethodRunDire
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.run_manifest import utc_now
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 METHODS = ("bineval", "geval", "unieval", "rouge")
 LM_METHODS = frozenset({"bineval", "geval", "unieval"})
@@ -42,6 +42,7 @@ METHOD_TITLES = {"bineval": "BinEval", "geval": "G-Eval-style", "unieval": "UniE
 ROUGE_LM_NAME = "none (ROUGE-L via rouge-score)"
 NO_LM = "none"  # benchmark.json's LM while only LM-free methods have run
 BENCHMARK_RUN_SCHEMA_VERSION = 1
+_OLDER_FIX = "run the benchmark again with this version, into a new --out directory"
 
 
 class BenchmarkRunConfig(BaseModel):
@@ -65,10 +66,7 @@ class BenchmarkRunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        BENCHMARK_RUN_SCHEMA_VERSION, "benchmark run file",
-        older_fix="run the benchmark again with this version, into a new --out directory")] = (
-        BENCHMARK_RUN_SCHEMA_VERSION)
+    schema_version: SchemaVersion(BENCHMARK_RUN_SCHEMA_VERSION, "benchmark run file", older_fix=_OLDER_FIX) = BENCHMARK_RUN_SCHEMA_VERSION
     benchmark: str
     lm: str
     limit: int | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -28,11 +28,12 @@ from binaryeval_dspy.runs.evaluation import EvaluationOutcome, run_resumable
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ContextOverflow, ItemStatus, Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 logger = logging.getLogger(__name__)
 
 METHOD_RESULT_SCHEMA_VERSION = 1
+_OLDER_FIX = "run the benchmark again with this version, into a new --out directory"
 MethodFunction = Callable[[dspy.Example], dspy.Prediction]
 
 
@@ -61,10 +62,7 @@ class MethodItemResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        METHOD_RESULT_SCHEMA_VERSION, "method result",
-        older_fix="run the benchmark again with this version, into a new --out directory")] = (
-        METHOD_RESULT_SCHEMA_VERSION)
+    schema_version: SchemaVersion(METHOD_RESULT_SCHEMA_VERSION, "method result", older_fix=_OLDER_FIX) = METHOD_RESULT_SCHEMA_VERSION
     item_id: str
     method: str
     output_hash: str

@@ -19,16 +19,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from binaryeval_dspy.data.json_files import read_json_file, validation_error
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.reports.render import Document
-from binaryeval_dspy.schemas.versioned import check_schema_version
+from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 METRICS_SCHEMA_VERSION = 1
+_OLDER_FIX = "rebuild the report from the run's files: bineval report RUN_DIR"
 METRICS_FILE = "metrics.json"
 
 
@@ -67,9 +68,7 @@ class BenchmarkMetrics(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Annotated[int, check_schema_version(
-        METRICS_SCHEMA_VERSION, "metrics.json",
-        older_fix="rebuild the report from the run's files: bineval report RUN_DIR")] = METRICS_SCHEMA_VERSION
+    schema_version: SchemaVersion(METRICS_SCHEMA_VERSION, "metrics.json", older_fix=_OLDER_FIX) = METRICS_SCHEMA_VERSION
     benchmark: str
     lm: str
     items: int = Field(ge=0)
