@@ -8,35 +8,28 @@ file, the line and the field.
 
 from __future__ import annotations
 
-import csv
 import json
-import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-from binaryeval_dspy.data.json_files import json_syntax_error
-from binaryeval_dspy.data.paths import open_data_file
+from binaryeval_dspy.data.rows import (  # noqa: F401 - the row readers were defined here: re-exported
+    _check_encodable,
+    _existing,
+    check_csv_header,
+    read_csv_rows,
+    read_jsonl_rows,
+)
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
 #: Names the loader sets itself; a row's own field of that name is kept as ``row_<name>``.
 RESERVED_FIELDS = ("item_id", "line")
-_SHORT_ROW = object()  # csv.DictReader's filler for cells missing from a short row
 
 
-def _check_encodable(value: str, *, path: Path, line: int, field: str) -> None:
-    """Refuse text that cannot be written back as UTF-8 (e.g. a lone surrogate)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(
-            f"contains a character that is not valid Unicode text ({exc.reason} at position {exc.start})",
-            path=path, line=line, field=field, fix="remove or replace that character in the file.",
-        ) from exc
 
 
 def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str,
@@ -194,74 +187,8 @@ def load_csv(
                      limit=limit, empty_output=empty_output)
 
 
-def _check_csv_header(fieldnames: Sequence[str] | None, path: Path, required: Mapping[str, str]) -> None:
-    """Refuse a CSV header row that cannot be read as columns, naming line 1 and the column.
-
-    Args:
-        fieldnames: the header's cells (None: the file is empty).
-        path: the file, for the message.
-        required: column name -> its role (``"input"``, ``"output"``, ``"id"``, a
-            human score, ...): each must be a column of the header.
-
-    Raises:
-        InputError: no header row, a column without a name (blank cell, e.g. a
-            trailing separator), a name used twice, or a required column missing
-            (the message lists the columns there are, and points at names that only
-            differ by surrounding spaces or case).
-    """
-    if not fieldnames:
-        raise InputError("the CSV file has no header row", path=path, line=1,
-                         fix="put the column names (e.g. input,output) on the first line.")
-    for number, name in enumerate(fieldnames, start=1):
-        if not name.strip():
-            raise InputError(f"column {number} of the header has no name", path=path, line=1,
-                             field=f"column {number}",
-                             fix="name every column on line 1, or remove the empty column (a separator at "
-                                 "the end of the line makes one).")
-    duplicated = [f for n, f in enumerate(fieldnames) if f in fieldnames[:n]]
-    if duplicated:
-        raise InputError(f"the header names a column more than once: {duplicated[0]!r} "
-                         f"(columns: {', '.join(fieldnames)})", path=path, line=1, field=duplicated[0],
-                         fix="give each column its own name.")
-    for name, role in required.items():
-        if name in fieldnames:
-            continue
-        near = [f for f in fieldnames if f.strip().lower() == name.strip().lower()]
-        hint = f"; the column {near[0]!r} differs only by spaces or case" if near else ""
-        option = f"pass --{role}-field with the column that holds the {role}, or " if role in (
-            "input", "output", "id") else ""
-        raise InputError(f"the header has no column {name!r} for the {role} (columns: {', '.join(fieldnames)}){hint}",
-                         path=path, line=1, field=name, fix=f"{option}rename the column on line 1.")
 
 
-def check_csv_header(path: str | Path, required: Mapping[str, str]) -> list[str]:
-    """Read and check a CSV file's header row (line 1) before any row is read.
-
-    Args:
-        path: a UTF-8 CSV file (a byte-order mark is accepted).
-        required: column name -> its role, e.g. ``{"source": "input", "summary":
-            "output", "coherence": "human score"}``.
-
-    Returns:
-        The column names, in order.
-
-    Raises:
-        InputError: missing file, not UTF-8, no header, an empty or duplicated column
-            name, or a required column missing; names the file, line 1 and the column.
-    """
-    path = _existing(path)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader, None)
-        except csv.Error as exc:
-            raise InputError(f"not valid CSV ({exc})", path=path, line=1, fix="check the quoting on line 1.") from exc
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=1,
-                             fix="save the file as UTF-8.") from exc
-    _check_csv_header(header, path, required)
-    return list(header or [])
 
 
 def load_items(path: str | Path, **options: Any) -> list[dspy.Example]:
@@ -283,101 +210,10 @@ def load_items(path: str | Path, **options: Any) -> list[dspy.Example]:
     )
 
 
-def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, JSON object) for every non-blank line of a JSONL file.
-
-    Shared by every JSONL loader (items, benchmarks, IFBench). A UTF-8 BOM is dropped.
-
-    Raises:
-        InputError: a line is not UTF-8, not valid JSON (including huge integers and
-            absurd nesting), not a JSON object, or holds an unpaired surrogate escape;
-            names the file and line.
-    """
-    for number, text in _utf8_lines(path):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # bad syntax, huge integers, absurd nesting
-            raise json_syntax_error(exc, path=path, line=number,
-                                    fix="each line must be one complete JSON object.") from exc
-        if not isinstance(row, dict):
-            raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,
-                             fix="each line must be one JSON object ({...}).")
-        for key, value in row.items():  # JSON escapes of lone surrogates (\ud800) would fail on hashing or saving
-            shown = key.encode("utf-8", "replace").decode("utf-8")
-            _check_encodable(key, path=path, line=number, field=shown)
-            _check_encodable(json.dumps(value, ensure_ascii=False), path=path, line=number, field=shown)
-        yield number, row
 
 
-def read_csv_rows(path: Path, required: Mapping[str, str]) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
-    """The header and the data rows of a CSV file, each row with its first line number.
-
-    The one CSV row reader of the package (items, prediction files): UTF-8 with or without
-    a BOM, cells of any length, a quoted cell may span lines (a row is numbered by the line
-    it starts on; the header is line 1, as in a spreadsheet), blank rows are skipped.
-
-    Args:
-        path: an existing CSV file with a header row.
-        required: column name -> role ("input", "output", "id", a dimension...) that must
-            be in the header (see `check_csv_header`).
-
-    Returns:
-        ``(header, rows)``; `rows` is a lazy iterator of ``(line, {column: text})``.
-
-    Raises:
-        InputError (located, raised while iterating for row errors): a bad header (line 1),
-            a row with more or fewer cells than the header, invalid CSV quoting, or text
-            that is not UTF-8.
-    """
-    header = check_csv_header(path, required)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
-
-    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle, restval=_SHORT_ROW)
-            try:
-                _ = reader.fieldnames  # the header row, checked above
-                previous_end = reader.line_num
-                for row in reader:
-                    number = previous_end + 1  # a quoted cell may span lines: report where the row starts
-                    previous_end = reader.line_num
-                    if None in row:
-                        raise InputError("the row has more cells than the header", path=path, line=number,
-                                         fix="quote cells that contain the separator.")
-                    if any(v is _SHORT_ROW for v in row.values()):
-                        raise InputError(f"the row has fewer cells than the header ({len(header)} columns)",
-                                         path=path, line=number,
-                                         fix="check for a missing separator or an unclosed quote.")
-                    if not any((v or "").strip() for v in row.values()):
-                        continue  # a blank line of separators only
-                    yield number, row
-            except csv.Error as exc:
-                raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
-                                 fix="check the quoting on that line.") from exc
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
-                                 fix="save the file as UTF-8.") from exc
-
-    return header, rows()
 
 
-def _utf8_lines(path: Path):
-    """Yield (1-based line number, text) of a UTF-8 file; a leading BOM is dropped.
-
-    Raises:
-        InputError: a line is not valid UTF-8 (names the line).
-    """
-    with open_data_file(path) as handle:  # a .gz file is read through gzip
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path, line=number,
-                                 fix="save the file as UTF-8.") from exc
 
 
 def _check_limit(limit: int | None) -> None:
@@ -394,11 +230,3 @@ def _check_empty_output_policy(empty_output: str) -> None:
 def _check_not_empty(examples: list[dspy.Example], path: Path) -> None:
     if not examples:
         raise InputError("the file holds no items", path=path, fix="add at least one row with an input and an output.")
-
-
-def _existing(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "file not found"
-        raise InputError(what, path=path, fix="check the path of the items file.")
-    return path

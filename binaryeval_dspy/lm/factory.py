@@ -31,10 +31,13 @@ from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, AdapterStats, choose_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM, cache_identity_of, normalize_base_url
 from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+from binaryeval_dspy.lm.provider_keys import (  # the key checks were defined here: re-exported
+    _LITELLM_ID,
+    LOCAL,
+    check_provider_key,  # noqa: F401
+    missing_provider_keys,  # noqa: F401
+)
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
-
-LOCAL = "local"
-_LITELLM_ID = re.compile(r"^[A-Za-z0-9_.\-]+/\S+$")
 
 
 @dataclass
@@ -345,71 +348,4 @@ def make_lm(
 
 # Providers whose credentials need not be an environment variable LiteLLM can see (cloud
 # credential chains, profiles, instance roles, AD tokens) or that need none: never refused.
-_CREDENTIAL_CHAIN_PREFIXES = ("bedrock", "sagemaker", "vertex_ai", "azure", "ollama", "watsonx", "snowflake",
-                              "oci", "github_copilot", "hosted_vllm", "lm_studio", "llamafile", "custom")
-# Other variables the provider's clients also read for the same key.
-_ALSO_READ = {"HUGGINGFACE_API_KEY": ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
 
-
-def missing_provider_keys(spec: str) -> list[str]:
-    """The API-key variables LiteLLM reports missing for a LiteLLM model id, else [].
-
-    Uses ``litellm.validate_environment(spec)``, trusted only where its answer is a
-    plain API key: [] for base URLs, ``local`` and ``.gguf`` paths, providers whose
-    credentials may come from elsewhere (AWS / Google / Azure credential chains, local
-    servers), when any reported variable is not an ``*_API_KEY`` (an endpoint address, a
-    project), when ``litellm.api_key`` is set, or when LiteLLM cannot tell.
-
-    Returns:
-        The variables of which (at least) one must be set, e.g. ``["OPENAI_API_KEY"]``;
-        a provider read from either of two names lists both.
-    """
-    spec = (spec or "").strip()
-    if (not _LITELLM_ID.match(spec) or spec == LOCAL or spec.endswith(".gguf")
-            or spec.startswith(("http://", "https://"))):
-        return []
-    provider = spec.split("/", 1)[0].lower()
-    if provider.startswith(_CREDENTIAL_CHAIN_PREFIXES):
-        return []
-    try:
-        from dspy.clients.lm import _get_litellm
-
-        litellm = _get_litellm()
-        if getattr(litellm, "api_key", None):
-            return []
-        report = litellm.validate_environment(model=spec)
-    except Exception:  # noqa: BLE001 - an id LiteLLM cannot place: nothing to say before the first call
-        return []
-    if not isinstance(report, dict) or report.get("keys_in_environment", True):
-        return []
-    missing = [str(k) for k in report.get("missing_keys") or []]
-    if not missing or not all(k.endswith("_API_KEY") for k in missing):
-        return []
-    if any(os.environ.get(alt) for k in missing for alt in _ALSO_READ.get(k, ())):
-        return []
-    return missing
-
-
-def check_provider_key(spec: str, option: str = "--lm") -> None:
-    """Refuse a LiteLLM model id whose API key is missing, before any model call.
-
-    Without this, every item of a run fails in turn with the provider's error. Base
-    URLs, ``local`` and ``.gguf`` paths are never checked (see `missing_provider_keys`).
-
-    Args:
-        spec: the ``--lm`` value.
-        option: the option it came from, named in the message.
-
-    Raises:
-        LMConfigError: LiteLLM reports the provider's key variable unset; the message
-            names the variable(s).
-    """
-    missing = missing_provider_keys(spec)
-    if not missing:
-        return
-    names = missing[0] if len(missing) == 1 else " or ".join(missing)
-    raise LMConfigError(
-        f"{option} {spec}: the provider's API key is missing ({names} is not set in the environment, as "
-        "LiteLLM reports). Nothing was judged.",
-        fix=f"export {missing[0]}=... and rerun; or use --lm local, or a served model's base URL with --lm-model.",
-    )

@@ -23,11 +23,9 @@ unscored and failed calls of one `dspy.Evaluate` or one optimizer evaluation.
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import dspy
 
@@ -36,109 +34,13 @@ from binaryeval_dspy.lm.call_pool import ItemDone, map_items
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricCounts, MetricStatus  # noqa: F401
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
 
 QuestionsFor = Callable[[dspy.Example], QuestionSet]
-
-#: Outcome of one metric call: ``scored`` (a real score), ``unscored`` (the judge answered
-#: but no verdict parsed) or ``failed`` (the judge's LM calls failed, or judging raised).
-MetricStatus = Literal["scored", "unscored", "failed"]
-
-
-@dataclass
-class MetricCounts:
-    """How many metric calls were scored, unscored or failed (see `MetricStatus`).
-
-    Attributes:
-        scored: calls whose score is a measurement (in [0, 1] for BinEval's yes-rate).
-        unscored: calls that returned the fallback score because no verdict parsed.
-        failed: calls that returned the fallback score because the judge's LM calls
-            failed (transport, rate limit, timeout) or judging raised.
-    """
-
-    scored: int = 0
-    unscored: int = 0
-    failed: int = 0
-
-    @property
-    def total(self) -> int:
-        """scored + unscored + failed."""
-        return self.scored + self.unscored + self.failed
-
-    @property
-    def not_scored(self) -> int:
-        """unscored + failed: the calls that returned the fallback score."""
-        return self.unscored + self.failed
-
-    def add(self, status: MetricStatus) -> None:
-        """Count one call with `status` (``scored``, ``unscored`` or ``failed``)."""
-        setattr(self, status, getattr(self, status) + 1)
-
-    def as_dict(self) -> dict[str, int]:
-        """``{"scored", "unscored", "failed", "total"}`` as ints (JSON-ready)."""
-        return {"scored": self.scored, "unscored": self.unscored, "failed": self.failed, "total": self.total}
-
-    def describe(self) -> str:
-        """``"<scored> scored / <total> (<unscored> unscored, <failed> failed)"``."""
-        return f"{self.scored} scored / {self.total} ({self.unscored} unscored, {self.failed} failed)"
-
-
-class CountingMetric:
-    """Thread-safe per-evaluation counters of a metric's outcomes (mixin).
-
-    Subclasses call `_init_counts()` in ``__init__`` and `_record(status)` once per call.
-    Callers read them with `counts()` (since creation or the last `reset_counts()`) or
-    with the `counting()` context manager (the calls made inside one block, on any
-    thread: one `dspy.Evaluate`, one optimizer evaluation).
-    """
-
-    def _init_counts(self) -> None:
-        self._counts = MetricCounts()
-        self._windows: list[MetricCounts] = []
-        self._lock = threading.Lock()
-
-    def _record(self, status: MetricStatus) -> None:
-        with self._lock:
-            self._counts.add(status)
-            for window in self._windows:
-                window.add(status)
-
-    def counts(self) -> MetricCounts:
-        """A copy of the counts since the metric was made or last reset."""
-        with self._lock:
-            return MetricCounts(self._counts.scored, self._counts.unscored, self._counts.failed)
-
-    def reset_counts(self) -> MetricCounts:
-        """Return the counts so far and start again from zero."""
-        with self._lock:
-            counts, self._counts = self._counts, MetricCounts()
-            return counts
-
-    @contextmanager
-    def counting(self) -> Iterator[MetricCounts]:
-        """Count the calls made while the block runs; yields the live `MetricCounts`.
-
-        Calls from every thread are counted (DSPy's evaluation threads included), so
-        two evaluations running at the same time with one metric object count each
-        other's calls: give each its own metric for separate figures.
-
-        Example:
-            >>> with metric.counting() as counts:                        # doctest: +SKIP
-            ...     dspy.Evaluate(devset=dev, metric=metric)(program)
-            >>> counts.scored, counts.unscored, counts.failed            # doctest: +SKIP
-        """
-        window = MetricCounts()
-        with self._lock:
-            self._windows.append(window)
-        try:
-            yield window
-        finally:
-            with self._lock:
-                self._windows.remove(window)
-
 
 @dataclass
 class JudgedOutput:
