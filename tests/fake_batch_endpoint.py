@@ -36,15 +36,22 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fake_endpoint import FakeEndpoint, TimeoutFault, _Handler, serve_in_thread
+from tests.fake_endpoint import (
+    FakeEndpoint,
+    TimeoutFault,
+    _Handler,
+    fake_endpoint_running,
+    serve_in_thread,
+    serve_until_killed,
+)
 
 FailFn = Callable[[str, dict], "tuple[str, str] | None"]
 
@@ -329,15 +336,9 @@ class _BatchHandler(_Handler):
         self._send_json(status, body)
 
 
-@contextmanager
-def fake_batch_endpoint_running(**kwargs: Any) -> Iterator[FakeBatchEndpoint]:
+def fake_batch_endpoint_running(**kwargs: Any) -> AbstractContextManager[FakeBatchEndpoint]:
     """Context manager: a started `FakeBatchEndpoint` (kwargs as its constructor), closed on exit."""
-    endpoint = FakeBatchEndpoint(**kwargs)
-    endpoint.start()
-    try:
-        yield endpoint
-    finally:
-        endpoint.close()
+    return fake_endpoint_running(FakeBatchEndpoint, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -362,14 +363,7 @@ def main(argv: list[str] | None = None) -> None:
                         fail=fail_questions(*args.fail_question) if args.fail_question else None)
     endpoint = FakeBatchEndpoint(scripts=[first])
     endpoint.default_script = BatchScript(polls=args.polls)
-    endpoint.start()
-    print(endpoint.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        endpoint.close()
+    serve_until_killed(endpoint)
 
 
 if __name__ == "__main__":

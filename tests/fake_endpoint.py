@@ -536,12 +536,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fake_endpoint_running(**kwargs: Any) -> Iterator[FakeEndpoint]:
-    """Context manager: a started `FakeEndpoint` (kwargs as its constructor), closed on exit."""
-    endpoint = FakeEndpoint(**kwargs)
+def fake_endpoint_running(kind: type[FakeEndpoint] | None = None, **kwargs: Any) -> Iterator[FakeEndpoint]:
+    """Context manager: a started `FakeEndpoint` (or subclass `kind`, e.g. the batch fake;
+    kwargs as its constructor), closed on exit."""
+    endpoint = (kind or FakeEndpoint)(**kwargs)
     endpoint.start()
     try:
         yield endpoint
+    finally:
+        endpoint.close()
+
+
+def serve_until_killed(endpoint: FakeEndpoint) -> None:
+    """Start `endpoint`, print its base URL on one line, serve until killed or Ctrl-C."""
+    endpoint.start()
+    print(endpoint.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
     finally:
         endpoint.close()
 
@@ -559,14 +572,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds slept per request")
     parser.add_argument("--cached-tokens", type=int, default=0, help="usage.prompt_tokens_details.cached_tokens")
     args = parser.parse_args(argv)
-    endpoint = FakeEndpoint(latency=args.latency, cached_tokens=args.cached_tokens).start()
-    print(endpoint.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        endpoint.close()
+    serve_until_killed(FakeEndpoint(latency=args.latency, cached_tokens=args.cached_tokens))
 
 
 if __name__ == "__main__":
