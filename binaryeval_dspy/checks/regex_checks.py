@@ -41,6 +41,8 @@ class RegexParams(BaseModel):
 
 
 class RegexPresentParams(RegexParams):
+    """Settings of ``regex_present``: the pattern must match at least `min_count` (>= 1) times."""
+
     min_count: int = Field(default=1, ge=1)
 
 

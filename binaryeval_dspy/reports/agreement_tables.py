@@ -73,6 +73,9 @@ def missing_predictions_record(scores: RunScores) -> dict[str, Any]:
 
 
 def prediction_files_table(scores: RunScores, metrics: dict) -> Table:
+    """The agreement report's table of prediction files: per prediction set, its file, the items it
+    scores out of the benchmark's and its coverage; records the counts in `metrics` (the
+    metrics.json mapping being built)."""
     n = len(scores.items)
     rows = []
     for name, ps in scores.prediction_sets.items():

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 
 def main_table_dimensions(calc: Calculator, scores: RunScores, lm: str, metrics: dict) -> Table:
+    """The main table for a per-dimension benchmark (SummEval, Topical-Chat; paper section 5):
+    per method, its correlation with human scores on each dimension at the spec's level,
+    computed by `calc`; records each value in `metrics`. Values in [-1, 1], n/a when undefined."""
     spec = scores.spec
     level = spec.level
     sourced = bool(scores.prediction_sets)
@@ -82,6 +85,9 @@ def main_table_dimensions(calc: Calculator, scores: RunScores, lm: str, metrics:
 
 
 def main_table_splits(calc: Calculator, scores: RunScores, lm: str, metrics: dict) -> Table:
+    """The main table for a benchmark scored by split on one dimension (QAGS' CNN/DM and XSum):
+    per method, its correlation with human scores on each split; records each value in
+    `metrics`. Values in [-1, 1], n/a when undefined."""
     spec = scores.spec
     dim = spec.dimensions[0]
     sourced = bool(scores.prediction_sets)
@@ -124,6 +130,8 @@ def main_table_splits(calc: Calculator, scores: RunScores, lm: str, metrics: dic
 
 
 def other_levels_table(calc: Calculator, scores: RunScores, lm: str, metrics: dict) -> Table | None:
+    """Correlations at the levels other than the main one (system, summary or turn), per method
+    and dimension, recorded in `metrics`; None for a benchmark laid out by split."""
     spec = scores.spec
     if spec.layout != "dimensions":
         return None
@@ -159,6 +167,9 @@ def other_levels_table(calc: Calculator, scores: RunScores, lm: str, metrics: di
 
 def ci_and_tests_tables(calc: Calculator, scores: RunScores, lm: str, n_resamples: int, seed: int,
                   metrics: dict) -> list[Table]:
+    """Bootstrap confidence intervals of each method's correlation and paired bootstrap tests of
+    BinEval against each other method (`n_resamples` resamples of items, `seed`), via
+    `binaryeval_dspy.metrics.bootstrap`; recorded in `metrics`."""
     import numpy as np
 
     spec = scores.spec

@@ -20,6 +20,9 @@ from binaryeval_dspy.reports.render import Table
 
 
 def diagnostics_table(calc: Calculator, scores: RunScores, metrics: dict) -> Table:
+    """Coverage and degenerate cases, per method and dimension (or split): items scored,
+    unparsed or error (or missing values in prediction files), distinct scores and their
+    spread on [0, 1], which show where a correlation is undefined; recorded in `metrics`."""
     import numpy as np
 
     spec = scores.spec
@@ -57,6 +60,9 @@ def diagnostics_table(calc: Calculator, scores: RunScores, metrics: dict) -> Tab
 
 
 def cost_table(scores: RunScores, lm: str, metrics: dict) -> Table:
+    """Per method: items (incomplete, empty output, error), LM calls, prompt tokens (and how many
+    were cached), completion tokens, the estimated USD cost at the run's LM prices (LiteLLM's
+    price map; 'unknown' when unpriced) and wall time; recorded in `metrics`."""
     rows = []
     derived = [m for m in scores.run_methods if m in DERIVED_METHODS]
     price_model = price_model_for_name(scores.config.lm)
@@ -115,6 +121,9 @@ def cost_table(scores: RunScores, lm: str, metrics: dict) -> Table:
 
 
 def score_source_table(scores: RunScores, lm: str, metrics: dict) -> Table | None:
+    """Per method: how many scores came from log-probabilities and how many fell back to the plain
+    answer, with the unscored ones and the reasons; recorded in `metrics`; None when no method
+    reports a source."""
     rows = []
     for method in scores.methods:
         src = scores.score_sources.get(method)
@@ -145,6 +154,8 @@ def score_source_table(scores: RunScores, lm: str, metrics: dict) -> Table | Non
 
 
 def means_table(scores: RunScores, lm: str) -> Table:
+    """Mean score per method on each split and dimension, beside the human mean (the scales the
+    correlations compare)."""
     spec = scores.spec
     rows = []
     cols = [(s, d) for s in spec.splits for d in spec.dimensions]

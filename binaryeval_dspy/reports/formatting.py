@@ -24,6 +24,7 @@ SYMBOLS = {"spearman": "ρ", "kendall": "τ", "pearson": "r"}
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
+    """`value` with `digits` decimals, or ``n/a`` for None or NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value:.{digits}f}"
@@ -38,6 +39,7 @@ def fmt_p(p_value: float | None, n_resamples: int) -> str:
 
 
 def plural(count: int, word: str) -> str:
+    """``'<count> <word>'``, with an ``s`` unless `count` is 1."""
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
@@ -104,6 +106,7 @@ def constant_mark(info: dict) -> str:
 
 
 def method_label(method: str) -> str:
+    """The title a report gives a method id (``geval`` -> its G-Eval-style title); the id itself if unknown."""
     return ALL_METHOD_TITLES.get(method, method)
 
 
