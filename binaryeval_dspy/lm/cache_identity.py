@@ -124,11 +124,24 @@ class CacheScopedLM(dspy.LM):
 
     @property
     def supported_params(self) -> set[str]:
-        """DSPy's supported parameters, with ``response_format`` when a schema is declared supported."""
-        params = set(super().supported_params)
-        if getattr(self, "_declared_response_schema", None):
-            params.add("response_format")
-        return params
+        """DSPy's supported parameters, with ``response_format`` when a schema is declared supported.
+
+        DSPy works them out again on every call (its backend selection and capability
+        lookup, about 7% of a served call's client CPU with 64 calls in flight); they depend
+        only on the model id, its engine and the LM's settings, so the answer is kept until
+        one of those changes (e.g. the switch to the ``json_object`` route).
+        """
+        spec = getattr(self, "_engine_spec", None)
+        key = (self.model, self.model_type, spec if isinstance(spec, str) else id(spec),
+               repr(sorted(self.kwargs.items(), key=lambda kv: kv[0])))
+        known = self.__dict__.get("_supported_params_memo")
+        if known is None or known[0] != key:
+            params = set(super().supported_params)
+            if getattr(self, "_declared_response_schema", None):
+                params.add("response_format")
+            known = (key, frozenset(params))
+            self.__dict__["_supported_params_memo"] = known
+        return set(known[1])
 
     # ----- the call path: DSPy's own (prepare, execute, finalize), with a scoped cache key
 

@@ -35,10 +35,11 @@ The item's vocabulary (`ItemWork`, `ItemDone`, `StopItems`, `CallBudget`) lives 
 from __future__ import annotations
 
 import contextvars
+import queue
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -195,6 +196,9 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
     # and admit a new item only when fewer than that are waiting.
     backlog = 2 * concurrency
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bineval-call")
+    # Finished futures arrive here (a done callback), so taking the next one costs the same with
+    # 2 or 128 in flight; `concurrent.futures.wait` locks and scans every pending future each time.
+    completed: queue.SimpleQueue[Future] = queue.SimpleQueue()
 
     def submit(pending: _Pending, position: int | None) -> None:
         if position is None:
@@ -204,7 +208,9 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             pending.sent += 1
         pending.in_flight += 1
         context = contextvars.copy_context()
-        futures[pool.submit(context.run, _measured, call)] = (pending, position)
+        future = pool.submit(context.run, _measured, call)
+        futures[future] = (pending, position)
+        future.add_done_callback(completed.put)
 
     def report(pending: _Pending, result: Any, error: BaseException | None, started: float | None = None) -> None:
         active.pop(pending.index, None)
@@ -276,8 +282,9 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
     try:
         admit()
         while futures:
-            done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-            for future in done:
+            for future in _next_done(completed):
+                if future not in futures:  # already handled (a callback of a cancelled future)
+                    continue
                 pending, position = futures.pop(future)
                 pending.in_flight -= 1
                 value, error, entries, started = future.result()
@@ -318,6 +325,23 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             for _pending, position in futures.values():
                 if position is not None:
                     budget.settle(Usage())
+
+
+def _next_done(completed: queue.SimpleQueue) -> list[Future]:
+    """The futures finished so far: waits for one, then takes every other one already there.
+    Waits in short slices so that Ctrl-C reaches the main thread promptly."""
+    while True:
+        try:
+            first = completed.get(timeout=0.5)
+            break
+        except queue.Empty:
+            continue
+    done = [first]
+    while True:
+        try:
+            done.append(completed.get_nowait())
+        except queue.Empty:
+            return done
 
 
 def _salvage(index: int, work: ItemWork, answered: dict[int, Any], usage: Usage, started: float,
