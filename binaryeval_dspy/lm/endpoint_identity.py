@@ -157,7 +157,8 @@ def _llama_identity(engine: Any) -> str | None:
     except OSError:
         file_part = {"path": str(path), "missing": True}
     settings = {"n_ctx": engine.n_ctx, "max_string_chars": engine.max_string_chars,
-                "default_max_tokens": engine.default_max_tokens}
+                "default_max_tokens": engine.default_max_tokens,
+                "choice_shortcut": getattr(engine, "choice_shortcut", False)}
     return json.dumps({"file": file_part, "settings": settings}, sort_keys=True)
 
 

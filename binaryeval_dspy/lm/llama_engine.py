@@ -13,6 +13,11 @@ with a logits processor that records the model's distribution at each generated
 position, so no second model with ``logits_all`` (and its n_ctx x vocabulary buffer)
 is needed; like OpenAI's, they are the model's probabilities before the JSON grammar
 masks tokens out. The G-Eval- and UniEval-style baselines use them.
+
+A greedy reply that is one closed-choice field (a verdict-only judge call) is answered
+from a single forward pass over the prompt and the reply's fixed opening
+(`binaryeval_dspy.lm.choice_scoring`), the answer grammar-constrained greedy decoding
+gives, without decoding the fixed tokens one by one.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
 
 from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.choice_scoring import answer_choice, choice_field
 
 _MODELS: dict[tuple[str, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -164,9 +170,10 @@ class LogprobRecorder:
     def __init__(self, top_n: int) -> None:
         self.top_n = max(0, int(top_n))
         self.positions: list[tuple[int, float, list[tuple[int, float]]]] = []
-        self._pending: Any = None
+        self.pending: Any = None  # log-probabilities (vocabulary,) at the latest position, or None
 
-    def _top(self, logprobs: Any) -> list[tuple[int, float]]:
+    def top(self, logprobs: Any) -> list[tuple[int, float]]:
+        """The `top_n` most probable (token id, logprob) of one position's distribution, best first."""
         import numpy as np
 
         if not self.top_n:
@@ -179,12 +186,12 @@ class LogprobRecorder:
     def __call__(self, input_ids: Any, logits: Any) -> Any:
         import numpy as np
 
-        if self._pending is not None and len(input_ids):
+        if self.pending is not None and len(input_ids):
             chosen = int(input_ids[-1])
-            self.positions.append((chosen, float(self._pending[chosen]), self._top(self._pending)))
+            self.positions.append((chosen, float(self.pending[chosen]), self.top(self.pending)))
         values = np.asarray(logits, dtype=np.float64)
         peak = values.max()
-        self._pending = values - (peak + np.log(np.exp(values - peak).sum()))
+        self.pending = values - (peak + np.log(np.exp(values - peak).sum()))
         return logits
 
     def token_logprobs(self, llama: Any, completion_text: str) -> tuple[TokenLogprob, ...]:
@@ -198,18 +205,20 @@ class LogprobRecorder:
         for chosen, logprob, top in self.positions:
             text = text_of(chosen)
             seen_text += text
-            out.append(self._entry(text, logprob, chosen, top, text_of))
+            out.append(self.entry(text, logprob, chosen, top, text_of))
         remainder = completion_text[len(seen_text):] if completion_text.startswith(seen_text) else ""
-        if self._pending is not None and remainder:
+        if self.pending is not None and remainder:
             ids = llama.tokenize(remainder.encode("utf-8"), add_bos=False, special=False)
             chosen = int(ids[0]) if ids else None
-            logprob = float(self._pending[chosen]) if chosen is not None else 0.0
-            out.append(self._entry(remainder, logprob, chosen, self._top(self._pending), text_of))
+            logprob = float(self.pending[chosen]) if chosen is not None else 0.0
+            out.append(self.entry(remainder, logprob, chosen, self.top(self.pending), text_of))
         return tuple(out)
 
     @staticmethod
-    def _entry(text: str, logprob: float, chosen: int | None, top: list[tuple[int, float]],
+    def entry(text: str, logprob: float, chosen: int | None, top: list[tuple[int, float]],
                text_of: Any) -> TokenLogprob:
+        """One lm15 `TokenLogprob`: `text` chosen with `logprob`; `top` (token id, logprob) pairs
+        become its alternatives, with the chosen id added when absent; `text_of(id)` spells an id."""
         alternatives = [TopLogprob(token=text_of(i), logprob=lp, token_id=i) for i, lp in top]
         if chosen is not None and all(i != chosen for i, _ in top):
             alternatives.append(TopLogprob(token=text, logprob=logprob, token_id=chosen))
@@ -235,6 +244,9 @@ class LlamaCppEngine:
         max_string_chars: bound given to every free-text field of a JSON schema
             (see `cap_strings`); None leaves strings unbounded.
         n_threads: CPU threads for llama.cpp (see `load_llama`); None: the default.
+        choice_shortcut: answer a greedy reply whose schema is one closed-choice field
+            (verdict-only judging: ``{"verdict": "yes"|"no"}``) from one forward pass,
+            see `binaryeval_dspy.lm.choice_scoring`; False always decodes token by token.
 
     Capabilities declared to DSPy: JSON-schema structured output (`response_format`),
     temperature, max_tokens, stop, and token log-probabilities (``logprobs`` /
@@ -256,12 +268,15 @@ class LlamaCppEngine:
         default_max_tokens: int = 512,
         max_string_chars: int | None = 160,
         n_threads: int | None = None,
+        choice_shortcut: bool = True,
     ):
         self.model_path = str(model_path)
         self.n_threads = n_threads
         self.max_string_chars = max_string_chars
         self.n_ctx = n_ctx
         self.default_max_tokens = default_max_tokens
+        self.choice_shortcut = choice_shortcut
+        self.choice_answers = 0  # calls answered by the closed-choice shortcut
         self._lock = threading.Lock()
         self.seconds_in_model = 0.0
 
@@ -293,19 +308,32 @@ class LlamaCppEngine:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         elif isinstance(config.response_format, dict) and config.response_format.get("type") == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
-        recorder = LogprobRecorder(config.logprobs) if getattr(config, "logprobs", None) is not None else None
+        wants_logprobs = getattr(config, "logprobs", None) is not None
+        recorder = LogprobRecorder(config.logprobs) if wants_logprobs else None
         if recorder is not None:
             kwargs["logits_processor"] = [recorder]
+        field = choice_field(schema) if self.choice_shortcut and kwargs["temperature"] == 0.0 else None
         llama = self.llama
         with self._lock:
             started = time.perf_counter()
-            out = llama.create_chat_completion(messages=messages, **kwargs)
+            picked = None
+            if field is not None:
+                picked = answer_choice(llama, messages, field, recorder or LogprobRecorder(0))
+            if picked is not None:
+                self.choice_answers += 1
+                text, finish = picked.text, "stop"
+                usage = {"prompt_tokens": picked.prompt_tokens, "completion_tokens": picked.completion_tokens}
+                logprobs = tuple(LogprobRecorder.entry(piece, lp, chosen, top, lambda i: llama.detokenize([i]).decode(
+                    "utf-8", errors="ignore")) for piece, lp, chosen, top in picked.logprobs) if wants_logprobs else None
+                out = {"id": None}
+            else:
+                out = llama.create_chat_completion(messages=messages, **kwargs)
+                choice = out["choices"][0]
+                text = choice["message"].get("content") or ""
+                logprobs = recorder.token_logprobs(llama, text) if recorder is not None else None
+                usage = out.get("usage") or {}
+                finish = choice.get("finish_reason") or "stop"
             self.seconds_in_model += time.perf_counter() - started
-            choice = out["choices"][0]
-            text = choice["message"].get("content") or ""
-            logprobs = recorder.token_logprobs(llama, text) if recorder is not None else None
-        usage = out.get("usage") or {}
-        finish = choice.get("finish_reason") or "stop"
         return Response(
             id=out.get("id"),
             model=Path(self.model_path).name,

@@ -87,8 +87,10 @@ class BinEval(dspy.Module):
             (an int >= 1; 1 = one after the other). Runs over many items set their
             concurrency across items instead (`binaryeval_dspy.runs.evaluate_items`).
         explanations: True (default) asks for a verdict and an explanation; False asks
-            for the verdict alone (`JudgeBinaryVerdict`), about 3x faster on a small
-            local model and the cheapest way to get P(yes).
+            for the verdict alone (`JudgeBinaryVerdict`): fewer tokens on every LM, about
+            2x faster per item on the embedded SmolLM2 (1.9x measured by
+            ``benchmarks/remote_throughput.py --parts embedded``), and the cheapest way to
+            get P(yes).
         logprobs: ``"auto"`` (default) asks the LM for token log-probabilities and
             records P(yes) per question and mean P(yes) per dimension
             (``score_card.p_yes_scores``) when it returns them; an LM that refuses the
