@@ -80,8 +80,8 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
 
 
 def apply_cost_settings(handle: LMHandle) -> LMHandle:
-    """Put the command's --price-model, --warm-prefix and --max-cost on `handle`
-    (`LMHandle.price_model`, ``warm_prefix``, ``cost_budget``), where runs read them.
+    """Put the command's --price-model, --warm-prefix, --cache-padding and --max-cost on `handle`
+    (`LMHandle.price_model`, ``warm_prefix``, ``cache_padding``, ``cost_budget``), where runs read them.
 
     Raises:
         LMConfigError: --max-cost for an LM without a price (see `CostBudget.for_model`), or a
@@ -100,15 +100,30 @@ def apply_cost_settings(handle: LMHandle) -> LMHandle:
                                     "anthropic/claude-haiku-4-5.")
     if settings["warm_prefix"] is not None:
         handle.warm_prefix = bool(settings["warm_prefix"])
+    if settings["cache_padding"] is not None:
+        handle.cache_padding = str(settings["cache_padding"])
     if settings["max_cost"] is not None:
         handle.cost_budget = CostBudget.for_model(float(settings["max_cost"]), handle.priced_as())
     return handle
 
 
 def endpoint_config(handle: LMHandle) -> dict[str, object]:
-    """What a run's manifest records about how its LM is reached (never a key)."""
+    """What a run's manifest records about how its LM is reached (never a key), and the
+    ``--cache-padding`` policy (what it padded is added after the run: `padding_note`)."""
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
-            "cache_identity": handle.cache_identity}
+            "cache_identity": handle.cache_identity, "cache_padding": handle.cache_padding}
+
+
+def padding_note(stats: dict[str, object] | None) -> str | None:
+    """One line on the items whose prompt prefix was padded for the provider's cache (from
+    `CachePadding.stats`), or None when none was."""
+    if not stats or not stats.get("padded_items"):
+        return None
+    padded, seen = int(stats["padded_items"]), int(stats.get("items_seen") or 0)  # type: ignore[call-overload]
+    filler = int(stats.get("filler_tokens") or 0) / padded  # type: ignore[call-overload]
+    return (f"cache padding: {padded} of {seen} item prompt prefix(es) padded to the {stats['minimum']:,}-token cache "
+            f"minimum of {stats['model']} ({filler:,.0f} filler tokens per call on average; --cache-padding off to "
+            "stop)")
 
 
 def adapter_note(handle: LMHandle) -> str | None:
@@ -134,7 +149,7 @@ __all__ = [
     "ADAPTER_POLICIES", "PIPED_WIDTH", "adapter_note", "adapter_policy", "apply_cost_settings", "build_lm",
     "check_scale", "check_writable_file", "checks_module_option", "console", "cost_settings", "endpoint_config",
     "file_kind", "friendly_errors", "leave_after_interrupt", "llama_threads", "llama_threads_option", "lm_options",
-    "load_checks_modules", "load_question_set_and_items", "out_console", "quiet_libraries", "remember_adapter",
-    "remember_llama_threads", "remember_timeout", "request_timeout", "run_options", "slug",
+    "load_checks_modules", "load_question_set_and_items", "out_console", "padding_note", "quiet_libraries",
+    "remember_adapter", "remember_llama_threads", "remember_timeout", "request_timeout", "run_options", "slug",
     "swapped_arguments_error",
 ]

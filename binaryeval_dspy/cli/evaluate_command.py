@@ -24,6 +24,7 @@ from binaryeval_dspy.cli.common import (
     load_checks_modules,
     load_question_set_and_items,
     out_console,
+    padding_note,
     quiet_libraries,
     run_options,
     slug,
@@ -186,21 +187,25 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         console.print(f"{len(outcome.empty_outputs)} item(s) with an empty output recorded as status empty_output "
                       f"(no LM call, no score): {shown}{', ...' if len(outcome.empty_outputs) > 5 else ''}.",
                       highlight=False)
-    note = adapter_note(handle)
-    if note:
-        console.print(f"[dim]{escape(note)}[/dim]")
+    for note in (adapter_note(handle), padding_note(outcome.cache_padding)):
+        if note:
+            console.print(f"[dim]{escape(note)}[/dim]")
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)
 
 
 def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, handle) -> None:
     """Add to the run's manifest what was learned about the endpoint during the run: the
-    schema form it accepted and the adapter's counters (re-sent requests, parse failures)."""
+    schema form it accepted, the adapter's counters (re-sent requests, parse failures) and,
+    when prompts could be padded for the provider's cache, what was padded in this session
+    (``cache_padding_stats``, `CachePadding.stats`; the policy is ``cache_padding``)."""
     manifest = outcome.manifest
     if manifest is None:
         return
     stats = handle.adapter_stats.as_dict() if handle.adapter_stats is not None else {}
     dialect = getattr(handle.lm, "schema_dialect", None)
     manifest.config.update(adapter_stats=stats, **({"schema_dialect": dialect} if dialect else {}))
+    if outcome.cache_padding is not None:
+        manifest.config["cache_padding_stats"] = outcome.cache_padding
     run_dir.write_manifest(manifest)
 
 

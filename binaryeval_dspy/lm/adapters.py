@@ -52,6 +52,8 @@ class _CountingAdapter:
     """Mixin counting calls, parse failures and format fallbacks into ``self.stats``."""
 
     stats: AdapterStats
+    #: a `binaryeval_dspy.lm.cache_padding.CachePadding` installed for a run (`padding_installed`), or None
+    cache_padding: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         own = {name for name in ("format", "parse") if name in cls.__dict__}
@@ -89,7 +91,12 @@ class _CountingAdapter:
 
     def _with_cache_breakpoint(self, signature: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`messages` with the item's shared part marked for the provider's prompt cache, when the
-        call being prepared goes to an ``anthropic/`` model (see `binaryeval_dspy.lm.prompt_cache`)."""
+        call being prepared goes to an ``anthropic/`` model (see `binaryeval_dspy.lm.prompt_cache`),
+        after padding that part up to the provider's cache minimum when the run's `cache_padding`
+        says so (`binaryeval_dspy.lm.cache_padding`): the filler ends the shared part, so the mark
+        covers it."""
+        if self.cache_padding is not None:
+            messages = self.cache_padding.apply(signature, messages)
         pending = self.__dict__.get("_cache_plan")
         plan = getattr(pending, "value", None) if pending is not None else None
         if plan is None:

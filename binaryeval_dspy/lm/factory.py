@@ -64,6 +64,9 @@ class LMHandle:
             with more than one call in flight (`prompt_cache.default_warm_prefix`).
         cost_budget: the ``--max-cost`` budget (a `CostBudget`) runs with this LM
             stop at, or None.
+        cache_padding: ``"auto"`` (pad an item's shared prompt prefix up to the provider's
+            cache minimum where that is cheaper) or ``"off"`` (``--cache-padding``; see
+            `binaryeval_dspy.lm.cache_padding`).
     """
 
     lm: dspy.LM
@@ -77,6 +80,7 @@ class LMHandle:
     price_model: str | None = None
     warm_prefix: bool | None = None
     cost_budget: Any = field(default=None, repr=False)
+    cache_padding: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.adapter_name:

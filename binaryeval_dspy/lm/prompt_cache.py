@@ -19,13 +19,19 @@ cache can serve it to every call after the first.
 * The cache is written by the first call and read by the others only when the first has
   finished: with ``--warm-prefix`` (`default_warm_prefix`) the item loop sends an item's
   first question alone and the rest after it (`binaryeval_dspy.lm.call_pool.ItemWork.warm_first`).
+* What a provider's cache serves from a shared prefix (`cache_rules`, `servable`): nothing
+  under its minimum, then the prefix in steps. An item whose prefix is under the minimum
+  can be padded up to it where that is cheaper (`binaryeval_dspy.lm.cache_padding`).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from binaryeval_dspy.lm.price_map import ModelPrice
 
 #: The first input field that differs between an item's calls: the cache breakpoint goes
 #: right before it (BinEval's judge signatures).
@@ -33,6 +39,51 @@ PER_CALL_FIELD = "question"
 CACHE_MARKER = {"type": "ephemeral"}
 
 _ROUTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: OpenAI's prompt caching: prompts from 1,024 tokens, cached in steps of 128 tokens
+#: (OpenAI's prompt-caching guide).
+OPENAI_MIN_TOKENS, OPENAI_STEP = 1024, 128
+#: Names of the cache rules (`CacheRules.name`) whose providers are known to cache our prompts.
+OPENAI_RULES, ANTHROPIC_RULES = "OpenAI automatic", "Anthropic breakpoint"
+
+
+class CacheRules(NamedTuple):
+    """How a provider's prompt cache serves a shared prefix (see `cache_rules`).
+
+    Attributes:
+        name: ``"OpenAI automatic"``, ``"Anthropic breakpoint"`` or ``"automatic prefix"``.
+        minimum: the shortest prefix cached, in tokens; nothing is cached below it.
+        step: above the minimum the cached part grows in steps of this many tokens.
+        writes_billed: the first call's write is billed at the cache-write price
+            (Anthropic); else it costs plain input.
+    """
+
+    name: str
+    minimum: int
+    step: int
+    writes_billed: bool
+
+
+def cache_rules(model: str, price: ModelPrice) -> CacheRules:
+    """The cache rules of `model` (a LiteLLM id, or a bare name of `price`'s provider).
+
+    Anthropic: from the model's minimum (LiteLLM's ``prompt_cache_min_tokens``, else 1,024)
+    up to the breakpoint, token by token, writes billed. OpenAI: from `OPENAI_MIN_TOKENS` in
+    steps of `OPENAI_STEP`, writes not billed. Others: LiteLLM's minimum (else 1,024), step 1.
+    """
+    if model.startswith("anthropic/") or price.provider == "anthropic":
+        return CacheRules(ANTHROPIC_RULES, price.prompt_cache_min_tokens or 1024, 1, True)
+    if model.startswith("openai/") or price.provider == "openai":
+        return CacheRules(OPENAI_RULES, OPENAI_MIN_TOKENS, OPENAI_STEP, False)
+    return CacheRules("automatic prefix", price.prompt_cache_min_tokens or OPENAI_MIN_TOKENS, 1, False)
+
+
+def servable(prefix: int, minimum: int, step: int) -> int:
+    """Tokens a provider's cache serves from a shared prefix of `prefix` tokens: 0 below
+    `minimum`, else `minimum` plus the rest rounded down to whole steps (all in tokens)."""
+    if prefix < minimum:
+        return 0
+    return minimum + (prefix - minimum) // step * step
 
 
 def field_header(name: str) -> str:
@@ -168,6 +219,17 @@ def default_warm_prefix(handle: Any, concurrency: int) -> bool:
     on for hosted models (`is_hosted`) with more than one call in flight, off otherwise
     (one call at a time is in order anyway; served models are left as they were)."""
     return concurrency > 1 and is_hosted(handle)
+
+
+def warm_prefix_in_effect(handle: Any, warm_prefix: bool | None, concurrency: int) -> bool:
+    """Whether a run sends each item's first question alone: `warm_prefix` when given, else
+    ``handle.warm_prefix`` when set (``--warm-prefix`` / ``--no-warm-prefix``), else
+    `default_warm_prefix`."""
+    if warm_prefix is None:
+        warm_prefix = getattr(handle, "warm_prefix", None)
+    if warm_prefix is None:
+        warm_prefix = default_warm_prefix(handle, concurrency)
+    return bool(warm_prefix)
 
 
 def common_prefix_length(texts: Sequence[Any]) -> int:

@@ -242,7 +242,7 @@ def run_benchmark(
                 config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
             config.update(adapter=handle.adapter_name, adapter_reason=handle.adapter_reason,  # type: ignore[union-attr]
-                          explanations=explanations)
+                          explanations=explanations, cache_padding=handle.cache_padding)  # type: ignore[union-attr]
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,

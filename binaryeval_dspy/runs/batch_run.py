@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.batch_api import BatchAPI, BatchTarget, batch_target
 from binaryeval_dspy.lm.batch_calls import call_question
+from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
 from binaryeval_dspy.lm.call_pool import ItemWork
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
@@ -254,7 +255,10 @@ def run_batch(
         items: Examples from `binaryeval_dspy.data.load_items` (unique ``item_id``).
         run_dir: the run directory; its manifest records ``mode: batch``.
         manifest: the manifest for a new run (checked against an existing one).
-        handle: the run's LM; its adapter builds and parses every request.
+        handle: the run's LM; its adapter builds and parses every request, with the
+            item's prompt prefix padded for the provider's cache as in a live run, decided
+            at batch prices (`binaryeval_dspy.lm.cache_padding`; what it padded is in the
+            outcome's ``evaluation.cache_padding``).
         api_key_env: ``--api-key-env`` of a base-URL LM (its name is recorded, never the key).
         api: the provider's batch API (default: `BatchAPI.for_handle`).
         on_event: called with one line per notable step (batch created, ended, ...).
@@ -304,12 +308,15 @@ def run_batch(
         wanted = {str(i.item_id) for i in items}
         evaluation.skipped_items = sum(1 for r in stored if r.item_id in wanted and r.complete)
         interrupted = stopped = False
+        # the requests are formatted by the live adapter, so they are padded as live calls are (at batch prices)
+        padding = cache_padding_for(handle, calls_per_item=lm_question_count(program.question_set), batch=True)
         try:
-            run.reconcile()
-            run.send_prepared()
-            run.submit_new(run.plan())
-            run.poll()
-            run.record(run.plan())
+            with padding_installed(handle, padding):
+                run.reconcile()
+                run.send_prepared()
+                run.submit_new(run.plan())
+                run.poll()
+                run.record(run.plan())
         except KeyboardInterrupt:
             interrupted = True
         except BaseException:
@@ -317,6 +324,8 @@ def run_batch(
             raise
         finally:
             _finish(run, interrupted, started, counted=not (interrupted or stopped))
+            if padding is not None:
+                evaluation.cache_padding = padding.stats()
     finally:
         run_dir.unlock()
     return run.result

@@ -20,10 +20,11 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.data.text_checks import is_empty_output
+from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.prompt_cache import default_warm_prefix
+from binaryeval_dspy.lm.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
@@ -143,6 +144,12 @@ def evaluate_items(
             are stored (questions not asked as ``error`` verdicts, asked by a rerun) and
             ``stopped_early`` says why.
 
+    An item's shared prompt prefix is padded up to the provider's cache minimum where that
+    is cheaper (``lm.cache_padding``, ``auto`` by default; `binaryeval_dspy.lm.cache_padding`):
+    only for hosted OpenAI and Anthropic models with cache prices, and only when each item's
+    first question finishes before the others start (`warm_prefix`, or one call at a time).
+    What it padded is in the outcome's ``cache_padding``.
+
     Returns:
         An `EvaluationOutcome`.
 
@@ -150,19 +157,27 @@ def evaluate_items(
         RunStateError: `run_dir` holds a run with another question set, LM or mapping,
             another process is writing it, a stored item's input or output differs from
             the item given now, or a result cannot be written.
+        LMConfigError: ``lm.cache_padding`` is neither ``auto`` nor ``off``.
     """
-    return run_resumable(
-        items, run_dir, manifest,
-        plan=lambda item, stored: program.item_work(item.input, item.output,
-                                                    stored.verdicts if stored is not None else ()),
-        package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
-        empty_result=lambda item: empty_item_result(program, item),
-        failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
-        check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
-        lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
-        max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
-        warm_prefix=warm_prefix, budget=budget,
-    )
+    in_flight = 1 if lm is not None and lm.embedded else concurrency
+    padding = cache_padding_for(lm, calls_per_item=lm_question_count(program.question_set),
+                                warm=in_flight == 1 or warm_prefix_in_effect(lm, warm_prefix, in_flight))
+    with padding_installed(lm, padding):
+        outcome = run_resumable(
+            items, run_dir, manifest,
+            plan=lambda item, stored: program.item_work(item.input, item.output,
+                                                        stored.verdicts if stored is not None else ()),
+            package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
+            empty_result=lambda item: empty_item_result(program, item),
+            failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
+            check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
+            lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
+            max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
+            warm_prefix=warm_prefix, budget=budget,
+        )
+    if padding is not None:
+        outcome.cache_padding = padding.stats()
+    return outcome
 
 
 def run_resumable(
@@ -221,10 +236,7 @@ def run_resumable(
     started = time.perf_counter()
     if lm is not None and lm.embedded:
         concurrency = 1  # one in-process llama.cpp model: calls are serialized, prefix reuse needs order
-    if warm_prefix is None:
-        warm_prefix = getattr(lm, "warm_prefix", None)
-    if warm_prefix is None:
-        warm_prefix = default_warm_prefix(lm, concurrency)
+    warm_prefix = warm_prefix_in_effect(lm, warm_prefix, concurrency)
     if budget is None:
         budget = getattr(lm, "cost_budget", None)
     run_dir.lock()

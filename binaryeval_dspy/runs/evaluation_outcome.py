@@ -44,6 +44,9 @@ class EvaluationOutcome:
             this call; 0 with items stored means no LM call succeeded at all.
         first_error: the first failed call's error (type and message) in this call.
         manifest: the run manifest as written at the end.
+        cache_padding: what cache padding did in this call (`CachePadding.stats`: items
+            seen, items padded, filler tokens), or None when nothing could be padded
+            (`binaryeval_dspy.lm.cache_padding.cache_padding_for`).
     """
 
     results: list[Any]
@@ -61,3 +64,4 @@ class EvaluationOutcome:
     lm_answers: int = 0
     first_error: str | None = None
     manifest: RunManifest | None = None
+    cache_padding: dict[str, Any] | None = None
