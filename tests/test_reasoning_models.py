@@ -18,3 +18,14 @@ def test_other_models_keep_temperature_zero_and_the_asked_cap():
     handle = make_lm("openai/gpt-4o-mini", max_tokens=300)
     assert handle.lm.kwargs["temperature"] == 0.0
     assert handle.lm.kwargs["max_tokens"] == 300
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-5-mini", "openai/gpt-4o-mini"])
+def test_batch_replies_are_read_back_through_an_lm_with_the_same_settings(model):
+    """Batch results are parsed by a replaying copy of the run's LM; for a reasoning model that
+    copy once failed to build (max_completion_tokens given twice), so no batch reply was recorded."""
+    from binaryeval_dspy.lm.batch_calls import ReplayLM
+
+    handle = make_lm(model, cache=False)
+    replay = ReplayLM(handle)
+    assert replay.lm.kwargs == handle.lm.kwargs

@@ -227,6 +227,8 @@ class ReplayLM:
         lm = handle.lm
         self._engine = _ReplayEngine(lm)
         settings = {k: v for k, v in (getattr(lm, "kwargs", None) or {}).items() if k not in _CLIENT_KEYS}
+        if "max_completion_tokens" in settings:  # a reasoning model's: dspy.LM stores max_tokens under this name
+            settings["max_tokens"] = settings.pop("max_completion_tokens")
         self.lm = dspy.LM(lm.model, model_type=getattr(lm, "model_type", "chat"), engine=self._engine, cache=False,
                           num_retries=0, **settings)
         self.adapter = handle.adapter
