@@ -74,9 +74,23 @@ def test_anthropic_write_price_is_counted_for_the_first_call():
 
 
 @pytest.mark.parametrize("prefix", [1024, 1500])
-def test_never_pads_a_prefix_at_or_above_the_minimum(prefix):
-    decision = decide_padding(prefix, prefix + 100, calls=12, rules=OPENAI, rates=GPT5_MINI)
+def test_never_pads_a_prefix_over_the_minimum_without_caching_more_of_it(prefix):
+    # 1024 -> 1124 and 1500 -> 1520 stay within their 128-token step: nothing more is cached
+    decision = decide_padding(prefix, prefix + 100 if prefix == 1024 else 1520, calls=12, rules=OPENAI,
+                              rates=GPT5_MINI)
     assert not decision.pad and "reaches" in decision.reason
+    # Anthropic caches up to the breakpoint exactly: a prefix over its minimum is never padded
+    assert not decide_padding(prefix, prefix + 200, calls=12, rules=ANTHROPIC, rates=SONNET).pad
+
+
+def test_pads_a_long_tail_over_the_minimum_to_openais_next_step():
+    # 1,500 tokens: 1,408 cached (1,024 + 3 steps of 128), a 92-token tail paid by all 12 calls
+    decision = decide_padding(1500, 1552, calls=12, rules=OPENAI, rates=GPT5_MINI)
+    assert decision.pad
+    assert decision.cost_without == pytest.approx((1408 * 0.25 + 11 * 1408 * 0.025 + 12 * 92 * 0.25) / 1e6)
+    assert decision.cost_with == pytest.approx((1536 * 0.25 + 11 * 1536 * 0.025 + 12 * 16 * 0.25) / 1e6)
+    # a 30-token tail is not worth 114 more tokens at gpt-4o-mini's prices (cached input at half)
+    assert not decide_padding(1438, 1552, calls=12, rules=OPENAI, rates=GPT4O_MINI).pad
 
 
 def test_does_not_pad_when_it_is_not_cheaper():
@@ -130,6 +144,20 @@ def test_never_pads_with_off_local_served_unpriced_or_uncached_models(scripted_h
     assert cache_padding_for(hosted("openai/gpt-5-mini"), calls_per_item=12, batch=True) is not None
     with pytest.raises(LMConfigError, match="cache padding"):
         cache_padding_for(hosted("openai/gpt-5-mini"), calls_per_item=12, policy="always")
+
+
+def test_a_hosted_id_sent_to_a_base_url_from_the_environment_is_not_padded(monkeypatch):
+    # OPENAI_BASE_URL points an openai/ id at the user's own server: its cache rules and prices are not OpenAI's.
+    assert cache_padding_for(hosted("openai/gpt-5-mini"), calls_per_item=12) is not None
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert cache_padding_for(hosted("openai/gpt-5-mini"), calls_per_item=12) is None
+
+
+def test_a_price_model_of_another_provider_does_not_decide_padding():
+    haiku = hosted("anthropic/claude-haiku-4-5")
+    assert cache_padding_for(haiku, calls_per_item=12) is not None
+    haiku.price_model = "gpt-5-mini"  # OpenAI's 1,024-token rule would leave Haiku's 4,096 minimum unmet
+    assert cache_padding_for(haiku, calls_per_item=12) is None
 
 
 def test_evaluate_items_does_not_pad_when_the_questions_start_together(monkeypatch, tmp_path):
@@ -190,10 +218,15 @@ def test_the_filler_is_byte_identical_across_an_items_calls_and_sits_right_befor
     assert users[0].replace(block + "\n\n", "") == plain
 
 
-def test_a_long_prefix_and_other_signatures_are_left_alone():
+def test_a_long_prefix_gets_at_most_one_step_and_other_signatures_are_left_alone():
     handle = hosted("openai/gpt-5-mini")
     padding = cache_padding_for(handle, calls_per_item=12)
-    assert all(FILLER_BEGINS not in text_of(m[-1]) for m, _ in render(handle, padding, LONG_ARTICLE, n=2))
+    render(handle, padding, LONG_ARTICLE, n=2)
+    stats = padding.stats()
+    assert stats["items_seen"] == 1 and stats["filler_tokens"] <= 128 + 16 + 100  # to the next step, no further
+    sonnet = hosted("anthropic/claude-sonnet-4-5")
+    exact = cache_padding_for(sonnet, calls_per_item=12)
+    assert all(FILLER_BEGINS not in text_of(m[-1]) for m, _ in render(sonnet, exact, LONG_ARTICLE, n=2))
     inputs = {"input": SHORT_ARTICLE, "output": "The home side won.", "question": "Did they win?"}
     with padding_installed(handle, padding):
         messages, _ = render_messages(handle.adapter, handle.lm, AnswerRefutationQuestion, inputs)

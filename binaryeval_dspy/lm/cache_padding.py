@@ -125,12 +125,14 @@ def decide_padding(prefix_tokens: int, padded_tokens: int, *, calls: int, rules:
                    rates: dict[str, float | None]) -> PaddingDecision:
     """The padding rule: pad only if the item's estimated billed cost with padding is lower than without.
 
-    Only the shared prefix is priced (the per-call part costs the same either way). Without
-    padding, a prefix under ``rules.minimum`` is paid in full by every call. With padding to
-    `padded_tokens`, the cache serves ``servable(padded_tokens, minimum, step)`` tokens: the
-    first call pays them at the cache-write price (``rules.writes_billed``, Anthropic) or the
-    input price, each later call at the cached-input price; the rest of the padded prefix
-    is paid at the input price by every call.
+    Only the shared prefix is priced (the per-call part costs the same either way). A prefix
+    of T tokens has ``servable(T, minimum, step)`` of them cached (0 under ``rules.minimum``):
+    the first call pays those at the cache-write price (``rules.writes_billed``, Anthropic)
+    or the input price, each later call at the cached-input price, and every call pays the
+    rest at the input price. The cost is computed so for the prefix as it is and padded to
+    `padded_tokens`. Padding applies to a prefix under the minimum (padded up to it) and,
+    with OpenAI's 128-token steps, to a prefix over it whose tail past the last whole step
+    is long (padded to the next step, so the tail is cached too).
 
     Args:
         prefix_tokens: the item's shared prefix, unpadded (tokens per call).
@@ -141,25 +143,31 @@ def decide_padding(prefix_tokens: int, padded_tokens: int, *, calls: int, rules:
             ``cache_write`` (`ModelPrice.per_million`, live or batch).
 
     Returns:
-        A `PaddingDecision`; `pad` is False when the prefix already reaches the minimum,
-        the padded prefix does not, there is no input price, or padding is not cheaper.
+        A `PaddingDecision`; `pad` is False when the padded prefix does not reach the
+        minimum or has no more tokens cached than the prefix as it is, there is no input
+        price, or padding is not cheaper.
     """
     def no(reason: str, without: float | None = None, with_: float | None = None) -> PaddingDecision:
         return PaddingDecision(False, reason, prefix_tokens, padded_tokens, calls, without, with_)
 
-    if prefix_tokens >= rules.minimum:
-        return no(f"the shared prefix ({prefix_tokens:,} tokens) reaches the {rules.minimum:,}-token cache minimum")
     if padded_tokens < rules.minimum:
         return no(f"the padded prefix ({padded_tokens:,} tokens) does not reach the {rules.minimum:,}-token minimum")
+    if prefix_tokens >= rules.minimum and (servable(padded_tokens, rules.minimum, rules.step)
+                                           <= servable(prefix_tokens, rules.minimum, rules.step)):
+        return no(f"the shared prefix ({prefix_tokens:,} tokens) reaches the {rules.minimum:,}-token cache minimum "
+                  "and padding would not have more of it cached")
     input_rate, cached_rate = rates.get("input"), rates.get("cached_input")
     if input_rate is None or cached_rate is None:
         return no("no input or cached-input price")
     write_rate = rates.get("cache_write") if rules.writes_billed else input_rate
     write_rate = input_rate if write_rate is None else write_rate
-    cached = servable(padded_tokens, rules.minimum, rules.step)
-    rest = padded_tokens - cached
-    without = calls * prefix_tokens * input_rate / 1e6
-    with_ = (cached * write_rate + (calls - 1) * cached * cached_rate + calls * rest * input_rate) / 1e6
+
+    def cost(tokens: int) -> float:
+        cached = servable(tokens, rules.minimum, rules.step)
+        rest = tokens - cached
+        return (cached * write_rate + (calls - 1) * cached * cached_rate + calls * rest * input_rate) / 1e6
+
+    without, with_ = cost(prefix_tokens), cost(padded_tokens)
     if with_ < without:
         return PaddingDecision(True, f"padding {prefix_tokens:,} -> {padded_tokens:,} tokens costs ${with_:.6g} "
                                      f"instead of ${without:.6g} over {calls} calls", prefix_tokens, padded_tokens,
@@ -255,15 +263,16 @@ class CachePadding:
 
         prefix = tokens(head)
         filler, padded = None, prefix
-        if prefix < self.rules.minimum:
+        target = self._target_for(prefix)
+        if target is not None:
             words = 0
             for _ in range(16):  # each filler word is about one token: two or three rounds
                 candidate = filler_block(words)
                 padded = tokens(head + candidate + "\n\n")
-                if padded >= self.target:
+                if padded >= target:
                     filler = candidate
                     break
-                words += max(1, (self.target - padded) * _WORDS_PER_LINE // (_WORDS_PER_LINE + 1))
+                words += max(1, (target - padded) * _WORDS_PER_LINE // (_WORDS_PER_LINE + 1))
         decision = self.decide(prefix, padded)
         planned = (filler if decision.pad else None, decision)
         with self._lock:
@@ -276,6 +285,20 @@ class CachePadding:
                 while len(self._plans) > 1024:
                     self._plans.popitem(last=False)
         return planned
+
+    def _target_for(self, prefix: int) -> int | None:
+        """Tokens to pad a prefix of `prefix` tokens to: the minimum plus the margin when under it;
+        with steps (OpenAI), the next step plus the margin when the tail past the last whole step
+        is longer than the margin; else None (nothing to gain). `decide_padding` then says
+        whether it pays (the filler block is at least about 80 tokens)."""
+        if prefix < self.rules.minimum:
+            return self.target
+        if self.rules.step <= 1:
+            return None
+        cached = servable(prefix, self.rules.minimum, self.rules.step)
+        if prefix - cached <= self.margin:
+            return None
+        return cached + self.rules.step + self.margin
 
     def stats(self) -> dict[str, Any]:
         """What was padded so far: ``{"model", "rules", "minimum", "target_tokens", "batch",
@@ -317,7 +340,8 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
     Returns:
         None for ``off``, `warm` False, an LM that is not a hosted model (embedded, base URL,
         custom engine), a model without a price or a cached-input price, a provider other
-        than OpenAI and Anthropic, an Anthropic model without a cache breakpoint route,
+        than OpenAI and Anthropic, a price model (``--price-model``) of another provider
+        than the LM's, an Anthropic model without a cache breakpoint route,
         `calls_per_item` < 2, or a tokenizer that cannot be loaded; else a `CachePadding`.
 
     Raises:
@@ -327,6 +351,8 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
     if chosen == "off" or not warm or calls_per_item < 2 or not is_hosted(handle):
         return None
     model = handle.priced_as() if callable(getattr(handle, "priced_as", None)) else None
+    if model is None or _provider(model) != _provider(getattr(handle.lm, "model", "")):
+        return None  # priced as another provider's model (--price-model): its cache rules do not apply
     price = model_price(model)
     if model is None or price is None or price.cache_read is None or (batch and price.batch_cache_read is None):
         return None
@@ -341,6 +367,11 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
         return None
     return CachePadding(model=model, price=price, rules=rules, tokenizer=tokenizer, calls_per_item=calls_per_item,
                         batch=batch)
+
+
+def _provider(model: str) -> str:
+    """The provider prefix of a LiteLLM id (a bare name is OpenAI's)."""
+    return model.split("/", 1)[0] if "/" in model else "openai"
 
 
 @contextmanager

@@ -198,20 +198,27 @@ def render_messages(adapter: Any, lm: Any, signature: Any, inputs: dict[str, Any
         (``response_format``, DSPy's ``prompt_cache`` for Anthropic's native route).
     """
     lm_kwargs: dict[str, Any] = {}
+    prepare = getattr(adapter, "_prepare_response_format", None)
+    if prepare is not None:  # JSON adapters choose response_format first, as their __call__ does
+        prepare(lm, lm_kwargs, signature)
     processed = adapter._call_preprocess(lm, lm_kwargs, signature, inputs)
     return adapter.format(processed, list(demos), inputs), lm_kwargs
 
 
 def is_hosted(handle: Any) -> bool:
     """True for a provider's hosted model (a LiteLLM id), False for the embedded model, for a
-    served model reached by base URL and for an LM on a custom engine."""
+    served model reached by base URL (given to the LM, or in the provider's environment
+    variable, e.g. ``OPENAI_BASE_URL``: `endpoint_identity` reads both) and for an LM on a
+    custom engine."""
+    from binaryeval_dspy.lm.endpoint_identity import endpoint_identity
+
     if handle is None or getattr(handle, "embedded", False):
         return False
     lm = getattr(handle, "lm", None)
     if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
         return False  # a custom engine (in-process, scripted): no provider cache to warm
     kwargs = getattr(lm, "kwargs", None) or {}
-    return not (kwargs.get("api_base") or kwargs.get("base_url"))
+    return endpoint_identity(getattr(lm, "model", ""), kwargs).startswith("provider-default=")
 
 
 def default_warm_prefix(handle: Any, concurrency: int) -> bool:
