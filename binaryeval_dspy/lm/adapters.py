@@ -203,9 +203,32 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's JSON-adapter format; for an ``anthropic/`` model the item's shared part is marked
-        for its prompt cache (`binaryeval_dspy.lm.prompt_cache`)."""
-        return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
-                                                                     inputs))
+        for its prompt cache (`binaryeval_dspy.lm.prompt_cache`).
+
+        When the call carries the output's JSON schema (`_prepare_response_format` ran just
+        before on this thread and chose a schema), the decoder enforces the reply's shape, so
+        DSPy's closing reminder of that shape is left out of the user message: the
+        system message still describes the output fields. The reminder is the only text
+        after the question, so every call of an item then differs from the others only in its
+        question and violation example (a shorter uncached tail on a served model; fewer
+        tokens to evaluate per question on the embedded one). Without a schema the reminder
+        stays, as DSPy writes it.
+        """
+        state = self._schema_state()
+        try:
+            return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
+                                                                         inputs))
+        finally:
+            state.enforced = False  # one call's choice: never carried over to a later format
+
+    def user_message_output_requirements(self, signature: Any) -> str | None:
+        """DSPy's reminder of the reply's JSON shape, or None when the call's schema enforces it."""
+        if getattr(self._schema_state(), "enforced", False):
+            return None
+        return super().user_message_output_requirements(signature)
+
+    def _schema_state(self) -> threading.local:
+        return self.__dict__.setdefault("_schema_enforced", threading.local())
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The last JSON object with every output field, not the first (see `lm.final_answer`)."""
@@ -213,7 +236,9 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)
-        if not _carries_schema(lm_kwargs.get("response_format")):
+        enforced = _carries_schema(lm_kwargs.get("response_format"))
+        self._schema_state().enforced = enforced
+        if not enforced:
             self.stats.add("schema_not_sent")
 
 

@@ -9,17 +9,19 @@ evaluated with it in one batch, the model's distribution at the next position is
 and the most probable allowed value (by its first token) is chosen: one forward pass
 instead of about eight.
 
-The reply is always written in that one form (the compact JSON of Python's
-``json.dumps``). Decoding token by token lets the model choose the spacing the grammar
-allows (``{ "verdict"``, ``{"verdict"``, ...), and the value's probability shifts a
-little with it, so P(yes) can differ slightly from the decoded reply's. Measured with
-SmolLM2 on 48 SummEval calls (4 items x 12 questions): verdicts agreed 48 of 48, P(yes)
-moved by 0.005 on average and 0.047 at most (``tests/test_choice_scoring.py`` checks
-both on real items). A fixed form also means every question's P(yes) is read in
-the same context. The engine's ``choice_shortcut`` setting is part of its cache
-identity, so a cached decoded answer is never served for a shortcut call or back.
+The reply is always read in that one form (the compact JSON of Python's ``json.dumps``):
+the answer is the model's preference among the allowed values right after the canonical
+opening, read from its own next-token distribution. Decoding token by token through
+llama.cpp's grammar lets the reply take other forms the grammar allows (``{ "verdict"``
+with a space, other token splits), and the model reads each form as a different
+context, so the two readings can differ: P(yes) by a few hundredths on average and
+occasionally by more, and now and then the verdict (see ``tests/test_choice_scoring.py``
+and the figures in docs/served-models.md). Neither reading is the "true" one; the
+shortcut's is the same form for every question. ``choice_shortcut=False`` on the engine
+decodes instead. The setting is part of the engine's cache identity, so a cached
+decoded answer is never served for a shortcut call or back.
 
-It applies only when a value's first token decides the reply; the caller decodes normally otherwise:
+It applies only when a value's first token decides the reply; the engine decodes normally otherwise:
 
 * the schema is an object with exactly one required property, a string enum of two or
   more values, none a prefix of another (so a value's first token decides it);
@@ -148,6 +150,8 @@ def answer_choice(llama: Any, messages: list[dict[str, str]], field: ChoiceField
     opening = '{"' + field.name + '": "'
     closing = '"}'
     opening_ids = llama.tokenize(opening.encode("utf-8"), add_bos=False, special=False)
+    if len(prompt) + len(opening_ids) + 1 > llama.n_ctx():
+        return None  # no room for the opening: decoding reports the overflow as it always does
     first_ids: dict[str, int] = {}
     for value in field.values:
         ids = llama.tokenize((opening + value + closing).encode("utf-8"), add_bos=False, special=False)
