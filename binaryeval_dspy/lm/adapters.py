@@ -39,6 +39,7 @@ from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapter_stats import AdapterStats
 from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 from binaryeval_dspy.lm.prompt_cache import (
+    PER_CALL_FIELD,
     cache_breakpoint_route,
     mark_for_litellm,
     native_cache_config,
@@ -205,10 +206,11 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         """DSPy's JSON-adapter format; for an ``anthropic/`` model the item's shared part is marked
         for its prompt cache (`binaryeval_dspy.lm.prompt_cache`).
 
-        When the call carries the output's JSON schema (`_prepare_response_format` ran just
-        before on this thread and chose a schema), the decoder enforces the reply's shape, so
-        DSPy's closing reminder of that shape is left out of the user message: the
-        system message still describes the output fields. The reminder is the only text
+        When a per-question judge call carries the output's JSON schema
+        (`_prepare_response_format` ran just before on this thread and chose a schema), the
+        decoder enforces the reply's shape, so DSPy's closing reminder of that shape is left
+        out of the user message: the system message still describes the output fields. The
+        reminder is the only text
         after the question, so every call of an item then differs from the others only in its
         question and violation example (a shorter uncached tail on a served model; fewer
         tokens to evaluate per question on the embedded one). Without a schema the reminder
@@ -222,8 +224,10 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
             state.enforced = False  # one call's choice: never carried over to a later format
 
     def user_message_output_requirements(self, signature: Any) -> str | None:
-        """DSPy's reminder of the reply's JSON shape, or None when the call's schema enforces it."""
-        if getattr(self._schema_state(), "enforced", False):
+        """DSPy's reminder of the reply's JSON shape; None for a per-question judge call (its
+        inputs end with the ``question`` field) whose schema is enforced. Other calls (e.g.
+        question generation, one per task) keep it: a small model writes fuller lists with it."""
+        if getattr(self._schema_state(), "enforced", False) and PER_CALL_FIELD in getattr(signature, "input_fields", {}):
             return None
         return super().user_message_output_requirements(signature)
 
