@@ -16,8 +16,9 @@ masks tokens out. The G-Eval- and UniEval-style baselines use them.
 
 A greedy reply that is one closed-choice field (a verdict-only judge call) is answered
 from a single forward pass over the prompt and the reply's fixed opening
-(`binaryeval_dspy.lm.choice_scoring`), the answer grammar-constrained greedy decoding
-gives, without decoding the fixed tokens one by one.
+(`binaryeval_dspy.lm.choice_scoring`): the model's preference among the allowed values
+there, without decoding the fixed tokens one by one. It can differ from what decoding
+token by token would write (see that module); ``choice_shortcut=False`` decodes.
 """
 
 from __future__ import annotations
