@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from binaryeval_dspy.errors import ConfigError, LMConfigError
+from binaryeval_dspy.lm.endpoint_identity import provider_of
 from binaryeval_dspy.lm.price_map import ModelPrice
 from binaryeval_dspy.lm.pricing import model_price
 from binaryeval_dspy.lm.prompt_cache import (
@@ -351,7 +352,7 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
     if chosen == "off" or not warm or calls_per_item < 2 or not is_hosted(handle):
         return None
     model = handle.priced_as() if callable(getattr(handle, "priced_as", None)) else None
-    if model is None or _provider(model) != _provider(getattr(handle.lm, "model", "")):
+    if model is None or provider_of(model) != provider_of(getattr(handle.lm, "model", "")):
         return None  # priced as another provider's model (--price-model): its cache rules do not apply
     price = model_price(model)
     if model is None or price is None or price.cache_read is None or (batch and price.batch_cache_read is None):
@@ -367,11 +368,6 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
         return None
     return CachePadding(model=model, price=price, rules=rules, tokenizer=tokenizer, calls_per_item=calls_per_item,
                         batch=batch)
-
-
-def _provider(model: str) -> str:
-    """The provider prefix of a LiteLLM id (a bare name is OpenAI's)."""
-    return model.split("/", 1)[0] if "/" in model else "openai"
 
 
 @contextmanager

@@ -90,6 +90,11 @@ def _safe_base_url(url: Any) -> str:
         return "unparsed#" + hashlib.sha256(str(url).encode()).hexdigest()[:16]
 
 
+def provider_of(model: str) -> str:
+    """The provider prefix of a LiteLLM model id (``anthropic/claude-...`` -> ``anthropic``); a bare name is OpenAI's."""
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
 def endpoint_identity(model: str, options: Mapping[str, Any]) -> str:
     """The identity of the HTTP endpoint a LiteLLM/lm15 call goes to.
 
@@ -105,7 +110,7 @@ def endpoint_identity(model: str, options: Mapping[str, Any]) -> str:
         ``OLLAMA_API_BASE``, ..., read now), else ``provider-default=<provider>``.
     """
     url = options.get("api_base") or options.get("base_url")
-    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    provider = provider_of(model)
     if not url:
         prefix = _ENV_PREFIX.get(provider, provider.upper().replace("-", "_"))
         url = os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")
