@@ -50,3 +50,61 @@ def test_dspy_formats_input_fields_through_the_memoized_serializer():
     info = pydantic.fields.FieldInfo.merge_field_infos(field, annotation=str)
     assert adapter_utils.format_field_value(info, "plain text") == "plain text"
     assert adapter_utils.format_field_value(info, {"k": 1}) == '{"k": 1}'
+
+
+def test_memoized_routing_gives_dspys_backend_selection_and_builds_the_router_once(monkeypatch):
+    import dspy
+    from dspy.clients import backend_selection
+
+    from binaryeval_dspy.lm import metadata_cache
+    from binaryeval_dspy.lm.factory import make_lm
+
+    served = make_lm("http://127.0.0.1:9/v1", model="served-x", cache=False).lm  # declares a provider
+    hosted = dspy.LM("openai/gpt-4o-mini", api_key="k", cache=False)
+    before = {id(lm): backend_selection.select_backend(lm, {}) for lm in (served, hosted)}
+    metadata_cache.memoize_model_routing()
+    assert backend_selection.LM15Engine.__module__ == "binaryeval_dspy.lm.metadata_cache"
+    for lm in (served, hosted, served, hosted):
+        got, want = backend_selection.select_backend(lm, {}), before[id(lm)]
+        assert (got.native, got.resolution, got.clients) == (want.native, want.resolution, want.clients)
+
+    built = []
+    answers = metadata_cache._RoutingAnswers(lambda: built.append(1) or _Router(), {})
+    assert [answers.resolve("m") for _ in range(3)] == ["routed m"] * 3
+    assert len(built) == 1  # asked once, answered from the table after
+    for _ in range(2):  # a model string that does not route raises every time: never kept
+        try:
+            answers.resolve("bad")
+        except LookupError:
+            pass
+        else:
+            raise AssertionError("an unroutable model was answered")
+    assert len(built) == 3
+
+
+class _Router:
+    def resolve(self, model):
+        if model == "bad":
+            raise LookupError(model)
+        return f"routed {model}"
+
+
+def test_memoized_proxy_environment_is_read_again_after_a_second(monkeypatch):
+    from dspy._vendor.lm15.transports import _proxy
+
+    from binaryeval_dspy.lm import metadata_cache
+
+    metadata_cache.memoize_proxy_environment()
+    clock = [1000.0]
+    monkeypatch.setattr(metadata_cache.time, "monotonic", lambda: clock[0])
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    clock[0] += 5
+    assert "https" not in _proxy.getproxies()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    clock[0] += 0.5
+    assert "https" not in _proxy.getproxies()  # the same reading, within the second
+    clock[0] += 1.0
+    assert _proxy.getproxies()["https"] == "http://proxy.example:3128"
+    _proxy.getproxies()["https"] = "changed"  # a copy is handed out: the reading stays intact
+    assert _proxy.getproxies()["https"] == "http://proxy.example:3128"

@@ -51,6 +51,8 @@ from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork, StopIte
 from binaryeval_dspy.lm.metadata_cache import (
     memoize_input_serializers,
     memoize_model_metadata,
+    memoize_model_routing,
+    memoize_proxy_environment,
     memoize_response_schemas,
 )
 from binaryeval_dspy.lm.usage import usage_from_entries
@@ -132,6 +134,8 @@ def map_items(
     memoize_model_metadata()  # DSPy's per-call metadata scan and schema build cost more CPU
     memoize_response_schemas()  # than the rest of a call (see lm/metadata_cache.py)
     memoize_input_serializers()
+    memoize_model_routing()
+    memoize_proxy_environment()
     if concurrency == 1:
         _map_sequential(items, plan, on_done, budget)
     else:

@@ -1,9 +1,17 @@
-"""Memoize two pure DSPy lookups that cost milliseconds of CPU on every LM call.
+"""Memoize pure DSPy lookups that cost CPU on every LM call, under Python's interpreter lock.
 
 1. The model-metadata lookup (~2.7 ms per call for a served model, see below).
 2. `dspy.JSONAdapter`'s response schema for a signature (~4 ms per call): DSPy builds
    a pydantic model of the output fields for every call; it depends only on the
    signature class and the function-calling flag, so it is built once per signature.
+3. The pydantic serializer of an input value's type (`memoize_input_serializers`).
+4. The offline routing of a model string in DSPy's backend selection
+   (`memoize_model_routing`).
+5. The proxy environment variables read by DSPy's HTTP transport on every request
+   (`memoize_proxy_environment`, re-read after a second).
+
+`binaryeval_dspy.lm.call_pool.map_items` installs all of them; each is idempotent and
+does nothing on a DSPy version laid out differently.
 
 DSPy 3.4 looks a model up in its bundled metadata table three times per LM call (its
 capabilities and its price estimate). For a name the table does not list, which is
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from typing import Any
 
 _LOCK = threading.Lock()
@@ -149,3 +158,115 @@ def memoize_input_serializers(maxsize: int = 256) -> None:
 
         serialize_for_json.__doc__ = original.__doc__
         adapter_utils.serialize_for_json = serialize_for_json
+
+
+_ROUTING_INSTALLED = False
+
+
+class _RoutingAnswers:
+    """Stands in for the offline `LM15Engine` that DSPy's backend selection builds only to
+    route a model string: answers `resolve(model)` from a table, asking a real engine once."""
+
+    def __init__(self, build: Any, answers: dict[str, Any]) -> None:
+        self._build = build
+        self._answers = answers
+
+    def resolve(self, model: str) -> Any:
+        try:
+            return self._answers[model]
+        except KeyError:
+            found = self._build().resolve(model)  # an unknown model raises here, every time (not kept)
+            self._answers[model] = found
+            return found
+
+
+def memoize_model_routing(maxsize: int = 256) -> None:
+    """Route a model string once per configuration instead of on every LM call (idempotent).
+
+    DSPy 3.4 picks the backend of every call offline (`select_backend`, called twice per
+    call: capabilities and execution) by building a fresh lm15 engine and router from a
+    hermetic configuration (``env={}``, the LM's declared providers) and asking it how the
+    model string routes: measured about 0.2 ms of CPU per build under Python's interpreter
+    lock, which 64 calls in flight contend for. The answer (a frozen ``Resolution``) is a
+    function of that configuration, the model type and the model string only: lm15's
+    built-in provider table is a fixed tuple, and declared providers are in the
+    configuration. So one answer per (configuration, model type, model) is kept, at most
+    `maxsize` configurations; a model string that does not route raises as before and is
+    not kept. Does nothing when this DSPy version lays backend selection out differently.
+    """
+    global _ROUTING_INSTALLED
+    with _LOCK:
+        if _ROUTING_INSTALLED:
+            return
+        _ROUTING_INSTALLED = True
+        try:
+            from dspy.clients import backend_selection
+        except ImportError:
+            return
+        original = getattr(backend_selection, "LM15Engine", None)
+        if original is None:
+            return
+        tables: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
+
+        def routing_engine(config: Any, *, model_type: str = "chat", **options: Any) -> Any:
+            def build() -> Any:
+                return original(config, model_type=model_type, **options)
+
+            if getattr(config, "env", None) != {} or options:
+                return build()  # not the hermetic routing-only engine this stands in for
+            # DSPy builds it as RouterConfig(env={}, providers=...): the declared providers are what
+            # vary. They are keyed by identity (hashing a definition costs more than routing); the
+            # table holds them, so no identity is reused while its entry lives.
+            try:
+                providers = tuple(config.providers)
+            except Exception:  # noqa: BLE001 - a configuration that cannot be keyed: no memo
+                return build()
+            key = (model_type, tuple(map(id, providers)))
+            entry = tables.get(key)
+            if entry is None:
+                if len(tables) >= maxsize:
+                    tables.clear()
+                entry = tables.setdefault(key, (providers, {}))
+            return _RoutingAnswers(build, entry[1])
+
+        routing_engine.__doc__ = original.__doc__
+        backend_selection.LM15Engine = routing_engine
+
+
+_PROXY_INSTALLED = False
+
+
+def memoize_proxy_environment(max_age: float = 1.0) -> None:
+    """Read the proxy environment variables at most once per `max_age` seconds (idempotent).
+
+    DSPy's native HTTP transport (lm15) honours ``HTTP_PROXY`` / ``HTTPS_PROXY`` /
+    ``ALL_PROXY`` / ``NO_PROXY`` by calling `urllib.request.getproxies` on every request,
+    which scans the whole process environment: about 0.1 ms of CPU per request, held under
+    Python's interpreter lock. The same reading is reused for `max_age` seconds (a copy
+    each time), so a variable changed while a run is under way applies within a second.
+    Does nothing when this DSPy version lays its transport out differently.
+    """
+    global _PROXY_INSTALLED
+    with _LOCK:
+        if _PROXY_INSTALLED:
+            return
+        _PROXY_INSTALLED = True
+        try:
+            from dspy._vendor.lm15.transports import _proxy
+        except ImportError:
+            return
+        original = getattr(_proxy, "getproxies", None)
+        if original is None:
+            return
+        reading: list[Any] = [float("-inf"), {}]  # [monotonic time read, proxies]
+
+        def getproxies() -> dict[str, str]:
+            now = time.monotonic()
+            read_at, proxies = reading
+            if now - read_at > max_age:
+                proxies = original()
+                reading[:] = [now, proxies]
+            return dict(proxies)
+
+        getproxies.__doc__ = original.__doc__
+        _proxy.getproxies = getproxies
