@@ -61,8 +61,13 @@ def test_memoized_routing_gives_dspys_backend_selection_and_builds_the_router_on
 
     served = make_lm("http://127.0.0.1:9/v1", model="served-x", cache=False).lm  # declares a provider
     hosted = dspy.LM("openai/gpt-4o-mini", api_key="k", cache=False)
+    from dspy.clients import capabilities
+
     before = {id(lm): backend_selection.select_backend(lm, {}) for lm in (served, hosted)}
+    routes = {id(lm): capabilities.resolve(lm) for lm in (served, hosted)}
     metadata_cache.memoize_model_routing()
+    assert capabilities.resolve.__module__ == "binaryeval_dspy.lm.metadata_cache"
+    assert all(capabilities.resolve(lm) == routes[id(lm)] for lm in (served, hosted, served))
     assert backend_selection.LM15Engine.__module__ == "binaryeval_dspy.lm.metadata_cache"
     for lm in (served, hosted, served, hosted):
         got, want = backend_selection.select_backend(lm, {}), before[id(lm)]

@@ -184,7 +184,7 @@ def memoize_model_routing(maxsize: int = 256) -> None:
     """Route a model string once per configuration instead of on every LM call (idempotent).
 
     DSPy 3.4 picks the backend of every call offline (`select_backend`, called twice per
-    call: capabilities and execution) by building a fresh lm15 engine and router from a
+    call: capabilities and execution; and `capabilities.resolve` for the price estimate) by building a fresh lm15 engine and router from a
     hermetic configuration (``env={}``, the LM's declared providers) and asking it how the
     model string routes: measured about 0.2 ms of CPU per build under Python's interpreter
     lock, which 64 calls in flight contend for. The answer (a frozen ``Resolution``) is a
@@ -231,6 +231,20 @@ def memoize_model_routing(maxsize: int = 256) -> None:
 
         routing_engine.__doc__ = original.__doc__
         backend_selection.LM15Engine = routing_engine
+        try:  # the price estimate routes the model string again, through its own hermetic engine
+            from dspy.clients import capabilities
+            from dspy.lm15 import RouterConfig, _definitions
+        except ImportError:
+            return
+        if not callable(getattr(capabilities, "resolve", None)):
+            return
+
+        def resolve(lm: Any) -> Any:
+            providers = _definitions(getattr(lm, "_providers", ()))
+            return routing_engine(RouterConfig(env={}, providers=providers), model_type=lm.model_type).resolve(lm.model)
+
+        resolve.__doc__ = capabilities.resolve.__doc__
+        capabilities.resolve = resolve
 
 
 _PROXY_INSTALLED = False
