@@ -219,10 +219,13 @@ def test_an_item_whose_judging_raises_is_stored_as_error_and_retried(tmp_path, s
         9000, 4096)
     assert summarize_results(list(rows.values()), lm="scripted").items_by_status["error"] == 1
 
+    assert (run_dir.path / "answers.jsonl").is_file()  # the failed item's 3 answers, journaled as they came
     program.item_work = plain  # the next run retries the error row only
     calls = len(engine.calls)
     again = evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle)
-    assert again.skipped_items == 2 and again.resumed_items == 1 and len(engine.calls) == calls + 3
+    # its questions were answered before its scoring step raised: the journal hands them back, none is asked again
+    assert again.skipped_items == 2 and again.resumed_items == 1 and len(engine.calls) == calls
+    assert not (run_dir.path / "answers.jsonl").exists()  # every item complete: the journal is tidied away
     assert {r.item_id: r.status for r in run_dir.read_results()} == {"i0": "scored", "i1": "scored", "i2": "scored"}
 
 

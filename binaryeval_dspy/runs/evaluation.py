@@ -26,6 +26,7 @@ from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.lm.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.programs.bineval import error_text
+from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers, with_journal
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
     Judge,
@@ -162,11 +163,16 @@ def evaluate_items(
     in_flight = 1 if lm is not None and lm.embedded else concurrency
     padding = cache_padding_for(lm, calls_per_item=lm_question_count(program.question_set),
                                 warm=in_flight == 1 or warm_prefix_in_effect(lm, warm_prefix, in_flight))
+    journal = AnswerJournal(run_dir.path / ANSWERS, manifest.question_set_hash)
+
+    def plan(item: dspy.Example, stored: ItemResult | None) -> ItemWork:
+        previous = merge_answers(stored.verdicts if stored is not None else (), journal.answers(item))
+        return with_journal(journal, item, program.item_work(item.input, item.output, previous))
+
     with padding_installed(lm, padding):
         outcome = run_resumable(
             items, run_dir, manifest,
-            plan=lambda item, stored: program.item_work(item.input, item.output,
-                                                        stored.verdicts if stored is not None else ()),
+            plan=plan,
             package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
             empty_result=lambda item: empty_item_result(program, item),
             failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
@@ -175,6 +181,7 @@ def evaluate_items(
             max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
             warm_prefix=warm_prefix, budget=budget,
         )
+    journal.drop(r.item_id for r in outcome.results if getattr(r, "complete", True))
     if padding is not None:
         outcome.cache_padding = padding.stats()
     return outcome
