@@ -26,7 +26,7 @@ from binaryeval_dspy.lm import (
 )
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
-from tests.fake_endpoint import FakeEndpoint, HttpFault, verdict_replies
+from tests.fake_endpoint import FakeEndpoint, HttpFault, TimeoutFault, verdict_replies
 
 ARTICLE = "The council approved the new park on Tuesday after a two-hour debate."
 SUMMARY = "The council approved a park."
@@ -226,3 +226,26 @@ def test_handles_built_elsewhere_derive_their_adapter_name():
     stats = AdapterStats()
     stats.add("fallback_calls", 2)
     assert LMHandle(lm=lm, adapter=CountingChatAdapter(stats=stats), name="x", embedded=False).adapter_fallbacks == 2
+
+
+def test_a_hung_schema_probe_does_not_hold_the_other_calls_for_its_timeout(endpoint, monkeypatch):
+    import time
+
+    from binaryeval_dspy.lm import cache_identity
+
+    monkeypatch.setattr(cache_identity, "PROBE_WAIT_SECONDS", 0.2)
+    arrivals: list[float] = []
+
+    def first_one_hangs(body, index):
+        arrivals.append(time.monotonic())
+        return TimeoutFault(30) if len(arrivals) == 1 else None  # the probe never gets an answer
+
+    endpoint.fault = first_one_hangs
+    handle = make_lm(endpoint.base_url, model="fake-x", cache=False, timeout=8)
+    with handle.context():
+        verdicts = BinEval(question_set(), num_threads=3, logprobs="off")(input=ARTICLE, output=SUMMARY).verdicts
+    # The other two calls probed themselves after waiting 0.2 s, long before the hung
+    # request's 8 s timeout (before the fix they waited for it: 8 s).
+    assert len(arrivals) >= 3 and arrivals[2] - arrivals[0] < 4
+    assert sorted(v.verdict for v in verdicts).count("error") <= 1
+    assert handle.lm.schema_dialect == "json_schema"

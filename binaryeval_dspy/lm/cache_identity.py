@@ -52,6 +52,10 @@ from binaryeval_dspy.lm.schema_format import (
 logger = logging.getLogger(__name__)
 # Serializes schema-dialect probes (rare: only until an LM's first schema call settles it).
 _PROBE_LOCK = threading.Lock()
+#: How long a call waits for another call's schema probe before probing itself (seconds).
+#: The probe is one attempt at the endpoint's own pace: a hung first request must not hold
+#: every other call for the whole timeout.
+PROBE_WAIT_SECONDS = 5.0
 
 #: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
@@ -209,11 +213,13 @@ class CacheScopedLM(dspy.LM):
 
         While the schema dialect is unknown, one thread probes and the others wait for
         its outcome, so a run with many calls in flight sends one refused request, not
-        one per worker.
+        one per worker. A thread waits at most `PROBE_WAIT_SECONDS` and then probes
+        itself: a probe that hangs until the timeout does not hold up the whole run.
         """
         kwargs = self._shaped(kwargs)
         if self._probing(kwargs):
-            with _PROBE_LOCK:
+            waited = _PROBE_LOCK.acquire(timeout=PROBE_WAIT_SECONDS)
+            try:
                 kwargs = self._shaped(kwargs)  # another thread may have settled the dialect meanwhile
                 if self._probing(kwargs):
                     try:
@@ -223,6 +229,9 @@ class CacheScopedLM(dspy.LM):
                     else:
                         self.schema_dialect = "json_schema"
                         return outputs
+            finally:
+                if waited:
+                    _PROBE_LOCK.release()
         return self._run(self, prompt, messages, kwargs)
 
     @with_callbacks
