@@ -287,3 +287,20 @@ def test_provider_default_and_environment_base(monkeypatch):
     assert cache_identity_of(lm) == "provider-default=openai"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
     assert cache_identity_of(lm) == "endpoint=http://127.0.0.1:8000/v1"  # read at call time
+
+
+@pytest.mark.parametrize("empty", ["", "  \n "])
+def test_an_empty_reply_is_an_error_and_is_not_served_again_from_the_cache(dspy_cache, empty):
+    with FakeEndpoint(lambda body: empty) as ep:
+        with make_lm(ep.base_url, model="fake-x").context():
+            verdict = BinEval(one_question(), num_threads=1)(input=ARTICLE, output=SUMMARY).verdicts[0]
+        assert verdict.verdict == "error" and verdict.error.startswith("EmptyReply"), verdict
+        asked = len(ep.requests)
+
+        ep.reply = verdict_replies(default="yes")  # the endpoint recovers
+        dspy_cache()  # a new run over the same disk cache
+        assert judge(make_lm(ep.base_url, model="fake-x")) == "yes"
+        assert len(ep.requests) == asked + 1  # asked again, not replayed from the cache
+        dspy_cache()
+        assert judge(make_lm(ep.base_url, model="fake-x")) == "yes"
+        assert len(ep.requests) == asked + 1  # a real answer is cached as usual

@@ -74,6 +74,42 @@ def _scoped(call: Any, identity: str) -> Any:
     return call
 
 
+def _has_no_text(result: Any) -> bool:
+    """True when a DSPy call result carries no reply text at all (no choices, or only empty ones)."""
+    outputs = getattr(result, "outputs", None)
+    if outputs is None:
+        return False
+    for output in outputs:
+        if isinstance(output, dict):
+            if str(output.get("text") or "").strip() or output.get("tool_calls"):
+                return False
+        elif str(output or "").strip():
+            return False
+    return True
+
+
+def _forget_empty_reply(lm: Any, call: Any, result: Any, *, asynchronous: bool) -> None:
+    """Take a reply with no text back out of DSPy's response cache, right after DSPy stored it.
+
+    An endpoint that answers 200 with no choices or an empty message has not answered: the
+    question gets an ``error`` verdict, and a rerun must reach the endpoint again instead of
+    being served the same empty reply from the cache forever. Best effort: a cache laid out
+    differently is left alone.
+    """
+    if not getattr(call, "cache", False) or getattr(result, "cache_hit", False) or not _has_no_text(result):
+        return
+    cache = getattr(dspy, "cache", None)
+    try:
+        key = cache.cache_key(call.key(lm, asynchronous), _execution.IGNORED_CACHE_KEYS)
+        if getattr(cache, "enable_memory_cache", False):
+            with cache._lock:
+                cache.memory_cache.pop(key, None)
+        if getattr(cache, "enable_disk_cache", False):
+            cache.disk_cache.delete(key)
+    except Exception as exc:  # noqa: BLE001 - never fail a call over cache housekeeping
+        logger.debug("could not drop an empty reply from DSPy's cache: %s", exc)
+
+
 class CacheScopedLM(dspy.LM):
     """A `dspy.LM` whose cached answers are only served back for the same endpoint or engine.
 
@@ -194,7 +230,9 @@ class CacheScopedLM(dspy.LM):
         warn_openai_messages(self, messages)
         if call.cache:
             _scoped(call, cache_identity_of(self, kwargs))
-        return _execution.finalize(self, call, _execution.execute(runner, call))
+        result = _execution.execute(runner, call)
+        _forget_empty_reply(runner, call, result, asynchronous=False)
+        return _execution.finalize(self, call, result)
 
     async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         import asyncio
@@ -205,7 +243,9 @@ class CacheScopedLM(dspy.LM):
         warn_openai_messages(self, messages)
         if call.cache:
             _scoped(call, cache_identity_of(self, kwargs))
-        return _execution.finalize(self, call, await _execution.aexecute(runner, call))
+        result = await _execution.aexecute(runner, call)
+        _forget_empty_reply(runner, call, result, asynchronous=True)
+        return _execution.finalize(self, call, result)
 
     @with_callbacks
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:

@@ -49,6 +49,18 @@ LogprobMode = Literal["auto", "on", "off"]
 _TOP_LOGPROBS = 5
 
 
+_EMPTY_REPLY = "EmptyReply: the LM's reply held no answer (no choices or no text)"
+_EMPTY_REPLY_REASON = "empty or null response"  # DSPy's AdapterParseError message for an output with no text
+
+
+def _reply_text(lm_response: object) -> str:
+    """The text of the reply an `AdapterParseError` carries (DSPy hands a string, or an output
+    dict with ``text``); "" when there was none."""
+    if isinstance(lm_response, dict):
+        return str(lm_response.get("text") or "")
+    return str(lm_response or "")
+
+
 def _parse_reason(exc: AdapterParseError) -> str:
     """The parser's reason in one line, without DSPy's long restatement of the signature."""
     message = str(getattr(exc, "message", None) or "could not read a yes/no verdict")
@@ -206,7 +218,10 @@ class BinEval(dspy.Module):
         try:
             pred = self._ask(fields)
         except AdapterParseError as exc:
-            raw = str(exc.lm_response or "")
+            raw = _reply_text(exc.lm_response)
+            if not raw.strip() or _EMPTY_REPLY_REASON in str(getattr(exc, "message", "")):
+                # a 200 with no choices or an empty message: no answer, not an unreadable one
+                return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
             pred = _salvage(raw, self.judge.signature)
             if pred is None:
                 return QuestionVerdict(
@@ -216,8 +231,7 @@ class BinEval(dspy.Module):
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
-            return QuestionVerdict(question_id=question.id, verdict="error",
-                                   error="EmptyReply: the LM's reply held no answer (no choices or no text)")
+            return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
         verdict = normalize_yes_no(pred.verdict)
         explanation = str(getattr(pred, "explanation", "") or "").strip()
         raw_reply = getattr(pred, "raw_reply", None)
