@@ -304,3 +304,17 @@ def test_an_empty_reply_is_an_error_and_is_not_served_again_from_the_cache(dspy_
         dspy_cache()
         assert judge(make_lm(ep.base_url, model="fake-x")) == "yes"
         assert len(ep.requests) == asked + 1  # a real answer is cached as usual
+
+
+def test_bineval_scopes_a_plain_lm_from_dspy_settings_in_one_process(two_endpoints, dspy_cache):
+    a, b = two_endpoints
+    program = BinEval(one_question(), num_threads=1)
+    for endpoint, expected in ((a, "yes"), (b, "no"), (a, "yes")):
+        plain = dspy.LM("openai/fake-x", api_base=endpoint.base_url, api_key="k")  # the user's own, cache on
+        with dspy.context(lm=plain):
+            assert program(input=ARTICLE, output=SUMMARY).verdicts[0].verdict == expected
+    assert (len(a.requests), len(b.requests)) == (1, 1)  # B was asked; A's third run came from A's own entry
+    lm_a = dspy.LM("openai/fake-x", api_base=a.base_url, api_key="k")
+    program.judge.lm = lm_a  # a predictor-level LM is scoped the same way
+    with dspy.context(lm=dspy.LM("openai/fake-x", api_base=b.base_url, api_key="k")):
+        assert program(input=ARTICLE, output=SUMMARY).verdicts[0].verdict == "yes"

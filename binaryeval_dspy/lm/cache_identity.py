@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import weakref
 from typing import Any
 
 import dspy
@@ -347,6 +348,44 @@ def ensure_cache_identity(lm: dspy.BaseLM) -> dspy.BaseLM:
     scoped.schema_dialect = None
     scoped.adapter_stats = None
     return scoped
+
+
+_SCOPED_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SCOPED_LOCK = threading.Lock()
+
+
+def cache_scoped(lm: Any) -> Any:
+    """`ensure_cache_identity(lm)`, made once per LM object and reused while `lm` lives.
+
+    For programs that find a plain ``dspy.LM`` in DSPy's settings on every call (BinEval's
+    judge under ``dspy.configure(lm=...)``): the copy is made at the first call, so its
+    history, schema dialect and connection pools carry over from call to call. A later
+    change to `lm`'s own settings is not seen by the copy. An LM that cannot be scoped
+    (a ``dspy.LM`` subclass with its own call path) is returned as it is, with a warning
+    once: its cached answers are then keyed as DSPy keys them.
+
+    Args:
+        lm: a DSPy LM, or None (returned as is).
+    """
+    if lm is None or isinstance(lm, CacheScopedLM) or not isinstance(lm, dspy.BaseLM):
+        return lm
+    with _SCOPED_LOCK:
+        try:
+            known = _SCOPED_COPIES.get(lm)
+        except TypeError:  # not weak-referenceable or unhashable: scope it each time
+            known = None
+        if known is not None:
+            return known
+        try:
+            scoped = ensure_cache_identity(lm)
+        except LMConfigError as exc:
+            logger.warning("%s", exc)
+            scoped = lm
+        try:
+            _SCOPED_COPIES[lm] = scoped
+        except TypeError:
+            pass
+        return scoped
 
 
 def _check_dspy_internals() -> None:

@@ -15,6 +15,7 @@ from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
 from binaryeval_dspy.lm.adapters import judging_adapter
+from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT, parse_chat_reply, parse_json_reply
@@ -177,7 +178,11 @@ class BinEval(dspy.Module):
         when the user configured DSPy's own ChatAdapter or JSONAdapter (or none).
         """
         settings = dspy.settings
-        adapter = judging_adapter(settings.adapter, self.judge.lm or settings.lm)
+        lm = self.judge.lm or settings.lm
+        scoped = cache_scoped(lm)  # a plain dspy.LM: cached answers scoped to its endpoint
+        if scoped is not lm:
+            fields = {**fields, "lm": scoped}
+        adapter = judging_adapter(settings.adapter, scoped)
         if adapter is not None and adapter is not settings.adapter:
             with dspy.context(adapter=adapter):
                 return self._ask_with_logprobs(fields)
