@@ -118,6 +118,7 @@ def test_an_item_whose_every_call_fails_is_counted_not_dropped(tmp_path, fake_en
     overall = {d["dimension"]: d for d in summary["dimensions"]}["overall"]
     assert overall["items_scored"] == 2 and overall["error"] == 6
     assert "1 of 3 items incomplete" in (out / "summary.md").read_text()
+    assert "(1 incomplete: some questions unanswered)" in (out / "summary.md").read_text()  # beside the status counts
 
 
 def test_fail_on_errors_stops_at_the_first_incomplete_item_and_exits_1(tmp_path, fake_endpoint):

@@ -225,8 +225,8 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     if outcome.incomplete:
         console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
                       f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
-                      f"{', ...' if len(outcome.incomplete) > 5 else ''}). Their answers are stored; rerun the "
-                      "same command to ask only the failed questions.[/yellow]", highlight=False)
+                      f"{', ...' if len(outcome.incomplete) > 5 else ''}). Whatever they answered is stored; rerun "
+                      "the same command to ask only the unanswered questions.[/yellow]", highlight=False)
     if outcome.first_error:
         console.print(f"[yellow]First failed call:[/yellow] {escape(outcome.first_error[:400])}", highlight=False)
     no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None

@@ -47,18 +47,24 @@ def prompt_tokens_phrase(summary: RunSummary) -> str:
 
 def usage_line(summary: RunSummary) -> str:
     """One line of usage: calls, tokens (prompt per item and its cached part, completion
-    per item), fallbacks, time per item."""
+    per item), fallbacks, and each item's own latency (mean seconds from its first call to
+    its score; with calls of several items in flight this is not the run's time per item)."""
     tokens = summary.prompt_tokens + summary.completion_tokens
     n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
     return (f"{summary.lm_calls:,} LM calls, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
-            f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s per item")
+            f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
+            "item's first call to its score (items overlap with --concurrency > 1: not the run's time per item)")
 
 
 def status_line(summary: RunSummary) -> str:
-    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``."""
+    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``, with how
+    many items are incomplete (some questions unanswered) when any are."""
     counts = summary.items_by_status or {"scored": summary.items}
-    return f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
+    line = f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
+    if summary.items_incomplete:
+        line += f" ({summary.items_incomplete} incomplete: some questions unanswered)"
+    return line
 
 
 def coverage_warning(summary: RunSummary) -> str | None:
@@ -83,8 +89,9 @@ def incomplete_line(summary: RunSummary) -> str | None:
         return None
     failed = summary.questions_total - summary.questions_answered
     return (f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
-            f"{summary.questions_total} questions have no answer (their LM call failed); scores use the "
-            "answered questions. Rerun the same command to ask just those again.")
+            f"{summary.questions_total} questions have no answer (their LM call failed, or was not made: an "
+            "interrupted run or a --max-cost stop); scores use the answered questions. Rerun the same command to "
+            "ask just those again.")
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
