@@ -315,3 +315,17 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
         else:  # answers that arrived after Ctrl-C come from DSPy's cache on the rerun
             assert asked_again <= 3 * len(QUESTIONS) - answered
         assert all(r.get("complete", True) for r in stored(out)) and len(stored(out)) == 3
+
+
+def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
+    from dspy.utils.exceptions import LMRateLimitError, LMTimeoutError
+
+    from binaryeval_dspy.programs.bineval import error_text
+
+    limited = error_text(LMRateLimitError("Rate limit reached\n\n  To fix:\n    - Retry with backoff in your "
+                                          "application layer (lm15 never retries for you)\n"))
+    assert limited.startswith("LMRateLimitError: Rate limit reached (") and "--concurrency" in limited
+    assert "never retries" not in limited
+    slow = error_text(LMTimeoutError("read timed out\n\n  To fix:\n    - raise it with Timeouts(read=...)\n"))
+    assert "--timeout" in slow and "Timeouts(read" not in slow
+    assert error_text(ValueError("bad")) == "ValueError: bad"

@@ -68,9 +68,28 @@ def _parse_reason(exc: AdapterParseError) -> str:
     return message.splitlines()[0][:300]
 
 
+_LIBRARY_ADVICE = "\n\n  To fix:"  # DSPy's HTTP layer (lm15) appends advice written for its own API users
+
+_HINTS = {  # error type name -> what to do with bineval's options
+    **dict.fromkeys(("LMRateLimitError", "RateLimitError"),
+                    "the endpoint kept refusing after DSPy's retries: lower --concurrency or wait, then rerun "
+                    "(only unanswered questions are asked)"),
+    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError"),
+                    "a request took longer than --timeout seconds: raise --timeout or lower --concurrency, then rerun"),
+}
+
+
 def error_text(exc: BaseException, limit: int = 2000) -> str:
-    """``"<ErrorType>: <message>"`` of a failed call, cut to `limit` characters (for records)."""
-    return f"{type(exc).__name__}: {exc}"[:limit]
+    """``"<ErrorType>: <message>"`` of a failed call, cut to `limit` characters (for records).
+
+    Advice that DSPy's HTTP layer appends for its own API (``To fix: ... Timeouts(read=...)``,
+    "lm15 never retries for you") is replaced by what to do with bineval's options: DSPy has
+    already retried, and the timeout is ``--timeout``.
+    """
+    name = type(exc).__name__
+    message = str(exc).split(_LIBRARY_ADVICE, 1)[0].rstrip()
+    hint = _HINTS.get(name)
+    return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
 
 
 class BinEval(dspy.Module):
