@@ -247,14 +247,15 @@ def test_rejudge_completes_an_incomplete_item_asking_only_its_failed_questions(t
     assert all("complete" in r for r in stored(first))  # the previous run is never modified
 
 
-def test_an_endpoint_where_nothing_answers_fails_the_run_with_the_cause(tmp_path):
+def test_an_endpoint_where_no_call_succeeds_fails_the_run_with_the_cause(tmp_path, fake_endpoint):
     qs_path, items = write_inputs(tmp_path, n_items=2)
+    fake_endpoint.fault = lambda body, index: HttpFault(404, "The model nothing-here does not exist (scripted)")
     result = CliRunner().invoke(cli, ["evaluate", str(qs_path), str(items), "--id-field", "id",
-                                      "--out", str(tmp_path / "run"), "--lm", "http://127.0.0.1:9/v1",
+                                      "--out", str(tmp_path / "run"), "--lm", fake_endpoint.base_url,
                                       "--lm-model", "nothing-here", "--timeout", "2", "--concurrency", "12"])
     assert result.exit_code == 1, result.output
     assert "No LM call succeeded" in result.output and "First failed call" in result.output
-    assert "onnect" in result.output  # the connection error itself is shown, not only in results.jsonl
+    assert "does not exist" in result.output  # the error itself is shown, not only in results.jsonl
     assert all(r["complete"] is False for r in stored(tmp_path / "run"))
 
 
@@ -329,3 +330,17 @@ def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
     slow = error_text(LMTimeoutError("read timed out\n\n  To fix:\n    - raise it with Timeouts(read=...)\n"))
     assert "--timeout" in slow and "Timeouts(read" not in slow
     assert error_text(ValueError("bad")) == "ValueError: bad"
+
+
+def test_a_base_url_where_nothing_listens_is_refused_before_any_item(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    qs_path, items = write_inputs(tmp_path)
+    result = CliRunner().invoke(cli, ["evaluate", str(qs_path), str(items), "--input-field", "input",
+                                      "--output-field", "output", "--id-field", "id", "--out", str(tmp_path / "r"),
+                                      "--lm", f"http://127.0.0.1:{port}/v1", "--lm-model", "fake-x"])
+    assert result.exit_code != 0 and "connection refused" in result.output, result.output
+    assert not (tmp_path / "r" / "results.jsonl").exists()

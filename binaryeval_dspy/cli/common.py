@@ -38,6 +38,7 @@ from binaryeval_dspy.cli.options import (
 )
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, check_provider_key, make_lm
+from binaryeval_dspy.lm.provider_keys import check_endpoint_address
 
 
 def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
@@ -48,14 +49,16 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     command's ``--adapter``, ``--timeout`` and ``--llama-threads`` options
     (`adapter_policy`, `request_timeout`, `llama_threads`). A LiteLLM id whose provider
     key LiteLLM reports missing is refused here, before any item is judged
-    (`check_provider_key`).
+    (`check_provider_key`), and so is a base URL where nothing listens
+    (`check_endpoint_address`).
 
     Args:
         option: the CLI option `lm_spec` came from (``--prompt-lm``, ``--source-lm``),
             named in errors instead of ``--lm``.
 
     Raises:
-        LMConfigError: as `make_lm`, or a missing provider key, with `option` named.
+        LMConfigError: as `make_lm`, a missing provider key, or a base URL refusing
+            connections or naming an unknown host, with `option` named.
     """
     check_provider_key(lm_spec, option)
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
@@ -74,6 +77,7 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
         message = str(exc)
         message = option + message.removeprefix("--lm") if message.startswith("--lm ") else f"{option}: {message}"
         raise LMConfigError(message) from exc
+    check_endpoint_address(lm_spec, option)  # after make_lm: a malformed value gets make_lm's own message
     if option == "--lm":
         apply_cost_settings(handle)
     return handle

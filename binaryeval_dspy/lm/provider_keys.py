@@ -1,13 +1,17 @@
-"""Which environment variables a hosted model id needs, checked before any call.
+"""What an ``--lm`` value needs, checked before any call: a hosted model id's key, a base URL's server.
 
 LiteLLM knows each provider's key variable; a missing one is said up front (naming the
-variable and how to set it) instead of after the first item fails.
+variable and how to set it) instead of after the first item fails. A base URL where
+nothing listens (connection refused, a host name that does not resolve) is said up front
+too, instead of after every question of three items has been retried with backoff.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
+from urllib.parse import urlsplit
 
 from binaryeval_dspy.errors import LMConfigError
 
@@ -83,4 +87,47 @@ def check_provider_key(spec: str, option: str = "--lm") -> None:
         f"{option} {spec}: the provider's API key is missing ({names} is not set in the environment, as "
         "LiteLLM reports). Nothing was judged.",
         fix=f"export {missing[0]}=... and rerun; or use --lm local, or a served model's base URL with --lm-model.",
+    )
+
+
+def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 5.0) -> None:
+    """Refuse a base URL where nothing listens, before any model call.
+
+    Opens (and closes) one TCP connection to the URL's host and port. Only definite
+    answers refuse: the connection is refused, or the host name does not resolve. A slow
+    or silent network (a connect timeout, a firewall dropping packets) is left to the
+    run's own timeouts and retries. Anything but an http(s) URL is not checked.
+
+    Args:
+        spec: the ``--lm`` value.
+        option: the option it came from, named in the message.
+        timeout: seconds to wait for the connection.
+
+    Raises:
+        LMConfigError: the connection was refused or the host is unknown; the message
+            names the address.
+    """
+    if not spec.startswith(("http://", "https://")):
+        return
+    try:
+        url = urlsplit(spec)
+        host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return  # a malformed URL is refused, with its own message, where the LM is built
+    if not host:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        reason = f"nothing listens at {host}:{port} (connection refused)"
+    except socket.gaierror:
+        reason = f"the host name {host!r} does not resolve"
+    except OSError:
+        return  # slow, filtered or otherwise unclear: the run's timeouts decide
+    else:
+        return
+    raise LMConfigError(
+        f"{option} {spec}: {reason}. Nothing was judged.",
+        fix="check the host and port in --lm and that the server is running (e.g. curl "
+            f"{spec.rstrip('/')}/models), then rerun.",
     )
