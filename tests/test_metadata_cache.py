@@ -100,7 +100,7 @@ def test_memoized_proxy_environment_is_read_again_after_a_second(monkeypatch):
     from binaryeval_dspy.lm import metadata_cache
 
     metadata_cache.memoize_proxy_environment()
-    clock = [1000.0]
+    clock = [metadata_cache.time.monotonic() + 1000.0]  # later than any reading an earlier test left
     monkeypatch.setattr(metadata_cache.time, "monotonic", lambda: clock[0])
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     monkeypatch.delenv("https_proxy", raising=False)

@@ -27,12 +27,31 @@ computed once per (provider, model, namespaces) and a copy is handed out, as DSP
 from __future__ import annotations
 
 import copy
+import importlib
 import threading
 import time
 from typing import Any
 
 _LOCK = threading.Lock()
-_INSTALLED = False
+_CLAIMED: set[str] = set()  # patches installed (or found not to apply) in this process
+
+
+def _dspy_original(patch: str, module_path: str, attribute: str) -> tuple[Any, Any] | None:
+    """Claim `patch` for this process and find what it wraps: DSPy's ``module_path.attribute``.
+
+    Call under ``_LOCK``. Returns (module, DSPy's original), or None when the patch was
+    claimed before (installed already, or found not to apply) or this DSPy version has no
+    such module or attribute (the patch then never applies: DSPy's code stays as written).
+    """
+    if patch in _CLAIMED:
+        return None
+    _CLAIMED.add(patch)
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError:
+        return None
+    original = getattr(module, attribute, None)
+    return None if original is None else (module, original)
 
 
 def memoize_model_metadata() -> None:
@@ -41,16 +60,15 @@ def memoize_model_metadata() -> None:
     Does nothing when this DSPy version lays its modules out differently (the
     lookup then stays as DSPy wrote it).
     """
-    global _INSTALLED
     with _LOCK:
-        if _INSTALLED:
+        found = _dspy_original("model_metadata", "dspy.clients.model_metadata", "model_info")
+        if found is None:
             return
+        model_metadata, original = found
         try:
-            from dspy.clients import capabilities, costs, model_metadata
+            from dspy.clients import capabilities, costs
         except ImportError:  # another DSPy layout: leave it alone
-            _INSTALLED = True
             return
-        original = model_metadata.model_info
         answers: dict[tuple, dict[str, Any]] = {}
 
         def model_info(provider: Any, model: Any, *, namespaces: Any = None) -> dict[str, Any]:
@@ -67,10 +85,7 @@ def memoize_model_metadata() -> None:
         for module in (model_metadata, capabilities, costs):
             if getattr(module, "model_info", None) is original:
                 module.model_info = model_info
-        _INSTALLED = True
 
-
-_SCHEMA_INSTALLED = False
 
 
 def memoize_response_schemas(maxsize: int = 512) -> None:
@@ -82,18 +97,12 @@ def memoize_response_schemas(maxsize: int = 512) -> None:
     flag only; signatures are immutable classes, and an edited one is a new class.
     Does nothing when this DSPy version lays the adapter out differently.
     """
-    global _SCHEMA_INSTALLED
     with _LOCK:
-        if _SCHEMA_INSTALLED:
+        found = _dspy_original("response_schemas", "dspy.adapters.json_adapter",
+                               "_get_structured_outputs_response_format")
+        if found is None:
             return
-        _SCHEMA_INSTALLED = True
-        try:
-            from dspy.adapters import json_adapter
-        except ImportError:
-            return
-        original = getattr(json_adapter, "_get_structured_outputs_response_format", None)
-        if original is None:
-            return
+        json_adapter, original = found
         built: dict[tuple, Any] = {}
 
         def response_format(signature: Any, use_native_function_calling: bool = True) -> Any:
@@ -114,8 +123,6 @@ def memoize_response_schemas(maxsize: int = 512) -> None:
 
 
 
-_SERIALIZER_INSTALLED = False
-
 
 def memoize_input_serializers(maxsize: int = 256) -> None:
     """Build the pydantic serializer of an input value's type once per type (idempotent).
@@ -128,18 +135,14 @@ def memoize_input_serializers(maxsize: int = 256) -> None:
     same fallback to ``str(value)`` when pydantic cannot handle it. Does nothing when
     this DSPy version lays its adapter utilities out differently.
     """
-    global _SERIALIZER_INSTALLED
     with _LOCK:
-        if _SERIALIZER_INSTALLED:
+        found = _dspy_original("input_serializers", "dspy.adapters.utils", "serialize_for_json")
+        if found is None:
             return
-        _SERIALIZER_INSTALLED = True
-        try:
-            from dspy.adapters import utils as adapter_utils
-            from pydantic import TypeAdapter
-        except ImportError:
-            return
-        original = getattr(adapter_utils, "serialize_for_json", None)
-        if original is None or getattr(adapter_utils, "TypeAdapter", None) is not TypeAdapter:
+        adapter_utils, original = found
+        from pydantic import TypeAdapter
+
+        if getattr(adapter_utils, "TypeAdapter", None) is not TypeAdapter:
             return  # not the implementation this replacement mirrors
         adapters: dict[type, Any] = {}
 
@@ -159,8 +162,6 @@ def memoize_input_serializers(maxsize: int = 256) -> None:
         serialize_for_json.__doc__ = original.__doc__
         adapter_utils.serialize_for_json = serialize_for_json
 
-
-_ROUTING_INSTALLED = False
 
 
 class _RoutingAnswers:
@@ -194,18 +195,11 @@ def memoize_model_routing(maxsize: int = 256) -> None:
     `maxsize` configurations; a model string that does not route raises as before and is
     not kept. Does nothing when this DSPy version lays backend selection out differently.
     """
-    global _ROUTING_INSTALLED
     with _LOCK:
-        if _ROUTING_INSTALLED:
+        found = _dspy_original("model_routing", "dspy.clients.backend_selection", "LM15Engine")
+        if found is None:
             return
-        _ROUTING_INSTALLED = True
-        try:
-            from dspy.clients import backend_selection
-        except ImportError:
-            return
-        original = getattr(backend_selection, "LM15Engine", None)
-        if original is None:
-            return
+        backend_selection, original = found
         tables: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
 
         def routing_engine(config: Any, *, model_type: str = "chat", **options: Any) -> Any:
@@ -247,8 +241,6 @@ def memoize_model_routing(maxsize: int = 256) -> None:
         capabilities.resolve = resolve
 
 
-_PROXY_INSTALLED = False
-
 
 def memoize_proxy_environment(max_age: float = 1.0) -> None:
     """Read the proxy environment variables at most once per `max_age` seconds (idempotent).
@@ -260,24 +252,17 @@ def memoize_proxy_environment(max_age: float = 1.0) -> None:
     each time), so a variable changed while a run is under way applies within a second.
     Does nothing when this DSPy version lays its transport out differently.
     """
-    global _PROXY_INSTALLED
     with _LOCK:
-        if _PROXY_INSTALLED:
+        found = _dspy_original("proxy_environment", "dspy._vendor.lm15.transports._proxy", "getproxies")
+        if found is None:
             return
-        _PROXY_INSTALLED = True
-        try:
-            from dspy._vendor.lm15.transports import _proxy
-        except ImportError:
-            return
-        original = getattr(_proxy, "getproxies", None)
-        if original is None:
-            return
+        _proxy, original = found
         reading: list[Any] = [float("-inf"), {}]  # [monotonic time read, proxies]
 
         def getproxies() -> dict[str, str]:
             now = time.monotonic()
             read_at, proxies = reading
-            if now - read_at > max_age:
+            if not 0 <= now - read_at <= max_age:
                 proxies = original()
                 reading[:] = [now, proxies]
             return dict(proxies)
