@@ -210,9 +210,8 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         (`_prepare_response_format` ran just before on this thread and chose a schema), the
         decoder enforces the reply's shape, so DSPy's closing reminder of that shape is left
         out of the user message: the system message still describes the output fields. The
-        reminder is the only text
-        after the question, so every call of an item then differs from the others only in its
-        question and violation example (a shorter uncached tail on a served model; fewer
+        reminder is the only text after the question, so every call of an item then differs
+        from the others only in its question and violation example (a shorter uncached tail on a served model; fewer
         tokens to evaluate per question on the embedded one). Without a schema the reminder
         stays, as DSPy writes it.
         """

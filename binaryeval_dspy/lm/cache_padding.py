@@ -355,7 +355,7 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
     if model is None or provider_of(model) != provider_of(getattr(handle.lm, "model", "")):
         return None  # priced as another provider's model (--price-model): its cache rules do not apply
     price = model_price(model)
-    if model is None or price is None or price.cache_read is None or (batch and price.batch_cache_read is None):
+    if price is None or price.cache_read is None or (batch and price.batch_cache_read is None):
         return None
     rules = cache_rules(model, price)
     if rules.name not in (OPENAI_RULES, ANTHROPIC_RULES):
