@@ -20,8 +20,8 @@ from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.usage_meter import measure_usage
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fake_endpoint import (
-    CUT,
     RATE_LIMIT,
+    CutFault,
     HttpFault,
     user_text,
     verdict_replies,
@@ -135,13 +135,33 @@ def test_fail_on_errors_stops_at_the_first_incomplete_item_and_exits_1(tmp_path,
 def test_a_reply_cut_at_max_tokens_is_unparsed_never_no(tmp_path, fake_endpoint):
     qs_path, items = write_inputs(tmp_path, n_items=1)
     out = tmp_path / "run"
-    fake_endpoint.fault = when_user_contains(QUESTIONS[0], CUT)
+    fake_endpoint.fault = when_user_contains(QUESTIONS[0], CutFault(tokens=1))  # '{"verdict":' and no value
     result = evaluate(fake_endpoint, qs_path, items, out, "--max-tokens", "16")
     assert result.exit_code == 0, result.output
     verdicts = {v["question_id"]: v for v in stored(out)[0]["verdicts"]}
-    assert verdicts["q1"]["verdict"] in ("unparsed", "yes")  # a cut JSON reply may still hold the verdict
-    assert verdicts["q1"]["verdict"] != "no"
-    assert sum(1 for body in fake_endpoint.requests if QUESTIONS[0] in user_text(body)) == 1  # no second format
+    assert verdicts["q1"]["verdict"] == "unparsed" and "max_tokens" in verdicts["q1"]["error"]
+    assert [verdicts[f"q{n}"]["verdict"] for n in range(2, 7)] == ["yes"] * 5
+    assert requests_for(fake_endpoint, QUESTIONS[0]) == 1  # no second format
+
+
+def test_a_reply_cut_after_its_verdict_is_answered_and_marked_cut(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=2)
+    out = tmp_path / "run"
+    reply = {"verdict": "no", "explanation": "The summary leaves out the second half of the match entirely."}
+    # 6 tokens: '{"verdict": "no", "explanation": "The summary leaves' -- the verdict, then a cut explanation
+    fake_endpoint.fault = when_user_contains(QUESTIONS[0], CutFault(tokens=6, text=reply))
+    result = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    for record in stored(out):
+        verdicts = {v["question_id"]: v for v in record["verdicts"]}
+        assert verdicts["q1"]["verdict"] == "no" and verdicts["q1"]["reply_cut"] is True
+        assert verdicts["q1"]["explanation"] == "The summary leaves"
+        assert all("reply_cut" not in verdicts[f"q{n}"] for n in range(2, 7))  # whole replies carry no mark
+        assert record.get("complete", True) is True  # stored only when False
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["replies_cut"] == 2
+    assert any("stopped at max_tokens" in note for note in summary["notes"])
+    assert "stopped at max_tokens" in " ".join(result.output.split())
 
 
 def test_items_overlap_and_results_do_not_depend_on_concurrency(tmp_path, fake_endpoint):

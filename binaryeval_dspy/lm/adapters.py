@@ -37,6 +37,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapter_stats import AdapterStats
+from binaryeval_dspy.lm.cache_identity import CUT_REPLY
 from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 from binaryeval_dspy.lm.prompt_cache import (
     PER_CALL_FIELD,
@@ -47,6 +48,10 @@ from binaryeval_dspy.lm.prompt_cache import (
 )
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
+
+
+#: How an unreadable reply that stopped at the completion cap is explained.
+CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
 
 
 class _CountingAdapter:
@@ -126,13 +131,24 @@ class _CountingAdapter:
                           lm: Any, lm_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         raws = self.__dict__.setdefault("_raw_replies", threading.local())
         raws.items = []
-        values = super()._call_postprocess(  # type: ignore[misc]
-            processed_signature, original_signature, outputs, lm, lm_kwargs)
+        # A reply DSPy's LM marked as stopped at max_tokens (`mark_cut_replies`): the answer
+        # read from it carries ``reply_cut``; a parse failure says the reply was cut.
+        cut = [isinstance(out, dict) and out.get(CUT_REPLY[0]) == CUT_REPLY[1] for out in outputs]
+        try:
+            values = super()._call_postprocess(  # type: ignore[misc]
+                processed_signature, original_signature, outputs, lm, lm_kwargs)
+        except AdapterParseError as exc:
+            if any(cut):
+                exc.message = f"{CUT_REPLY_NOTE}: {exc.message or 'no answer in it'}"
+            raise
         if len(raws.items) == len(values):
             for value, raw in zip(values, raws.items):
                 if raw:
                     value["raw_reply"] = raw  # the reply held more than its answer: keep it
         raws.items = []
+        for value, was_cut in zip(values, cut):
+            if was_cut:
+                value["reply_cut"] = True
         return values
 
     def format_system_message(self, signature: Any) -> str:

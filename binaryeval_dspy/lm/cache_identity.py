@@ -111,6 +111,44 @@ def _forget_empty_reply(lm: Any, call: Any, result: Any, *, asynchronous: bool) 
         logger.debug("could not drop an empty reply from DSPy's cache: %s", exc)
 
 
+#: The key (and value) an output carries when its reply stopped at ``max_tokens``.
+CUT_REPLY = ("finish_reason", "length")
+
+
+def mark_cut_replies(result: Any, outputs: Any) -> Any:
+    """`outputs` with each reply the LM stopped at the completion cap marked as cut.
+
+    DSPy hands adapters the reply text alone and only logs a warning when a response's
+    ``finish_reason`` is ``"length"``, so a verdict read from a reply cut mid-explanation
+    would look like any other. Such an output becomes a dict, ``{"text": ...,
+    "finish_reason": "length"}`` (DSPy's adapters read dict outputs by their ``"text"``),
+    which `binaryeval_dspy.lm.adapters` turns into the ``reply_cut`` mark on the answer.
+
+    Args:
+        result: DSPy's call result (its ``responses`` carry each reply's finish reason;
+            a result without them, e.g. a legacy LiteLLM call, is left unmarked).
+        outputs: what DSPy's ``finalize`` returned: a list of str / dict outputs, or a
+            typed response (returned as is).
+
+    Returns:
+        A new list when some output was cut (the cached result is never changed), else
+        `outputs` itself.
+    """
+    responses = getattr(result, "responses", None) or ()
+    if not isinstance(outputs, list) or not responses:
+        return outputs
+    cut = [i for i, response in enumerate(responses[:len(outputs)])
+           if getattr(response, "finish_reason", None) == CUT_REPLY[1]]
+    if not cut:
+        return outputs
+    marked = list(outputs)
+    for index in cut:
+        out = marked[index]
+        marked[index] = ({**out, CUT_REPLY[0]: CUT_REPLY[1]} if isinstance(out, dict)
+                         else {"text": out, CUT_REPLY[0]: CUT_REPLY[1]})
+    return marked
+
+
 class CacheScopedLM(dspy.LM):
     """A `dspy.LM` whose cached answers are only served back for the same endpoint or engine.
 
@@ -233,7 +271,7 @@ class CacheScopedLM(dspy.LM):
             _scoped(call, cache_identity_of(self, kwargs))
         result = _execution.execute(runner, call)
         _forget_empty_reply(runner, call, result, asynchronous=False)
-        return _execution.finalize(self, call, result)
+        return mark_cut_replies(result, _execution.finalize(self, call, result))
 
     async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         import asyncio
@@ -246,7 +284,7 @@ class CacheScopedLM(dspy.LM):
             _scoped(call, cache_identity_of(self, kwargs))
         result = await _execution.aexecute(runner, call)
         _forget_empty_reply(runner, call, result, asynchronous=True)
-        return _execution.finalize(self, call, result)
+        return mark_cut_replies(result, _execution.finalize(self, call, result))
 
     @with_callbacks
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:

@@ -14,7 +14,7 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import judging_adapter
+from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, judging_adapter
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -234,14 +234,18 @@ class BinEval(dspy.Module):
         Never raises for LM trouble: the outcome is in the verdict.
 
         Returns:
-            A `QuestionVerdict`: yes/no (with P(yes) when log-probabilities came back);
+            A `QuestionVerdict`: yes/no (with P(yes) when log-probabilities came back,
+            and ``reply_cut`` when the reply stopped at ``max_tokens`` after the verdict);
             ``unparsed`` (with the raw LM text) when the answer cannot be read as
-            yes/no; ``error`` (with the error's type and message) when the call failed.
+            yes/no (the error says so when the reply was cut); ``error`` (with the
+            error's type and message) when the call failed.
         """
         fields = self.question_fields(input, output, question)
+        cut = False
         try:
             pred = self._ask(fields)
         except AdapterParseError as exc:
+            cut = str(getattr(exc, "message", "")).startswith(CUT_REPLY_NOTE)
             raw = _reply_text(exc.lm_response)
             if not raw.strip() or _EMPTY_REPLY_REASON in str(getattr(exc, "message", "")):
                 # a 200 with no choices or an empty message: no answer, not an unreadable one
@@ -267,7 +271,8 @@ class BinEval(dspy.Module):
         return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
                                p_yes=p_yes(getattr(pred, "logprobs", None)),
                                flags=explanation_flags(verdict, explanation, question.violation_example) or None,
-                               raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None)
+                               raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None,
+                               reply_cut=cut or bool(getattr(pred, "reply_cut", False)))
 
     def item_work(
         self, input: str, output: str, previous: Sequence[QuestionVerdict] = (),

@@ -162,6 +162,9 @@ class RunSummary(BaseModel):
         explanations_flagged: those whose explanation contradicts the verdict (see
             `binaryeval_dspy.analysis.explanation_flags`).
         explanation_flags: count per flag (``explanation_says_no``, ...).
+        replies_cut: LM answers (yes/no) read from a reply that stopped at ``max_tokens``
+            after its verdict (``QuestionVerdict.reply_cut``): their explanations may be
+            incomplete.
         notes: what the summary says about the judge, as printed beside the table.
     """
 
@@ -189,6 +192,7 @@ class RunSummary(BaseModel):
     explanations_checked: int = 0
     explanations_flagged: int = 0
     explanation_flags: dict[str, int] = Field(default_factory=dict)
+    replies_cut: int = 0
     notes: list[str] = Field(default_factory=list)
 
 
@@ -293,6 +297,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         explanations_checked=len(explained),
         explanations_flagged=sum(1 for f in flagged if f),
         explanation_flags={flag: count for flag, count in flag_counts.items() if count},
+        replies_cut=sum(1 for v in answers if v.reply_cut),
     )
     stored = sum(1 for v in explained if v.flags)
     summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
@@ -329,7 +334,8 @@ _FLAG_WORDS = {SAYS_NO: 'begin with a bare "no" under a "yes" verdict',
 
 def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     """What to say beside the table about the judge: a verdict skew (with its counts and
-    what it means), explanations that contradict their verdicts, and, for the embedded
+    what it means), explanations that contradict their verdicts, answers read from replies
+    cut at ``max_tokens``, and, for the embedded
     model, what its P(yes) column is. Empty when there is nothing to say.
 
     Args:
@@ -358,6 +364,10 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
                  "counted from the stored explanations (results stored before this check carry no \"flags\")")
         notes.append(f"{summary.explanations_flagged} of {summary.explanations_checked} explanations contradict their "
                      f"verdict ({kinds}); {where}. Do not trust those verdicts.")
+    if summary.replies_cut:
+        notes.append(f"{summary.replies_cut} answers came from replies that stopped at max_tokens after the verdict "
+                     "(\"reply_cut\" in results.jsonl): the verdicts are the LM's, their explanations may be cut "
+                     "short. Raise --max-tokens to get whole explanations.")
     if summary.embedded_lm:
         has_soft = any(d.mean_p_yes is not None for d in summary.dimensions)
         if has_soft:

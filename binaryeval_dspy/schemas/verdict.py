@@ -39,6 +39,10 @@ class QuestionVerdict(BaseModel):
             `binaryeval_dspy.analysis.explanation_flags` (``explanation_says_no``,
             ``explanation_says_yes``, ``copies_violation_example``); the verdict itself
             is kept as answered. None when nothing was flagged (omitted from JSON then).
+        reply_cut: the LM's reply stopped at the completion cap (``max_tokens``,
+            ``finish_reason: "length"``) after the verdict: the verdict is the LM's, the
+            explanation may end mid-sentence. Omitted from JSON when False. (A reply cut
+            before its verdict is ``unparsed``, with the cut named in ``error``.)
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -52,6 +56,7 @@ class QuestionVerdict(BaseModel):
     evidence: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
     p_yes: float | None = Field(default=None, ge=0.0, le=1.0, exclude_if=lambda v: v is None)
     flags: list[str] | None = Field(default=None, exclude_if=lambda v: not v)
+    reply_cut: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @property
     def parsed(self) -> bool:
