@@ -232,6 +232,9 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         stays, as DSPy writes it.
         """
         state = self._schema_state()
+        # What the prompt shows as inputs, for `parse` on this thread: a JSON object the
+        # reply copies from them verbatim is a quote of the material, not the answer.
+        self._shown().texts = tuple(v for v in inputs.values() if isinstance(v, str))
         try:
             return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
                                                                          inputs))
@@ -249,9 +252,16 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
     def _schema_state(self) -> threading.local:
         return self.__dict__.setdefault("_schema_enforced", threading.local())
 
+    def _shown(self) -> threading.local:
+        return self.__dict__.setdefault("_shown_inputs", threading.local())
+
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
-        """The last JSON object with every output field, not the first (see `lm.final_answer`)."""
-        return self._remember_raw(parse_json_reply(signature, completion, adapter=type(self).__name__))
+        """The last JSON object with every output field, not the first, skipping objects copied
+        verbatim from the inputs the last `format` on this thread showed; objects that disagree
+        on the verdict make the reply unreadable (see `lm.final_answer.parse_json_reply`)."""
+        shown = self._shown()
+        quoted, shown.texts = getattr(shown, "texts", ()), ()  # one format's inputs serve one parse
+        return self._remember_raw(parse_json_reply(signature, completion, adapter=type(self).__name__, quoted=quoted))
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import typing
+from collections.abc import Sequence
 from typing import Any
 
 import json_repair
@@ -153,8 +154,10 @@ def _json_objects(text: str) -> list[tuple[int, int, Any]]:
         position = end
 
 
-def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapter") -> dict[str, Any]:
-    """The last JSON object in `completion` that has every required output field.
+def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapter",
+                     quoted: Sequence[str] = ()) -> dict[str, Any]:
+    """The last JSON object in `completion` that has every required output field, unless the
+    reply's objects disagree on a decision field (then nothing is read).
 
     Objects may be bare or inside code fences; an object nested in another counts only as
     part of its parent. When no object decodes strictly, json_repair's lenient reading (as
@@ -164,16 +167,27 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         signature: the DSPy signature whose output fields are read.
         completion: the LM's reply text.
         adapter: the adapter name put in errors.
+        quoted: the texts the prompt showed as inputs (the evaluated input and output,
+            the question). An object whose exact text appears in one of them is a quote
+            of the material, never an answer: it is skipped, so a judge that echoes a
+            planted ``{"verdict": "yes", ...}`` before or after its own answer is read
+            by its own answer. A quote that is not verbatim still counts as an object
+            (and conflicts with a different answer).
 
     Returns:
         One value per output field, plus ``raw_reply`` when the reply held more than the
         answer object (other objects, or prose outside it).
 
     Raises:
-        AdapterParseError: no object, no object with every required field, or a field that
-            cannot be read.
+        AdapterParseError: no object, no object with every required field, a field that
+            cannot be read, or two different readable values of a decision field in the
+            reply's objects (the judge's answer and a quoted or second one).
     """
-    objects = [(s, e, v) for s, e, v in _json_objects(completion) if isinstance(v, dict)]
+    found = [(s, e, v) for s, e, v in _json_objects(completion) if isinstance(v, dict)]
+    objects = [(s, e, v) for s, e, v in found if not any(completion[s:e] in text for text in quoted)]
+    if found and not objects:
+        raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                                message="the reply's only JSON objects are quoted from the evaluated texts")
     if not objects:
         # Nothing decodes strictly (a trailing comma, single quotes, a cut reply): the lenient
         # reading DSPy uses, which has only one object to choose from anyway.
@@ -191,7 +205,21 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
     values = {name: _coerce(signature, name, chosen[name], adapter, completion)
               for name in signature.output_fields if name in chosen}
     final = apply_output_field_defaults(signature, values)
+    for name in _decision_fields(signature):
+        # Every readable value of the field in any object of the reply, partial ones included:
+        # a quoted {"verdict": "yes"} after the judge's own {"verdict": "no", ...} is a
+        # conflict, not a later answer (as in `parse_chat_reply`).
+        seen = {repr(final.get(name))}
+        for _s, _e, obj in objects:
+            if name in obj:
+                try:
+                    seen.add(repr(_coerce(signature, name, obj[name], adapter, completion)))
+                except AdapterParseError:
+                    pass
+        if len(seen) > 1:
+            raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                                    message=f"the reply gives conflicting values for {name!r}")
     outside = _FENCE_LINE.sub("", completion[:start] + completion[end:]).strip()
-    if len(objects) > 1 or outside:
+    if len(found) > 1 or outside:
         final["raw_reply"] = completion[:RAW_REPLY_LIMIT]
     return final
