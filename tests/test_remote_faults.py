@@ -349,7 +349,18 @@ def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
     assert "never retries" not in limited
     slow = error_text(LMTimeoutError("read timed out\n\n  To fix:\n    - raise it with Timeouts(read=...)\n"))
     assert "--timeout" in slow and "Timeouts(read" not in slow
+    # The same advice inside the message itself, as DSPy's HTTP layer writes it today.
+    from dspy._vendor.lm15.transports._limits import pool_timeout_hint, read_timeout_hint
+
+    inline = error_text(LMTimeoutError(f"read timed out waiting for headers: {read_timeout_hint(2)}"))
+    assert "Timeouts(" not in inline and "lm15" not in inline and "--timeout" in inline
+    busy = error_text(LMTimeoutError(f"pool timeout: {pool_timeout_hint(5, 10)}"))
+    assert "Timeouts(" not in busy and "--concurrency" in busy
     assert error_text(ValueError("bad")) == "ValueError: bad"
+    from dspy.utils.exceptions import LMInvalidRequestError
+
+    missing = error_text(LMInvalidRequestError("[bineval-openai-compatible/x]", status=404))  # base URL without /v1
+    assert "HTTP 404" in missing and "/v1" in missing and "--lm-model" in missing
 
 
 def test_a_base_url_where_nothing_listens_is_refused_before_any_item(tmp_path):
@@ -364,3 +375,18 @@ def test_a_base_url_where_nothing_listens_is_refused_before_any_item(tmp_path):
                                       "--lm", f"http://127.0.0.1:{port}/v1", "--lm-model", "fake-x"])
     assert result.exit_code != 0 and "connection refused" in result.output, result.output
     assert not (tmp_path / "r" / "results.jsonl").exists()
+
+
+def test_a_run_whose_answers_are_all_unparsed_fails_and_says_why(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=2)
+    out = tmp_path / "run"
+    fake_endpoint.reply = lambda body: "I think maybe."  # a server that ignores the reply format
+    result = evaluate(fake_endpoint, qs_path, items, out)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "No LM answer in this run could be read as yes or no" in said and "--restart" in said
+    assert {v["verdict"] for r in stored(out) for v in r["verdicts"]} == {"unparsed"}  # stored, nothing lost
+    fake_endpoint.reply = verdict_replies({})
+    again = evaluate(fake_endpoint, qs_path, items, out, "--restart", "--adapter", "chat")  # the advised fix
+    assert again.exit_code == 0, again.output
+    assert {v["verdict"] for r in stored(out) for v in r["verdicts"]} == {"yes"}

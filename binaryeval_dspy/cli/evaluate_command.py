@@ -216,7 +216,8 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     ``--fail-on-errors`` (they are stored with their answers, items that could not be
     judged as status ``error`` rows; a rerun asks the rest). 1: items that could not be
     judged and were not stored, an incomplete item with ``--fail-on-errors``, a run
-    stopped early, or a run in which no LM call succeeded (wrong address or key).
+    stopped early, a run in which no LM call succeeded (wrong address or key), or one
+    whose LM answers were all unparsed (the LM ignores the reply format).
     130: interrupted.
     """
     for item_id, message in outcome.errors[:5]:
@@ -233,6 +234,14 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     if no_answer:
         console.print("[red]No LM call succeeded in this run.[/red] Fix: check --lm / --lm-model, the server's "
                       "address and the API key, then rerun the same command (nothing is lost).", highlight=False)
+    unreadable = outcome.lm_answers > 0 and outcome.lm_readable == 0
+    if unreadable:
+        console.print(f"[red]No LM answer in this run could be read as yes or no[/red] ({outcome.lm_answers} "
+                      "answers, all unparsed; their raw text is in results.jsonl): the LM does not answer in the "
+                      "reply format. Fix: try the other --adapter (json or chat) or a larger model, then rerun with "
+                      "--restart (unparsed answers are not asked again otherwise). After fixing the server itself "
+                      "(e.g. its chat template), also set DSPY_CACHEDIR to a new folder: DSPy's cache would answer "
+                      "the same requests with the same replies.", highlight=False)
     if outcome.stopped_early:
         console.print(f"[red]Stopped early:[/red] {escape(outcome.stopped_early)}.", highlight=False)
     if outcome.failed:
@@ -243,7 +252,7 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     if outcome.interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         leave_after_interrupt(130)
-    if outcome.failed or outcome.stopped_early or no_answer or (fail_on_errors and outcome.incomplete):
+    if outcome.failed or outcome.stopped_early or no_answer or unreadable or (fail_on_errors and outcome.incomplete):
         raise SystemExit(1)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -79,16 +80,35 @@ _HINTS = {  # error type name -> what to do with bineval's options
 }
 
 
+_NOT_FOUND_HINT = ("the server has no such path or model: check that --lm ends where its OpenAI-compatible API "
+                   "starts (usually .../v1) and that --lm-model names a model it serves")
+
+# Advice inside DSPy's HTTP-layer (lm15) messages that names its own API: what it means in bineval's options.
+_LIBRARY_PHRASES = (
+    (re.compile(r"this is lm15's read timeout, not a server failure\W+raise it with Timeouts\(read=\.\.\.\) "
+                r"if the model needs longer"),
+     "the client's read timeout, not a server failure"),
+    (re.compile(r"raise max_connections, or Timeouts\(pool=\.\.\.\) to wait longer"), "lower --concurrency"),
+)
+
+
 def error_text(exc: BaseException, limit: int = 2000) -> str:
     """``"<ErrorType>: <message>"`` of a failed call, cut to `limit` characters (for records).
 
     Advice that DSPy's HTTP layer appends for its own API (``To fix: ... Timeouts(read=...)``,
     "lm15 never retries for you") is replaced by what to do with bineval's options: DSPy has
-    already retried, and the timeout is ``--timeout``.
+    already retried, and the timeout is ``--timeout``. A provider error's HTTP status is
+    added when the message lacks it; a 404 says to check the base URL's ``/v1`` and the
+    model name.
     """
     name = type(exc).__name__
     message = str(exc).split(_LIBRARY_ADVICE, 1)[0].rstrip()
-    hint = _HINTS.get(name)
+    for phrase, ours in _LIBRARY_PHRASES:
+        message = phrase.sub(ours, message)
+    status = getattr(exc, "status", None)  # DSPy's provider errors carry the HTTP status
+    if isinstance(status, int) and not isinstance(status, bool) and str(status) not in message:
+        message = f"{message} (HTTP {status})"
+    hint = _HINTS.get(name) or (_NOT_FOUND_HINT if status == 404 else None)
     return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
 
 

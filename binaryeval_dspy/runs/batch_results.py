@@ -141,11 +141,7 @@ class _Recording:
             evaluation.usage += done.usage
             if entry.stored is not None:
                 evaluation.resumed_items += 1
-            for verdict in result.verdicts:
-                if verdict.source == "lm" and verdict.answered:
-                    evaluation.lm_answers += 1
-                elif verdict.verdict == "error" and evaluation.first_error is None:
-                    evaluation.first_error = verdict.error
+            evaluation.count_verdicts(result.verdicts)
 
         map_items(ready, plan, on_done, concurrency=1)
 

@@ -314,12 +314,7 @@ def run_resumable(
         result = package(item, done, by_id.get(item_id) or seeds.get(item_id))
         store(item_id, result)
         is_complete = getattr(result, "complete", True)
-        for verdict in getattr(result, "verdicts", ()):
-            if verdict.source == "lm" and verdict.answered:
-                outcome.lm_answers += 1
-            elif (verdict.verdict == "error" and outcome.first_error is None
-                  and not (verdict.error or "").startswith("NotAsked:")):  # a --max-cost stop is not a failure
-                outcome.first_error = verdict.error
+        outcome.count_verdicts(getattr(result, "verdicts", ()))
         if not is_complete:
             outcome.incomplete.append(item_id)
         if on_progress:

@@ -42,6 +42,8 @@ class EvaluationOutcome:
         usage: LM calls and tokens spent by this call (cache hits are free).
         lm_answers: questions the LM answered (yes, no or unparsed) in items stored by
             this call; 0 with items stored means no LM call succeeded at all.
+        lm_readable: those of `lm_answers` read as yes or no; 0 with answers means the
+            LM never answered in a form that could be read (all unparsed).
         first_error: the first failed call's error (type and message) in this call.
         manifest: the run manifest as written at the end.
         cache_padding: what cache padding did in this call (`CachePadding.stats`: items
@@ -62,6 +64,19 @@ class EvaluationOutcome:
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     lm_answers: int = 0
+    lm_readable: int = 0
     first_error: str | None = None
     manifest: RunManifest | None = None
     cache_padding: dict[str, Any] | None = None
+
+    def count_verdicts(self, verdicts: Any) -> None:
+        """Count one stored item's verdicts: the LM's answers (`lm_answers`), those read as
+        yes/no (`lm_readable`), and the first failed call's error (`first_error`; a
+        ``--max-cost`` stop, ``NotAsked:``, is not a failure)."""
+        for verdict in verdicts:
+            if verdict.source == "lm" and verdict.answered:
+                self.lm_answers += 1
+                self.lm_readable += verdict.parsed
+            elif (verdict.verdict == "error" and self.first_error is None
+                  and not (verdict.error or "").startswith("NotAsked:")):
+                self.first_error = verdict.error
