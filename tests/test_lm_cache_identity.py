@@ -292,9 +292,11 @@ def test_provider_default_and_environment_base(monkeypatch):
 @pytest.mark.parametrize("empty", ["", "  \n "])
 def test_an_empty_reply_is_an_error_and_is_not_served_again_from_the_cache(dspy_cache, empty):
     with FakeEndpoint(lambda body: empty) as ep:
-        with make_lm(ep.base_url, model="fake-x").context():
+        handle = make_lm(ep.base_url, model="fake-x")
+        with handle.context():
             verdict = BinEval(one_question(), num_threads=1)(input=ARTICLE, output=SUMMARY).verdicts[0]
         assert verdict.verdict == "error" and verdict.error.startswith("EmptyReply"), verdict
+        assert handle.adapter_stats.parse_failures == 0  # no reply, not one that did not parse
         asked = len(ep.requests)
 
         ep.reply = verdict_replies(default="yes")  # the endpoint recovers

@@ -390,3 +390,12 @@ def test_a_run_whose_answers_are_all_unparsed_fails_and_says_why(tmp_path, fake_
     again = evaluate(fake_endpoint, qs_path, items, out, "--restart", "--adapter", "chat")  # the advised fix
     assert again.exit_code == 0, again.output
     assert {v["verdict"] for r in stored(out) for v in r["verdicts"]} == {"yes"}
+
+
+def test_a_server_answering_only_empty_replies_is_named_as_such(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=1)
+    fake_endpoint.reply = lambda body: ""
+    result = evaluate(fake_endpoint, qs_path, items, tmp_path / "run")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "replies held no text" in said, result.output
+    assert "did not parse" not in said  # empty replies are failed calls, not unreadable answers

@@ -231,7 +231,11 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     if outcome.first_error:
         console.print(f"[yellow]First failed call:[/yellow] {escape(outcome.first_error[:400])}", highlight=False)
     no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None
-    if no_answer:
+    if no_answer and (outcome.first_error or "").startswith("EmptyReply"):
+        console.print("[red]No LM call succeeded in this run:[/red] the server was reached but its replies held no "
+                      "text. Fix: check that --lm-model names a chat model the server serves and its logs, then "
+                      "rerun the same command (nothing is lost).", highlight=False)
+    elif no_answer:
         console.print("[red]No LM call succeeded in this run.[/red] Fix: check --lm / --lm-model, the server's "
                       "address and the API key, then rerun the same command (nothing is lost).", highlight=False)
     unreadable = outcome.lm_answers > 0 and outcome.lm_readable == 0

@@ -54,6 +54,19 @@ ADAPTER_POLICIES = ("auto", "json", "chat")
 CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
 
 
+#: DSPy's AdapterParseError message for an output with no text: no reply, not an unreadable one.
+EMPTY_REPLY_REASON = "empty or null response"
+
+
+def _count_parse_failure(stats: AdapterStats, exc: AdapterParseError) -> None:
+    """Count a reply that did not parse; an empty reply (no text, or only whitespace) is not
+    one: the judgment records it as a failed call (``error``), not as ``unparsed``."""
+    reply = getattr(exc, "lm_response", None)
+    text = reply.get("text") if isinstance(reply, dict) else reply
+    if EMPTY_REPLY_REASON not in str(getattr(exc, "message", "") or "") and str(text or "").strip():
+        stats.add("parse_failures")
+
+
 class _CountingAdapter:
     """Mixin counting calls, parse failures and format fallbacks into ``self.stats``."""
 
@@ -74,16 +87,16 @@ class _CountingAdapter:
         self.stats.add("calls")
         try:
             return super().__call__(lm, lm_kwargs, signature, demos, inputs)  # type: ignore[misc]
-        except AdapterParseError:
-            self.stats.add("parse_failures")
+        except AdapterParseError as exc:
+            _count_parse_failure(self.stats, exc)
             raise
 
     async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list, inputs: dict) -> Any:
         self.stats.add("calls")
         try:
             return await super().acall(lm, lm_kwargs, signature, demos, inputs)  # type: ignore[misc]
-        except AdapterParseError:
-            self.stats.add("parse_failures")
+        except AdapterParseError as exc:
+            _count_parse_failure(self.stats, exc)
             raise
 
     def _call_preprocess(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, inputs: dict[str, Any]) -> Any:

@@ -16,6 +16,7 @@ from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
 from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, judging_adapter
+from binaryeval_dspy.lm.adapters import EMPTY_REPLY_REASON as _EMPTY_REPLY_REASON
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -52,7 +53,6 @@ _TOP_LOGPROBS = 5
 
 
 _EMPTY_REPLY = "EmptyReply: the LM's reply held no answer (no choices or no text)"
-_EMPTY_REPLY_REASON = "empty or null response"  # DSPy's AdapterParseError message for an output with no text
 
 
 def _reply_text(lm_response: object) -> str:
