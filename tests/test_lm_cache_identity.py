@@ -278,6 +278,14 @@ def test_bad_base_url_is_a_config_error():
         normalize_base_url("ftp://host/v1")
     with pytest.raises(LMConfigError):
         make_lm("http://", model="m")
+    # DSPy appends /chat/completions to the base URL: after a query string it would land in the query
+    with pytest.raises(LMConfigError, match="query string"):
+        make_lm("http://127.0.0.1:9/v1?x=1", model="m")
+
+
+def test_an_upper_case_scheme_is_a_base_url():
+    handle = make_lm("HTTP://127.0.0.1:9/v1", model="m")
+    assert cache_identity_of(handle.lm) == cache_identity_of(make_lm("http://127.0.0.1:9/v1", model="m").lm)
 
 
 def test_provider_default_and_environment_base(monkeypatch):

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dspy
 
@@ -291,7 +292,10 @@ def make_lm(
     client = {"timeout": float(timeout)} if timeout is not None else {}
     policy = adapter.strip().lower()
     spec = spec.strip()
-    is_url = spec.startswith(("http://", "https://"))
+    is_url = spec.lower().startswith(("http://", "https://"))
+    if is_url:
+        scheme, rest = spec.split("://", 1)
+        spec = f"{scheme.lower()}://{rest}"  # HTTP://host is a base URL too
     if not is_url and (model or api_key_env):
         raise LMConfigError(
             f"--lm-model / --api-key-env only apply to a base URL, but --lm is {spec!r}.",
@@ -321,6 +325,12 @@ def make_lm(
                 raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set.",
                                     fix="export it, or drop the option for a server without keys.")
         normalize_base_url(spec)  # a malformed URL fails here, naming the fix
+        if urlsplit(spec).query:
+            raise LMConfigError(
+                f"--lm {spec}: a base URL with a query string is not supported (DSPy adds /chat/completions after "
+                "it, so the query would end up inside the path).",
+                fix="drop the ?... part; a key goes in --api-key-env, and Azure OpenAI deployments are reached as "
+                    "--lm azure/<deployment> (LiteLLM).")
         # OpenAI-compatible servers (vLLM, llama.cpp's servers, ...) take a JSON schema as
         # response_format; DSPy cannot know that for a served model name, so say so. The
         # form is OpenAI's until the server refuses it (llama-cpp-python's server takes

@@ -41,7 +41,7 @@ def missing_provider_keys(spec: str) -> list[str]:
     """
     spec = (spec or "").strip()
     if (not _LITELLM_ID.match(spec) or spec == LOCAL or spec.endswith(".gguf")
-            or spec.startswith(("http://", "https://"))):
+            or spec.lower().startswith(("http://", "https://"))):
         return []
     provider = spec.split("/", 1)[0].lower()
     if provider.startswith(_CREDENTIAL_CHAIN_PREFIXES):
@@ -107,7 +107,7 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
         LMConfigError: the connection was refused or the host is unknown; the message
             names the address.
     """
-    if not spec.startswith(("http://", "https://")):
+    if not spec.lower().startswith(("http://", "https://")):
         return
     try:
         url = urlsplit(spec)
