@@ -361,6 +361,10 @@ def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
 
     missing = error_text(LMInvalidRequestError("[bineval-openai-compatible/x]", status=404))  # base URL without /v1
     assert "HTTP 404" in missing and "/v1" in missing and "--lm-model" in missing
+    from dspy.utils.exceptions import LMAuthError
+
+    refused = error_text(LMAuthError("[bineval-openai-compatible/x] Unauthorized", status=401))
+    assert "HTTP 401" in refused and "--api-key-env" in refused
 
 
 def test_a_base_url_where_nothing_listens_is_refused_before_any_item(tmp_path):

@@ -77,6 +77,9 @@ _HINTS = {  # error type name -> what to do with bineval's options
                     "(only unanswered questions are asked)"),
     **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError"),
                     "a request took longer than --timeout seconds: raise --timeout or lower --concurrency, then rerun"),
+    **dict.fromkeys(("LMAuthError", "AuthenticationError"),
+                    "the endpoint refused the key: for a base URL pass --api-key-env NAME (the variable holding its "
+                    "key; without it a placeholder is sent), for a provider set its key variable, then rerun"),
 }
 
 
