@@ -403,3 +403,13 @@ def test_a_server_answering_only_empty_replies_is_named_as_such(tmp_path, fake_e
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and "replies held no text" in said, result.output
     assert "did not parse" not in said  # empty replies are failed calls, not unreadable answers
+
+
+def test_https_to_a_plain_http_server_is_refused_before_any_item(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=1)
+    https = fake_endpoint.base_url.replace("http://", "https://")
+    result = CliRunner().invoke(cli, ["evaluate", str(qs_path), str(items), "--id-field", "id",
+                                      "--out", str(tmp_path / "r"), "--lm", https, "--lm-model", fake_endpoint.model])
+    said = " ".join(result.output.split())
+    assert result.exit_code != 0 and "plain HTTP, not HTTPS" in said and fake_endpoint.base_url in said, said
+    assert fake_endpoint.requests == [] and not (tmp_path / "r" / "results.jsonl").exists()

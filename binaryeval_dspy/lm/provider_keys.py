@@ -94,7 +94,8 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
     """Refuse a base URL where nothing listens, before any model call.
 
     Opens (and closes) one TCP connection to the URL's host and port. Only definite
-    answers refuse: the connection is refused, or the host name does not resolve. A slow
+    answers refuse: the connection is refused, the host name does not resolve, or an
+    ``https://`` URL's server answers the TLS greeting in plain HTTP. A slow
     or silent network (a connect timeout, a firewall dropping packets) is left to the
     run's own timeouts and retries. Anything but an http(s) URL is not checked.
 
@@ -104,8 +105,8 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
         timeout: seconds to wait for the connection.
 
     Raises:
-        LMConfigError: the connection was refused or the host is unknown; the message
-            names the address.
+        LMConfigError: the connection was refused, the host is unknown, or https:// was
+            given for a plain-HTTP server; the message names the address.
     """
     if not spec.lower().startswith(("http://", "https://")):
         return
@@ -117,7 +118,7 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
     if not host:
         return
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        connection = socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
         reason = f"nothing listens at {host}:{port} (connection refused)"
     except socket.gaierror:
@@ -125,9 +126,34 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
     except OSError:
         return  # slow, filtered or otherwise unclear: the run's timeouts decide
     else:
-        return
+        if url.scheme != "https" or not _speaks_plain_http(connection, host, timeout):
+            connection.close()
+            return
+        raise LMConfigError(
+            f"{option} {spec}: {host}:{port} answers plain HTTP, not HTTPS. Nothing was judged.",
+            fix=f"use http://{spec.split('://', 1)[1]}, then rerun.")
     raise LMConfigError(
         f"{option} {spec}: {reason}. Nothing was judged.",
         fix="check the host and port in --lm and that the server is running (e.g. curl "
             f"{spec.rstrip('/')}/models), then rerun.",
     )
+
+
+def _speaks_plain_http(connection: socket.socket, host: str, timeout: float) -> bool:
+    """True when the server on `connection` answers a TLS handshake with plain HTTP (an
+    ``https://`` URL for an ``http://`` server); closes the connection. Any other outcome
+    (a handshake that works, or fails otherwise) is False: left to the run."""
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # only the protocol is checked
+    try:
+        with context.wrap_socket(connection, server_hostname=host) as tls:
+            tls.settimeout(timeout)
+    except ssl.SSLError as exc:
+        return "WRONG_VERSION_NUMBER" in str(exc) or "http request" in str(exc).lower()
+    except OSError:
+        return False
+    finally:
+        connection.close()
+    return False
