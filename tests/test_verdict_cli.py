@@ -12,6 +12,7 @@ from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
 from binaryeval_dspy.schemas.verdict_output import VerdictOutput
+from tests.fake_endpoint import HttpFault, request_field, user_text
 from tests.verdict_scripts import VerdictScript, verdict_question_set
 
 
@@ -273,3 +274,89 @@ def test_rejudge_names_the_checks_module_the_run_used(tmp_path, fake_lm):
         assert again.exit_code == 0, again.output
     finally:
         unregister_check("mentions_pip")
+
+
+# --------------------------------------------------------------------------- failed calls in verdict mode
+
+EXAMPLE_Q, TOPIC_Q = "Does it show a runnable example?", "Does it stay on one topic?"
+SERVER_ERROR_NOW = HttpFault(500, "Internal server error (scripted)", retry_after=0)
+
+
+def serve_script(endpoint, script: VerdictScript) -> None:
+    """Let the fake endpoint answer every verdict-mode signature with `script` (JSON replies)."""
+    endpoint.reply = lambda body: script("", user_text(body))
+
+
+def evaluate_over_http(tmp_path, endpoint, outputs, *extra):
+    qs = verdict_question_set().save(tmp_path / "qs.json")
+    items = write_items(tmp_path / "items.jsonl", outputs)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--id-field", "id", "--out", str(out),
+                                      "--aggregation", "verdict", "--pressure-test", "never",
+                                      "--lm", endpoint.base_url, "--lm-model", endpoint.model, *extra])
+    return result, out
+
+
+def is_pick(body) -> bool:
+    return "[[ ## allowed_labels ## ]]" in user_text(body)
+
+
+def test_a_failed_label_pick_keeps_every_answer_and_a_rerun_asks_only_what_is_missing(tmp_path, fake_endpoint):
+    # The tester's reproduction: one LM question and the label pick get HTTP 500 after every retry.
+    serve_script(fake_endpoint, VerdictScript(labels=["Improve"]))
+    fake_endpoint.fault = lambda body, _i: SERVER_ERROR_NOW if (
+        is_pick(body) or request_field(body, "question") == TOPIC_Q) else None
+    outputs = {k: OUTPUTS[k] for k in ("short-doc", "long-doc")}
+    result, out = evaluate_over_http(tmp_path, fake_endpoint, outputs)
+    assert result.exit_code == 0, result.output  # incomplete items, no --fail-on-errors
+    assert "No LM call succeeded" not in result.output  # the example question was answered for each item
+    assert "2 item(s) incomplete" in result.output
+    rows = {r["item_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    for item_id, words in (("short-doc", 6), ("long-doc", 80)):
+        row = rows[item_id]
+        # stored with every answer it got, marked incomplete; the pick failure is the item's error, not a verdict
+        assert row["complete"] is False and row["questions_answered"] == 2 and row["status"] == "error", row
+        assert "named_verdict" not in row
+        assert row["error"].startswith("label not decided: ") and "Internal server error" in row["error"]
+        verdicts = {v["question_id"]: v for v in row["verdicts"]}
+        assert verdicts["short"]["source"] == "code" and verdicts["short"]["evidence"] == {"words": words}
+        assert verdicts["example"]["verdict"] == "yes"
+        assert verdicts["topic"]["verdict"] == "error" and "Internal server error" in verdicts["topic"]["error"]
+    doc = VerdictOutput.model_validate_json((out / "verdicts.json").read_text())
+    assert doc.items == [] and doc.counts["error"] == 2  # counted, never given a label
+
+    fake_endpoint.fault = None
+    before = len(fake_endpoint.requests)
+    again = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "qs.json"), str(tmp_path / "items.jsonl"),
+                                     "--id-field", "id", "--out", str(out), "--aggregation", "verdict",
+                                     "--pressure-test", "never", "--lm", fake_endpoint.base_url,
+                                     "--lm-model", fake_endpoint.model])
+    assert again.exit_code == 0, again.output
+    asked = fake_endpoint.requests[before:]
+    # per item: the unanswered question and the pick again, nothing else
+    assert sorted("pick" if is_pick(b) else request_field(b, "question") for b in asked) == [
+        TOPIC_Q, TOPIC_Q, "pick", "pick"]
+    rows = [ItemResult.model_validate_json(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all(r.complete and r.status == "scored" and r.named_verdict.label == "Improve" for r in rows)
+    assert all(v.verdict == "yes" for r in rows for v in r.verdicts if v.source == "lm")
+
+
+def test_verdicts_json_says_which_items_are_incomplete(tmp_path, fake_endpoint):
+    serve_script(fake_endpoint, VerdictScript(labels=["Improve"]))
+    fake_endpoint.fault = lambda body, _i: SERVER_ERROR_NOW if (
+        request_field(body, "question") == TOPIC_Q and OUTPUTS["other-doc"] in user_text(body)) else None
+    result, out = evaluate_over_http(tmp_path, fake_endpoint, OUTPUTS)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "verdicts.json").read_text())
+    by_id = {i["item_id"]: i for i in doc["items"]}
+    other = by_id["other-doc"]  # its label was decided without the topic question's answer
+    assert other["status"] == "decided" and other["verdict"] == "Improve"
+    assert (other["complete"], other["questions_answered"], other["questions_total"]) == (False, 2, 3)
+    assert [e["answer"] for e in other["evidence"] if e["question_id"] == "topic"] == ["error"]
+    for item_id in ("short-doc", "long-doc"):
+        item = by_id[item_id]
+        assert (item["complete"], item["questions_answered"], item["questions_total"]) == (True, 3, 3), item
+    assert "other-doc: Improve" in result.output
+    assert "incomplete: 2 of 3 questions answered" in result.output
+    assert result.output.count("questions answered (failed calls)") == 1  # the complete items say nothing
+    VerdictOutput.model_validate(doc)

@@ -4,7 +4,9 @@ import dspy
 import pytest
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.lm.call_pool import ItemDone, map_items
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.runs.item_rows import item_result
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from tests.fakes import scripted_lm
 from tests.verdict_scripts import AUDIT_POLICY, VerdictScript, verdict_question_set
@@ -265,3 +267,37 @@ def test_save_and_load_keep_the_question_set_and_every_predictor(tmp_path):
     assert fresh.picker.pick.signature.instructions == "Pick one label, carefully."
     names = {name for name, _ in fresh.named_predictors()}
     assert names == {"evidence.judge", "picker.pick", "pressure.draft", "pressure.answer"}
+
+
+def failing(script: VerdictScript, step: str):
+    """`script`, except that every call of signature `step` ("pick" or "draft") raises."""
+    marker = {"pick": "[[ ## allowed_labels ## ]]", "draft": "[[ ## proposed_label ## ]]"}[step]
+
+    def answer(system, user):
+        if marker in user:
+            raise ConnectionError(f"scripted: the {step} call failed")
+        return script(system, user)
+
+    return answer
+
+
+@pytest.mark.parametrize("step", ["pick", "draft"])
+def test_a_failed_pick_or_pressure_test_keeps_the_answers_and_leaves_the_label_undecided(step):
+    qs = verdict_question_set()
+    script = VerdictScript(judge={"Does it show a runnable example?": "no"}, labels=["Improve"])
+    lm, _ = scripted_lm(failing(script, step))
+    judge = VerdictJudge(qs, pressure_test="always")
+    item = dspy.Example(item_id="a", input="a README section", output=SHORT, line=1)
+    done: list[ItemDone] = []
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        map_items([item], lambda _i, it: judge.item_work(it.input, it.output), done.append)
+    assert done[0].error is None  # the item is not failed: its answers come back
+    pred = done[0].result
+    assert pred.named_verdict is None and pred.label is None
+    assert pred.undecided.startswith("label not decided: ") and f"the {step} call failed" in pred.undecided
+    assert [(v.question_id, v.source, v.verdict) for v in pred.verdicts] == [
+        ("short", "code", "yes"), ("example", "lm", "no"), ("topic", "lm", "yes")]
+    row = item_result(judge, item, done[0], lm="scripted")
+    assert row.status == "error" and not row.complete and row.questions_answered == 3
+    assert row.error == pred.undecided and row.named_verdict is None and len(row.verdicts) == 3
+    assert row.lm == "scripted"

@@ -16,7 +16,7 @@ import dspy
 from binaryeval_dspy import verdict_rules
 from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.call_pool import ItemWork
-from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
 from binaryeval_dspy.programs.pressure_test import PressureTest
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord
@@ -105,11 +105,44 @@ class VerdictJudge(dspy.Module):
 
     def item_work(self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()) -> ItemWork:
         """One item for `map_items`: the evidence questions as independent calls, then the
-        label pick, pressure test and rules in the finish step (see `BinEval.item_work`)."""
+        label pick, pressure test and rules in the finish step (see `BinEval.item_work`).
+
+        A failed pick or pressure-test call does not fail the item, so no answer is lost:
+        the finish step then returns every answer (code checks and the LM's) with no
+        named verdict and ``undecided`` set to the failure (`undecided_prediction`); the
+        item is stored incomplete (status ``error``) and a rerun asks only its unanswered
+        questions and the pick again.
+        """
         evidence = self.evidence.item_work(input, output, previous)
-        return ItemWork(calls=evidence.calls,
-                        finish=lambda asked: self._decide(input, output, evidence.finish(asked)),
+
+        def finish(asked: list[QuestionVerdict]) -> dspy.Prediction:
+            assessed = evidence.finish(asked)
+            try:
+                return self._decide(input, output, assessed)
+            except Exception as exc:  # noqa: BLE001 - any failed step after the questions keeps the answers
+                return self.undecided_prediction(assessed, exc)
+
+        return ItemWork(calls=evidence.calls, finish=finish,
                         one_call_each=evidence.one_call_each, unsent=evidence.unsent)
+
+    def undecided_prediction(self, assessed: dspy.Prediction, failure: BaseException) -> dspy.Prediction:
+        """The prediction of an item whose answers are in but whose label could not be decided.
+
+        Args:
+            assessed: BinEval's prediction (the answers, and the score card).
+            failure: what the pick, the pressure test or the rules raised.
+
+        Returns:
+            `dspy.Prediction` with ``named_verdict`` and ``label`` None, every answer in
+            ``verdicts``, ``undecided`` (``"label not decided: <ErrorType>: <message>"``;
+            `binaryeval_dspy.runs.item_rows.item_result` stores it as the item's error,
+            never as a verdict) and, with aggregation "both", ``score`` and ``score_card``.
+        """
+        outputs = {"named_verdict": None, "label": None, "verdicts": assessed.verdicts,
+                   "undecided": f"label not decided: {error_text(failure)}"}
+        if self.aggregation == "both":
+            outputs.update(score=assessed.score, score_card=assessed.score_card)
+        return dspy.Prediction(**outputs)
 
     def _decide(self, input: str, output: str, assessed: dspy.Prediction) -> dspy.Prediction:
         """Pick, pressure-test and rule on a label from BinEval's answers (`assessed`)."""

@@ -43,8 +43,10 @@ def build_verdict_output(
 
     Args:
         results: item results that carry a ``named_verdict``; items with status
-            ``empty_output`` or ``error`` have none and are only counted (``counts``
-            gains those keys when there are any).
+            ``empty_output`` or ``error`` (not judged, or no label decided because a
+            call failed) are only counted (``counts`` gains those keys when there are
+            any). An incomplete item with a label is listed with ``complete`` False and
+            its answered count.
         question_set: the frozen question set they were judged with (needs a verdict policy).
         lm: the LM name to record.
         aggregation: "verdict" (scores left out) or "both" (score cards included).
@@ -70,6 +72,7 @@ def build_verdict_output(
         entries = evidence_entries(r, question_set)
         items.append(ItemVerdictOutput(
             item_id=r.item_id, output_hash=r.output_hash, verdict=nv.label, status=nv.status,
+            complete=r.complete, questions_answered=r.answered_count, questions_total=len(r.verdicts),
             is_pass=label.is_pass if label else None, action=label.action if label else None,
             decided_by=nv.decided_by, provisional_verdict=nv.provisional_label, reason=nv.reason,
             grounds=[e for e in entries if e.answer == "no"], evidence=entries, fatal_rule=nv.fatal_rule,
@@ -95,10 +98,14 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def item_verdict_lines(item: ItemVerdictOutput) -> list[str]:
-    """Plain-text lines for one item: verdict and action, fatal rule, grounds, code checks, pressure test."""
+    """Plain-text lines for one item: verdict and action, incompleteness, fatal rule, grounds, code checks,
+    pressure test."""
     head = (f"{item.item_id}: {item.verdict} -> {item.action}" if item.verdict is not None
             else f"{item.item_id}: UNPARSED (no declared label was picked; see attempts in results.jsonl)")
     lines = [head]
+    if not item.complete:
+        lines.append(f"  incomplete: {item.questions_answered} of {item.questions_total} questions answered "
+                     "(failed calls): the verdict was made without the rest; rerun the same command to ask them")
     if item.fatal_rule is not None:
         lines.append(f"  fatal rule: {item.fatal_rule.note}")
     if item.grounds:
@@ -154,5 +161,6 @@ def label_counts_table(output: VerdictOutput) -> Table:
     if output.counts.get("empty_output"):
         table.add_row("empty_output", "-", str(output.counts["empty_output"]), "nothing to judge: no LM call")
     if output.counts.get("error"):
-        table.add_row("error", "-", str(output.counts["error"]), "could not be judged: rerun the same command")
+        table.add_row("error", "-", str(output.counts["error"]),
+                      "not judged or no label decided (a call failed): rerun the same command")
     return table

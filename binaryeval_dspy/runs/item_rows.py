@@ -31,7 +31,10 @@ def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: It
 
     Usage and seconds of an earlier, incomplete attempt (`previous`) are added in. An
     item whose LM questions all failed gets status ``error`` with the first failure's
-    message, `lm` and, for a context overflow, its size and limit.
+    message, `lm` and, for a context overflow, its size and limit. So does an item whose
+    verdict could not be decided (the prediction's ``undecided``: `VerdictJudge`'s pick or
+    pressure-test call failed): it keeps every answer it got, has no named verdict and is
+    incomplete, so a rerun asks only its unanswered questions and decides again.
     """
     pred = done.result
     extra = _item_fields(item)
@@ -44,6 +47,7 @@ def item_result(program: Judge, item: dspy.Example, done: ItemDone, previous: It
         question_set_hash=program.question_set.content_hash, score_card=pred.get("score_card"),
         verdicts=pred.verdicts, fields=extra, usage=usage,
         seconds=round(seconds, 3), named_verdict=pred.get("named_verdict"),
+        **({"status": "error", "error": pred.get("undecided")} if pred.get("undecided") else {}),
     )
     if result.status == "error":
         result.lm, result.context_overflow = lm, parse_context_overflow(result.error)

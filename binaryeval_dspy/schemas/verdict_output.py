@@ -65,7 +65,15 @@ class ItemVerdictOutput(BaseModel):
         item_id: the item's id; output_hash: hash of the judged output.
         verdict: the final label (a declared name), or None when ``status`` is "unparsed".
         status: "decided" or "unparsed" (the LM named no declared label twice and no
-            fatal rule applied): branch on this before using ``verdict``.
+            fatal rule applied): branch on this before using ``verdict``. A decided
+            label of an item with ``complete`` False was decided without some answers.
+        complete: False when some question has no answer (its LM call failed: evidence
+            answer ``error``); the label was then decided from the answers there are, and
+            a rerun of the same command asks the rest and decides again (it may change).
+            True for an item with every question answered (yes, no or unparsed).
+        questions_answered: questions with an answer (yes, no or unparsed), of
+            ``questions_total``; None only in files written before this field existed.
+        questions_total: the item's questions (code-checked ones included).
         is_pass / action: from the declared label (None when unparsed).
         decided_by: "lm", "pressure_test" or "fatal_rule" (None when unparsed).
         provisional_verdict: the LM's pick before the code rules.
@@ -85,6 +93,9 @@ class ItemVerdictOutput(BaseModel):
     output_hash: str
     verdict: str | None
     status: Literal["decided", "unparsed"]
+    complete: bool = True
+    questions_answered: int | None = Field(default=None, ge=0)
+    questions_total: int | None = Field(default=None, ge=0)
     is_pass: bool | None
     action: str | None
     decided_by: Literal["lm", "pressure_test", "fatal_rule"] | None
@@ -111,7 +122,10 @@ class VerdictOutput(BaseModel):
         pressure_test: the pressure-test mode of the run.
         labels: the declared labels, best first; fatal_label: the label a fatal "no" forces.
         counts: items per label, plus "unparsed" for items with no decided label, and
-            "empty_output" / "error" for items that were not judged (not in `items`).
+            "empty_output" / "error" for items that were not judged or whose label could
+            not be decided because a call failed (not in `items`; their answers are in
+            ``results.jsonl``). Incomplete items are counted under their label: see
+            `ItemVerdictOutput.complete`.
         items: one `ItemVerdictOutput` per item, in results order.
 
     Example:
