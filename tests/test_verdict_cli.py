@@ -360,3 +360,11 @@ def test_verdicts_json_says_which_items_are_incomplete(tmp_path, fake_endpoint):
     assert "incomplete: 2 of 3 questions answered" in result.output
     assert result.output.count("questions answered (failed calls)") == 1  # the complete items say nothing
     VerdictOutput.model_validate(doc)
+
+
+def test_a_pick_that_alone_failed_is_named_on_the_terminal(tmp_path, fake_endpoint):
+    serve_script(fake_endpoint, VerdictScript(labels=["Improve"]))
+    fake_endpoint.fault = lambda body, _i: SERVER_ERROR_NOW if is_pick(body) else None
+    result, _out = evaluate_over_http(tmp_path, fake_endpoint, {"short-doc": OUTPUTS["short-doc"]})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "label not decided" in said, said  # every question answered, the pick failed

@@ -72,8 +72,10 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
         status ``empty_output`` without any LM call.
 
     Raises:
-        Exception: what a non-question step raised (e.g. the verdict pick); a failed
-            question call is an ``error`` verdict instead.
+        Exception: what a non-question step raised that the program does not record
+            itself; a failed question call is an ``error`` verdict instead, and a
+            VerdictJudge whose pick or pressure test failed gives a status ``error``
+            result with every answer kept (``VerdictJudge.item_work``).
     """
     if is_empty_output(item.output):
         return empty_item_result(program, item)
@@ -315,6 +317,8 @@ def run_resumable(
         store(item_id, result)
         is_complete = getattr(result, "complete", True)
         outcome.count_verdicts(getattr(result, "verdicts", ()))
+        if getattr(result, "status", None) == "error" and outcome.first_error is None:
+            outcome.first_error = result.error  # e.g. a verdict pick that failed after every question was answered
         if not is_complete:
             outcome.incomplete.append(item_id)
         if on_progress:
