@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
@@ -20,7 +21,11 @@ from binaryeval_dspy.cli.common import (
     quiet_libraries,
     remember_adapter,
 )
-from binaryeval_dspy.cli.evaluate_command import exit_for_outcome, record_endpoint_outcome, report_results
+from binaryeval_dspy.cli.evaluate_command import (
+    exit_for_outcome,
+    record_endpoint_outcome,
+    report_results,
+)
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
@@ -47,19 +52,52 @@ def default_rejudge_dir(previous: Path) -> Path:
 
 
 def changes_table(report: RejudgeReport) -> Table:
-    """A rich table of the re-judge: per item its status, the verdict (or score) before and after."""
+    """A rich table of the re-judge: per item its status (with how many questions an item
+    that could not be fully judged again answered), the verdict (or score) before and
+    after, whether it changed ("not compared" when an LM call failed in either run), the
+    answers that flipped and the questions that could not be compared."""
     table = Table(title=f"Re-judge of {report.previous_run} - LM: {report.lm}")
-    for col in ("item", "status", "before", "after", "changed", "answers flipped"):
+    for col in ("item", "status", "before", "after", "changed", "answers flipped", "not compared"):
         table.add_column(col)
     verdicts = report.aggregation != "score"
+    uncompared = set(report.not_compared)
     for c in report.items:
         def fmt(label: str | None, overall: float | None) -> str:
             if verdicts:
                 return label or "-"
             return "-" if overall is None else f"{overall:.2f}"
-        table.add_row(c.item_id, c.status, fmt(c.old_verdict, c.old_overall), fmt(c.new_verdict, c.new_overall),
-                      "yes" if c.changed else "", ", ".join(c.flipped_questions))
+        status = c.status
+        if c.questions_total is not None:
+            status = f"{c.status} ({c.questions_answered}/{c.questions_total} answered)"
+        changed = "yes" if c.changed else "not compared" if c.item_id in uncompared else ""
+        table.add_row(escape(c.item_id), status, escape(fmt(c.old_verdict, c.old_overall)),
+                      escape(fmt(c.new_verdict, c.new_overall)), changed, escape(", ".join(c.flipped_questions)),
+                      escape(", ".join(c.uncompared_questions)))
     return table
+
+
+def changes_summary(report: RejudgeReport) -> str:
+    """One line for the terminal: items per status, the changed verdicts and, apart, the
+    items whose verdict was not compared or that could not be fully judged again (failed
+    LM calls), each with how many questions it answered."""
+    counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
+    line = f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}."
+    uncompared = set(report.not_compared)
+    failures = ("incomplete", "error", "failed")
+    said = []
+    for c in report.items:
+        if c.status in failures and c.questions_total is not None:
+            said.append(f"{c.item_id} {c.status} ({c.questions_answered} of {c.questions_total} questions answered)")
+        elif c.status in failures:
+            said.append(f"{c.item_id} {c.status} (nothing stored)")
+        elif c.item_id in uncompared:
+            said.append(f"{c.item_id} (its previous result was incomplete)")
+    if said:
+        line += (f" {len(said)} item(s) with failed LM calls, in this run or the previous one, whose verdict is "
+                 f"not compared (never counted as changed): {', '.join(said)}.")
+    if any(c.status in failures for c in report.items):
+        line += " Rerun the same command to complete them."
+    return line
 
 
 @click.command("rejudge")
@@ -160,14 +198,13 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
         outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle,
                                 concurrency=concurrency, fail_on_errors=fail_on_errors)
     report = outcome.report
-    judged = {c.item_id for c in report.items if c.status in ("rejudged", "completed", "new")}
+    judged = {c.item_id for c in report.items
+              if c.status in ("rejudged", "completed", "new", "incomplete", "error")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test, print_only=judged, price_model=handle.priced_as())
     out_console.print(changes_table(report))
-    counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
-    console.print(f"{counts}; {len(report.changed)} verdict(s) changed: {', '.join(report.changed) or 'none'}. "
-                  f"Previous run left untouched; new run: {run_dir.path} (rejudge.json lists every item).",
-                  highlight=False)
+    console.print(f"{escape(changes_summary(report))} Previous run left untouched; new run: {run_dir.path} "
+                  "(rejudge.json lists every item).", highlight=False)
     record_endpoint_outcome(run_dir, outcome.evaluation, handle)
     exit_for_outcome(outcome.evaluation, fail_on_errors=fail_on_errors)
 

@@ -151,6 +151,22 @@ def _flipped(old: ItemResult, new: ItemResult) -> list[str]:
             and before[v.question_id] != v.verdict]
 
 
+def _uncompared(old: ItemResult, new: ItemResult | None) -> list[str]:
+    """Questions that could not be compared: their LM call failed in either run (every
+    question of `old` when there is no new result)."""
+    if new is None:
+        return [v.question_id for v in old.verdicts]
+    failed_before = {v.question_id for v in old.verdicts if not v.answered}
+    ids = [v.question_id for v in new.verdicts if not v.answered or v.question_id in failed_before]
+    asked_now = {v.question_id for v in new.verdicts}
+    return ids + [v.question_id for v in old.verdicts if v.question_id in failed_before - asked_now]
+
+
+def _first_error(result: ItemResult) -> str | None:
+    """The item's error (status ``error``), else its first failed call's."""
+    return result.error or next((v.error for v in result.verdicts if not v.answered and v.error), None)
+
+
 def _label(result: ItemResult | None) -> str | None:
     return result.named_verdict.label if result is not None and result.named_verdict is not None else None
 
@@ -161,45 +177,76 @@ def _overall(result: ItemResult | None) -> float | None:
 
 def compare_runs(
     previous: Sequence[ItemResult], current: Sequence[ItemResult], plan: RejudgePlan, *, order: Sequence[str],
-    aggregation: str, failed: Sequence[str] = (),
+    aggregation: str, failed: Sequence[str] | Sequence[tuple[str, str]] = (),
 ) -> list[ItemChange]:
     """One `ItemChange` per item of `order` (then the removed ones), judged items compared
-    with their previous result (pure)."""
+    with their previous result (pure).
+
+    A judged item whose new result has failed LM calls gets status "incomplete" (some
+    answered) or "error" (it could not be judged), with how many questions it answered;
+    one without a result gets "failed" (judging raised and nothing was stored; `failed`,
+    ids or (id, error message) pairs, gives the error). A change (``changed``) is claimed
+    only between two complete results; questions whose call failed on either side are
+    listed in ``uncompared_questions``, never as flips.
+    """
     old = {r.item_id: r for r in previous}
     new = {r.item_id: r for r in current}
+    failures = dict((f, None) if isinstance(f, str) else f for f in failed)
     scored = aggregation in ("score", "both")
     changes: list[ItemChange] = []
-    judged = set(plan.changed_ids) | set(plan.new_ids) | set(plan.completed_ids)
     for item_id in order:
         before, after = old.get(item_id), new.get(item_id)
-        if item_id in failed or (item_id in judged and after is None):
-            status = "failed"
-        elif item_id in plan.new_ids:
-            status = "new"
+        if item_id in plan.new_ids:
+            reason = "new"
         elif item_id in plan.changed_ids:
-            status = "rejudged"
+            reason = "rejudged"
         elif item_id in plan.completed_ids:
-            status = "completed"
+            reason = "completed"
         else:
-            status = "unchanged"
-        judged_again = status in ("rejudged", "completed")
+            reason = None
+        if reason is not None and after is None:
+            status = "failed"
+        elif reason is not None and after.status == "error":
+            status = "error"
+        elif reason is not None and not after.complete:
+            status = "incomplete"
+        else:
+            status = reason or "unchanged"
+        failure = status in ("incomplete", "error", "failed")
+        compared = (reason in ("rejudged", "completed") and before is not None and after is not None
+                    and before.complete and after.complete)
         if aggregation == "score":
-            changed = judged_again and _overall(before) != _overall(after)
+            changed = compared and _overall(before) != _overall(after)
         else:
-            changed = judged_again and _label(before) != _label(after)
+            changed = compared and _label(before) != _label(after)
         changes.append(ItemChange(
-            item_id=item_id, status=status, old_verdict=_label(before),
-            new_verdict=_label(after) if status != "failed" else None,
+            item_id=item_id, status=status, reason=reason if failure else None, old_verdict=_label(before),
+            new_verdict=_label(after) if status != "error" else None,
             old_overall=_overall(before) if scored else None,
-            new_overall=_overall(after) if scored and status != "failed" else None,
+            new_overall=_overall(after) if scored and status != "error" else None,
             changed=changed,
             flipped_questions=_flipped(before, after) if before is not None and after is not None else [],
+            uncompared_questions=_uncompared(before, after) if before is not None and reason is not None else [],
+            questions_answered=after.answered_count if status in ("incomplete", "error") else None,
+            questions_total=len(after.verdicts) if status in ("incomplete", "error") else None,
+            error=_first_error(after) if status in ("incomplete", "error") else failures.get(item_id),
         ))
     for item_id in plan.removed_ids:
         before = old[item_id]
         changes.append(ItemChange(item_id=item_id, status="removed", old_verdict=_label(before),
                                   old_overall=_overall(before) if scored else None))
     return changes
+
+
+def not_compared(changes: Sequence[ItemChange], previous: Sequence[ItemResult]) -> list[str]:
+    """Ids of judged items whose verdict could not be compared with the previous one: an LM
+    call failed in either run (the new result is incomplete, an error or missing, or the
+    previous one was incomplete). New items have nothing to compare and are not listed."""
+    before = {r.item_id: r for r in previous}
+    judged_again = ("rejudged", "completed", "incomplete", "error", "failed")
+    return [c.item_id for c in changes
+            if c.status in judged_again and c.reason != "new" and c.item_id in before
+            and (c.status in ("incomplete", "error", "failed") or not before[c.item_id].complete)]
 
 
 @dataclass
@@ -244,7 +291,9 @@ def rejudge_items(
         concurrency, fail_on_errors: as in `evaluate_items`.
 
     Returns:
-        A `RejudgeOutcome`; ``rejudge.json`` is written into `run_dir`.
+        A `RejudgeOutcome`; ``rejudge.json`` is written into `run_dir`. An item whose new
+        LM calls failed is reported "incomplete" or "error" (stored with every answer it
+        got; rerunning completes it) and listed in ``not_compared``, never in ``changed``.
 
     Raises:
         RunStateError: `run_dir` is `previous` (old results are never overwritten),
@@ -272,15 +321,16 @@ def rejudge_items(
     current = {r.item_id: r for r in run_dir.read_results()}
     order = [str(i.item_id) for i in items]
     results = [current[i] for i in order if i in current]
-    failed = [item_id for item_id, _ in [*outcome.failed, *outcome.errors]]
-    changes = compare_runs(previous_results, results, plan, order=order, aggregation=aggregation, failed=failed)
+    changes = compare_runs(previous_results, results, plan, order=order, aggregation=aggregation,
+                           failed=outcome.failed)  # items stored as status error rows are in `results`
     counts: dict[str, int] = {}
     for change in changes:
         counts[change.status] = counts.get(change.status, 0) + 1
     report = RejudgeReport(
         previous_run=str(previous.path), run=str(run_dir.path), question_set_hash=old_manifest.question_set_hash,
         lm=manifest.lm, aggregation=aggregation, items_path=manifest.items_path, counts=counts,
-        changed=[c.item_id for c in changes if c.changed], items=changes,
+        changed=[c.item_id for c in changes if c.changed], not_compared=not_compared(changes, previous_results),
+        items=changes,
     )
     path = Path(run_dir.path) / REJUDGE_FILE
     path.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
