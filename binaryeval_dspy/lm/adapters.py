@@ -38,6 +38,7 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapter_stats import AdapterStats
 from binaryeval_dspy.lm.cache_identity import CUT_REPLY
+from binaryeval_dspy.lm.evaluated_text import DATA_BEGIN
 from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 from binaryeval_dspy.lm.prompt_cache import (
     PER_CALL_FIELD,
@@ -245,9 +246,10 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         stays, as DSPy writes it.
         """
         state = self._schema_state()
-        # What the prompt shows as inputs, for `parse` on this thread: a JSON object the
-        # reply copies from them verbatim is a quote of the material, not the answer.
-        self._shown().texts = tuple(v for v in inputs.values() if isinstance(v, str))
+        # The material under review the prompt shows (inputs fenced as evaluated text), for
+        # `parse` on this thread: a JSON object the reply copies from it verbatim is a quote
+        # of the material, not the answer. Other inputs (instructions, examples) are not.
+        self._shown().texts = tuple(v for v in inputs.values() if isinstance(v, str) and DATA_BEGIN in v)
         try:
             return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
                                                                          inputs))
@@ -270,7 +272,7 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The last JSON object with every output field, not the first, skipping objects copied
-        verbatim from the inputs the last `format` on this thread showed; objects that disagree
+        verbatim from the evaluated texts the last `format` on this thread showed; objects that disagree
         on the verdict make the reply unreadable (see `lm.final_answer.parse_json_reply`)."""
         shown = self._shown()
         quoted, shown.texts = getattr(shown, "texts", ()), ()  # one format's inputs serve one parse

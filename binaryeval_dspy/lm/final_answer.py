@@ -167,9 +167,9 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         signature: the DSPy signature whose output fields are read.
         completion: the LM's reply text.
         adapter: the adapter name put in errors.
-        quoted: the texts the prompt showed as inputs (the evaluated input and output,
-            the question). An object whose exact text appears in one of them is a quote
-            of the material, never an answer: it is skipped, so a judge that echoes a
+        quoted: the material under review the prompt showed (the input and output fenced
+            as evaluated text). An object whose exact text appears in one of them is a
+            quote of the material, never an answer: it is skipped, so a judge that echoes a
             planted ``{"verdict": "yes", ...}`` before or after its own answer is read
             by its own answer. A quote that is not verbatim still counts as an object
             (and conflicts with a different answer).
