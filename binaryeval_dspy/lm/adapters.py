@@ -59,12 +59,24 @@ CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
 EMPTY_REPLY_REASON = "empty or null response"
 
 
+def reply_text(lm_response: object) -> str:
+    """The text of the reply an `AdapterParseError` carries (DSPy hands a string, or an output
+    dict with ``text``); "" when there was none."""
+    if isinstance(lm_response, dict):
+        return str(lm_response.get("text") or "")
+    return str(lm_response or "")
+
+
+def is_empty_reply(exc: AdapterParseError) -> bool:
+    """True when the reply behind `exc` held no text (none, or only whitespace): the LM gave
+    no answer, which a judgment records as a failed call (``error``), not as ``unparsed``."""
+    return (EMPTY_REPLY_REASON in str(getattr(exc, "message", "") or "")
+            or not reply_text(getattr(exc, "lm_response", None)).strip())
+
+
 def _count_parse_failure(stats: AdapterStats, exc: AdapterParseError) -> None:
-    """Count a reply that did not parse; an empty reply (no text, or only whitespace) is not
-    one: the judgment records it as a failed call (``error``), not as ``unparsed``."""
-    reply = getattr(exc, "lm_response", None)
-    text = reply.get("text") if isinstance(reply, dict) else reply
-    if EMPTY_REPLY_REASON not in str(getattr(exc, "message", "") or "") and str(text or "").strip():
+    """Count a reply that did not parse; an empty reply (`is_empty_reply`) is not one."""
+    if not is_empty_reply(exc):
         stats.add("parse_failures")
 
 

@@ -15,8 +15,7 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, judging_adapter
-from binaryeval_dspy.lm.adapters import EMPTY_REPLY_REASON as _EMPTY_REPLY_REASON
+from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_adapter, reply_text
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -53,14 +52,6 @@ _TOP_LOGPROBS = 5
 
 
 _EMPTY_REPLY = "EmptyReply: the LM's reply held no answer (no choices or no text)"
-
-
-def _reply_text(lm_response: object) -> str:
-    """The text of the reply an `AdapterParseError` carries (DSPy hands a string, or an output
-    dict with ``text``); "" when there was none."""
-    if isinstance(lm_response, dict):
-        return str(lm_response.get("text") or "")
-    return str(lm_response or "")
 
 
 def _parse_reason(exc: AdapterParseError) -> str:
@@ -269,8 +260,8 @@ class BinEval(dspy.Module):
             pred = self._ask(fields)
         except AdapterParseError as exc:
             cut = str(getattr(exc, "message", "")).startswith(CUT_REPLY_NOTE)
-            raw = _reply_text(exc.lm_response)
-            if not raw.strip() or _EMPTY_REPLY_REASON in str(getattr(exc, "message", "")):
+            raw = reply_text(exc.lm_response)
+            if is_empty_reply(exc):
                 # a 200 with no choices or an empty message: no answer, not an unreadable one
                 return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
             pred = _salvage(raw, self.judge.signature)
