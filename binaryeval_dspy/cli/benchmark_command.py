@@ -17,6 +17,7 @@ from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
     build_lm,
+    with_run_settings,
     check_writable_file,
     console,
     friendly_errors,
@@ -51,6 +52,7 @@ from binaryeval_dspy.reports.benchmark_report import rerender_from_metrics, writ
 from binaryeval_dspy.reports.render import Table as ReportTable
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
+from binaryeval_dspy.settings import RunSettings
 
 
 def _methods(value: str) -> list[str]:
@@ -117,12 +119,12 @@ _print_main_table = print_main_table  # the name before it was public
 @run_options
 @lm_options
 @friendly_errors
+@with_run_settings
 def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
                       data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
                       logprobs: str, n_resamples: int, constant_predictions: str, no_figures: bool,
-                      concurrency: int, fail_on_errors: bool,
                       no_explanations: bool, lm_spec: str, lm_model: str | None,
-                      api_key_env: str | None, max_tokens: int) -> None:
+                      api_key_env: str | None, max_tokens: int, settings: RunSettings) -> None:
     """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
     quiet_libraries()
     spec = get_benchmark(name)
@@ -147,7 +149,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
             absent = ", ".join(d for d in spec.dimensions if d not in covered)
             console.print(f"[yellow]The rubric has no criteria for {absent}: the G-Eval- and UniEval-style "
                           "baselines will report n/a there.[/yellow]")
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings) if LM_METHODS & set(chosen) else None
     question_path = question_set = None
     if task is not None and "bineval" in chosen:
         question_path = task.question_set_path(questions_choice, handle)
@@ -167,7 +169,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                 methods=chosen, limit=limit, sample=sample, seed=seed,
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
-    in_flight = 1 if handle is None or handle.embedded else concurrency
+    in_flight = settings.in_flight(handle)
     with ItemProgress(console, in_flight=in_flight) as progress:
         tasks: dict[str, int] = {}
 
@@ -180,8 +182,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
-                                 on_method_start=on_start, on_progress=on_progress, concurrency=concurrency,
-                                 explanations=not no_explanations, fail_on_errors=fail_on_errors)
+                                 on_method_start=on_start, on_progress=on_progress, settings=settings,
+                                 explanations=not no_explanations)
     failed = {m: o.failed for m, o in outcomes.items() if o.failed}
     interrupted = any(o.interrupted for o in outcomes.values())
     md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
@@ -215,7 +217,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     if interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         leave_after_interrupt(130)
-    if stopped or (fail_on_errors and incomplete):
+    if stopped or (settings.fail_on_errors and incomplete):
         raise SystemExit(1)
 
 
@@ -270,9 +272,10 @@ def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: in
 @click.option("--max-requirements", default=8, show_default=True, type=click.IntRange(min=1))
 @lm_options
 @friendly_errors
+@with_run_settings
 def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, max_requirements: int,
                                 lm_spec: str, lm_model: str | None, api_key_env: str | None,
-                                max_tokens: int) -> None:
+                                max_tokens: int, settings: RunSettings) -> None:
     """Generate the question set of each benchmark's task prompt with --lm (all benchmarks by default).
 
     Writes <tasks dir>/<benchmark>/questions.generated-<lm>.json beside the task prompt.
@@ -294,7 +297,7 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
             raise InputError("the task prompt file is empty", path=task.task_prompt,
                              fix="write the instructions the evaluated outputs were written for.")
         prompts[folder] = (task, prompt)
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
     for folder, (task, prompt) in prompts.items():
         spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
         target = task.generated_questions(lm_tag(handle))

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cli.common import (
+    with_run_settings,
     build_lm,
     check_writable_file,
     console,
@@ -29,6 +30,7 @@ from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module
 from binaryeval_dspy.programs.question_generator import QuestionGenerator, normalize_dimension
 from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.settings import RunSettings
 
 
 @click.command("questions")
@@ -41,8 +43,10 @@ from binaryeval_dspy.schemas.question_set import QuestionSet
 @click.option("--max-requirements", default=12, show_default=True, type=click.IntRange(min=1))
 @lm_options
 @friendly_errors
+@with_run_settings
 def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | None, max_requirements: int,
-                      lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
+                      lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
+                      settings: RunSettings) -> None:
     """Generate binary questions from the task prompt in TASK_PROMPT_FILE.
 
     Prints the questions, a provenance summary (generated / merged / fallback templates /
@@ -72,7 +76,7 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
         if not dims:
             raise InputError(f"no usable dimension name in {dimensions!r}", field="--dimensions",
                              fix="give comma-separated names such as coherence,fluency (letters, digits, _).")
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
     generator = QuestionGenerator(dimensions=dims, max_requirements=max_requirements)
     # the generator logs its report's warnings for library users; this command prints them itself
     generator_logger = logging.getLogger(question_generator_module.__name__)

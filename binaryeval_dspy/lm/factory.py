@@ -58,16 +58,6 @@ class LMHandle:
         adapter_reason: why that adapter was chosen (one sentence, for logs/manifests).
         adapter_stats: the adapter's counters (`AdapterStats`), or None for an adapter
             not built by `choose_adapter`.
-        price_model: the LiteLLM id to price this LM's calls as (``--price-model``);
-            None prices it by what it is (`priced_as`).
-        warm_prefix: send an item's first question alone before the rest
-            (``--warm-prefix`` / ``--no-warm-prefix``); None: on for a hosted model
-            with more than one call in flight (`prompt_cache.default_warm_prefix`).
-        cost_budget: the ``--max-cost`` budget (a `CostBudget`) runs with this LM
-            stop at, or None.
-        cache_padding: ``"auto"`` (pad an item's shared prompt prefix up to the provider's
-            cache minimum where that is cheaper) or ``"off"`` (``--cache-padding``; see
-            `binaryeval_dspy.lm.cache_padding`).
     """
 
     lm: dspy.LM
@@ -78,10 +68,6 @@ class LMHandle:
     adapter_name: str = ""
     adapter_reason: str = ""
     adapter_stats: AdapterStats | None = field(default=None, repr=False)
-    price_model: str | None = None
-    warm_prefix: bool | None = None
-    cost_budget: Any = field(default=None, repr=False)
-    cache_padding: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.adapter_name:
@@ -90,11 +76,10 @@ class LMHandle:
             self.adapter_stats = getattr(self.adapter, "stats", None)
 
     def priced_as(self) -> str | None:
-        """The model whose prices this LM's calls are estimated at: `price_model` if set,
-        ``"local"`` for the embedded model (costs 0), None for a served model reached by
-        base URL (unknown), else the LiteLLM id (see `binaryeval_dspy.lm.pricing`)."""
-        if self.price_model:
-            return self.price_model
+        """The model whose prices this LM's calls are estimated at by what it is: ``"local"``
+        for the embedded model (costs 0), None for a served model reached by base URL
+        (unknown), else the LiteLLM id (see `binaryeval_dspy.lm.pricing`). A run's
+        ``price_model`` setting overrides it (`RunSettings.price_model_for`)."""
         if self.embedded:
             return LOCAL
         kwargs = getattr(self.lm, "kwargs", None) or {}

@@ -229,11 +229,8 @@ def default_warm_prefix(handle: Any, concurrency: int) -> bool:
 
 
 def warm_prefix_in_effect(handle: Any, warm_prefix: bool | None, concurrency: int) -> bool:
-    """Whether a run sends each item's first question alone: `warm_prefix` when given, else
-    ``handle.warm_prefix`` when set (``--warm-prefix`` / ``--no-warm-prefix``), else
-    `default_warm_prefix`."""
-    if warm_prefix is None:
-        warm_prefix = getattr(handle, "warm_prefix", None)
+    """Whether a run sends each item's first question alone: the run's `warm_prefix` setting
+    when given (True / False), else `default_warm_prefix`."""
     if warm_prefix is None:
         warm_prefix = default_warm_prefix(handle, concurrency)
     return bool(warm_prefix)

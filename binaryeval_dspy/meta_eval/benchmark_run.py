@@ -39,6 +39,7 @@ from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
 __all__ = [  # the run directory's files live in benchmark_files.py; imported from here as before
     "BENCHMARK_RUN_SCHEMA_VERSION",
@@ -182,9 +183,8 @@ def run_benchmark(
     logprobs: LogprobMode = "auto",
     on_method_start: Callable[[str, int], None] | None = None,
     on_progress: ProgressHook | None = None,
-    concurrency: int = 1,
+    settings: RunSettings | None = None,
     explanations: bool = True,
-    fail_on_errors: bool = False,
 ) -> dict[str, EvaluationOutcome]:
     """Run each requested method over the items into its own directory of `run`.
 
@@ -201,10 +201,11 @@ def run_benchmark(
         logprobs: log-probability mode of the baselines.
         on_method_start: called with (method, number of items) before each method.
         on_progress: called with (method, result or None, status) after each item.
-        concurrency: LM calls in flight (BinEval: across items and questions; the
-            baselines: items at once). The embedded model always runs with 1.
+        settings: how to judge (`RunSettings`): the engine and calls in flight (BinEval:
+            across items and questions; the baselines: items at once; the embedded model
+            always one at a time), ``cache_padding``, and ``fail_on_errors`` (stop BinEval
+            at the first item with a failed call; the baselines ignore it).
         explanations: False runs BinEval verdict-only (see `BinEval`).
-        fail_on_errors: stop BinEval at the first item with a failed call.
 
     Returns:
         method -> `EvaluationOutcome` (results include earlier sessions). After Ctrl-C
@@ -215,6 +216,8 @@ def run_benchmark(
         InputError: unknown method, or an LM method without an LM.
         RunStateError: a method directory holds results of another LM or configuration.
     """
+    settings = settings or RunSettings()
+    baseline_settings = settings.model_copy(update={"fail_on_errors": False})  # a baseline item fails alone
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError(f"unknown method(s) {unknown}; expected some of {', '.join(METHODS)}", field="methods")
@@ -242,15 +245,14 @@ def run_benchmark(
                 config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
             config.update(adapter=handle.adapter_name, adapter_reason=handle.adapter_reason,  # type: ignore[union-attr]
-                          explanations=explanations, cache_padding=handle.cache_padding)  # type: ignore[union-attr]
+                          explanations=explanations, cache_padding=settings.cache_padding)  # type: ignore[union-attr]
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,
                                    config=config)
             outcomes[method] = evaluate_items(BinEval(question_set, explanations=explanations),
                                               _bineval_items(items), run.method_dir(method), manifest, lm=handle,
-                                              on_progress=progress, concurrency=concurrency,
-                                              fail_on_errors=fail_on_errors)
+                                              on_progress=progress, settings=settings)
             continue
         if method == "rouge":
             scorer = RougeL()
@@ -265,7 +267,7 @@ def run_benchmark(
                                    question_set_hash=f"rougeL-stemmer-{scorer.use_stemmer}",
                                    question_set_path="(none)", items_path=data_source, config=config)
             outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                          manifest, lm=None, on_progress=progress, concurrency=concurrency)
+                                          manifest, lm=None, on_progress=progress, settings=baseline_settings)
             continue
         judge: dspy.Module = (GEvalJudge if method == "geval" else UniEvalJudge)(
             rubric, dimensions=dims, logprobs=logprobs)
@@ -278,5 +280,5 @@ def run_benchmark(
                                question_set_path=str(run.rubric_path), items_path=data_source,
                                config={**config, "logprobs": logprobs})
         outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                      manifest, lm=handle, on_progress=progress, concurrency=concurrency)
+                                      manifest, lm=handle, on_progress=progress, settings=baseline_settings)
     return outcomes

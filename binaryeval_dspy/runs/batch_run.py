@@ -101,6 +101,7 @@ from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +247,7 @@ def run_batch(
     api: BatchAPI | None = None,
     on_event: EventFn | None = None,
     before_submit: Callable[[list[dict]], None] | None = None,
+    run_settings: RunSettings | None = None,
 ) -> BatchRunOutcome:
     """One batch-mode invocation over `items` into `run_dir` (see the module docstring).
 
@@ -262,6 +264,8 @@ def run_batch(
         api_key_env: ``--api-key-env`` of a base-URL LM (its name is recorded, never the key).
         api: the provider's batch API (default: `BatchAPI.for_handle`).
         on_event: called with one line per notable step (batch created, ended, ...).
+        run_settings: the run's `RunSettings` (its ``cache_padding`` and ``price_model``);
+            None: the defaults.
         before_submit: called with the request bodies about to be submitted (before
             anything is written or sent); raising refuses the submission (e.g. a
             ``--max-cost`` budget). Not called when there is nothing new to submit.
@@ -309,7 +313,9 @@ def run_batch(
         evaluation.skipped_items = sum(1 for r in stored if r.item_id in wanted and r.complete)
         interrupted = stopped = False
         # the requests are formatted by the live adapter, so they are padded as live calls are (at batch prices)
-        padding = cache_padding_for(handle, calls_per_item=lm_question_count(program.question_set), batch=True)
+        how = run_settings or RunSettings()
+        padding = cache_padding_for(handle, calls_per_item=lm_question_count(program.question_set),
+                                    policy=how.cache_padding, price_model=how.price_model_for(handle), batch=True)
         try:
             with padding_installed(handle, padding):
                 run.reconcile()
