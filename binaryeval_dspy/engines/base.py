@@ -85,7 +85,7 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
 
         return LiveEngine(settings.in_flight(handle))
     if name == "ray":
-        from binaryeval_dspy.engines.ray_engine import RayEngine  # noqa: I001
+        from binaryeval_dspy.engines.ray_engine import RayEngine
 
         return RayEngine(handle, settings)
     raise ConfigError(f"the {name} engine is not run through make_engine",
