@@ -48,7 +48,7 @@ def evaluate_in_batch(program: Any, items: list, run_dir: Any, manifest: Any, ha
     console.print(escape(f"Batch mode: {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter) through the provider's batch API -> "
                          f"{run_dir.path}"))
-    outcome = run_batch(program, items, run_dir, manifest, handle, api_key_env=api_key_env, run_settings=settings,
+    outcome = run_batch(program, items, run_dir, manifest, handle, api_key_env=api_key_env, settings=settings,
                         on_event=lambda line: console.print(f"[dim]{escape(line)}[/dim]", highlight=False))
     evaluation = outcome.evaluation
     wanted = {str(i.item_id) for i in items}

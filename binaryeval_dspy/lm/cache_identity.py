@@ -51,12 +51,6 @@ from binaryeval_dspy.lm.schema_format import (
 )
 
 logger = logging.getLogger(__name__)
-# Serializes schema-dialect probes (rare: only until an LM's first schema call settles it).
-_PROBE_LOCK = threading.Lock()
-#: How long a call waits for another call's schema probe before probing itself (seconds).
-#: The probe is one attempt at the endpoint's own pace: a hung first request must not hold
-#: every other call for the whole timeout.
-PROBE_WAIT_SECONDS = 5.0
 
 #: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
@@ -290,27 +284,22 @@ class CacheScopedLM(dspy.LM):
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         """As `dspy.LM.__call__`, with the cache key scoped to this LM's endpoint or engine.
 
-        While the schema dialect is unknown, one thread probes and the others wait for
-        its outcome, so a run with many calls in flight sends one refused request, not
-        one per worker. A thread waits at most `PROBE_WAIT_SECONDS` and then probes
-        itself: a probe that hangs until the timeout does not hold up the whole run.
+        While the schema dialect is unknown, every call is a probe: it goes out at once in
+        OpenAI's ``json_schema`` form, as one attempt; the first success settles the dialect
+        and a refusal of the form switches the LM to ``json_object`` and re-sends that call.
+        No call waits for another's probe, so the first round of a run is not held back by
+        one request (a server that refuses the form refuses at most the calls already in
+        flight, once each; a refusal is immediate and carries no tokens).
         """
         kwargs = self._shaped(kwargs)
         if self._probing(kwargs):
-            waited = _PROBE_LOCK.acquire(timeout=PROBE_WAIT_SECONDS)
             try:
-                kwargs = self._shaped(kwargs)  # another thread may have settled the dialect meanwhile
-                if self._probing(kwargs):
-                    try:
-                        outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
-                    except LMError as exc:
-                        kwargs = self._after_failed_probe(exc, kwargs)
-                    else:
-                        self.schema_dialect = "json_schema"
-                        return outputs
-            finally:
-                if waited:
-                    _PROBE_LOCK.release()
+                outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
+            except LMError as exc:
+                kwargs = self._after_failed_probe(exc, kwargs)
+            else:
+                self.schema_dialect = "json_schema"
+                return outputs
         return self._run(self, prompt, messages, kwargs)
 
     @with_callbacks

@@ -247,7 +247,7 @@ def run_batch(
     api: BatchAPI | None = None,
     on_event: EventFn | None = None,
     before_submit: Callable[[list[dict]], None] | None = None,
-    run_settings: RunSettings | None = None,
+    settings: RunSettings | None = None,
 ) -> BatchRunOutcome:
     """One batch-mode invocation over `items` into `run_dir` (see the module docstring).
 
@@ -264,7 +264,7 @@ def run_batch(
         api_key_env: ``--api-key-env`` of a base-URL LM (its name is recorded, never the key).
         api: the provider's batch API (default: `BatchAPI.for_handle`).
         on_event: called with one line per notable step (batch created, ended, ...).
-        run_settings: the run's `RunSettings` (its ``cache_padding`` and ``price_model``);
+        settings: the run's `RunSettings` (its ``cache_padding`` and ``price_model``);
             None: the defaults.
         before_submit: called with the request bodies about to be submitted (before
             anything is written or sent); raising refuses the submission (e.g. a
@@ -298,12 +298,12 @@ def run_batch(
         stored = run_dir.read_results()
         check_stored_items(stored, items, manifest)
         existing = run.store.load()
-        settings = run_settings(manifest)
+        request_settings = run_settings(manifest)
         if existing is not None:
             _check_same_target(existing, target, run.store.state_path)
-            _check_same_settings(existing, settings, run.store.state_path)
+            _check_same_settings(existing, request_settings, run.store.state_path)
             run.state = existing
-        run.state.run_settings = settings
+        run.state.run_settings = request_settings
         manifest = run_dir.start(manifest)
         run.manifest = manifest
         run_dir.freeze_question_set(program.question_set)
@@ -313,7 +313,7 @@ def run_batch(
         evaluation.skipped_items = sum(1 for r in stored if r.item_id in wanted and r.complete)
         interrupted = stopped = False
         # the requests are formatted by the live adapter, so they are padded as live calls are (at batch prices)
-        how = run_settings or RunSettings()
+        how = settings or RunSettings()
         padding = cache_padding_for(handle, calls_per_item=lm_question_count(program.question_set),
                                     policy=how.cache_padding, price_model=how.price_model_for(handle), batch=True)
         try:
