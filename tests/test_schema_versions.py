@@ -17,7 +17,7 @@ from binaryeval_dspy.errors import InputError, QuestionSetError
 from binaryeval_dspy.ifbench.evaluation import IFBenchResult
 from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun, BenchmarkRunConfig
 from binaryeval_dspy.meta_eval.method_run import MethodItemResult
-from binaryeval_dspy.runs.batch_run import BatchState, BatchStore
+from binaryeval_dspy.runs.batch_journal import BatchState, BatchStore
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.optimization_history import OptimizationHistory

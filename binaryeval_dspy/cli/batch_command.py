@@ -20,14 +20,13 @@ from rich.table import Table
 
 from binaryeval_dspy.cli.common import console, friendly_errors, leave_after_interrupt, out_console
 from binaryeval_dspy.cli.run_outcome import record_endpoint_outcome, report_results
-from binaryeval_dspy.runs.batch_run import (
+from binaryeval_dspy.runs.batch_journal import iso
+from binaryeval_dspy.runs.batch_run import BatchRunOutcome, run_batch
+from binaryeval_dspy.runs.batch_status import (
     REQUEST_STATES,
-    BatchRunOutcome,
     BatchStatusReport,
     batch_status,
-    iso,
     resolve_submission,
-    run_batch,
 )
 from binaryeval_dspy.settings import RunSettings
 

@@ -17,7 +17,6 @@ from rich.table import Table
 
 from binaryeval_dspy.cli.common import (
     build_lm,
-    with_run_settings,
     check_writable_file,
     console,
     friendly_errors,
@@ -27,6 +26,7 @@ from binaryeval_dspy.cli.common import (
     quiet_libraries,
     run_options,
     slug,
+    with_run_settings,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import (

@@ -15,7 +15,6 @@ from rich.markup import escape
 from binaryeval_dspy.cli.console import console
 from binaryeval_dspy.errors import BinEvalError
 
-
 #: Run settings (`binaryeval_dspy.settings.RunSettings` fields) as the command line spells them.
 SETTING_FLAGS = {
     "engine": "--engine", "ray_address": "--ray-address", "concurrency": "--concurrency",

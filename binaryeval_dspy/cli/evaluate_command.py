@@ -29,12 +29,16 @@ from binaryeval_dspy.cli.common import (
     with_run_settings,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.run_outcome import (
+    exit_for_outcome,
+    record_endpoint_outcome,
+    report_results,
+)
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
-from binaryeval_dspy.cli.run_outcome import exit_for_outcome, record_endpoint_outcome, report_results
-from binaryeval_dspy.runs.batch_run import check_no_pending_batches
+from binaryeval_dspy.runs.batch_status import check_no_pending_batches
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
 from binaryeval_dspy.schemas.item_result import ItemResult

@@ -17,7 +17,6 @@ from rich.progress import (
 )
 
 from binaryeval_dspy.cli.common import (
-    with_run_settings,
     build_lm,
     console,
     friendly_errors,
@@ -25,6 +24,7 @@ from binaryeval_dspy.cli.common import (
     out_console,
     quiet_libraries,
     slug,
+    with_run_settings,
 )
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import (

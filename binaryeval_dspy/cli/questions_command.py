@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cli.common import (
-    with_run_settings,
     build_lm,
     check_writable_file,
     console,
@@ -25,6 +24,7 @@ from binaryeval_dspy.cli.common import (
     lm_options,
     out_console,
     quiet_libraries,
+    with_run_settings,
 )
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module

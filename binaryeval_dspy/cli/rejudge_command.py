@@ -20,7 +20,11 @@ from binaryeval_dspy.cli.common import (
     out_console,
     quiet_libraries,
 )
-from binaryeval_dspy.cli.run_outcome import exit_for_outcome, record_endpoint_outcome, report_results
+from binaryeval_dspy.cli.run_outcome import (
+    exit_for_outcome,
+    record_endpoint_outcome,
+    report_results,
+)
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval

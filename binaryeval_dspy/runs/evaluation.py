@@ -20,10 +20,10 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
+from binaryeval_dspy.data.text_checks import is_empty_output, item_output_is_empty
 from binaryeval_dspy.engines.base import Engine, make_engine
 from binaryeval_dspy.engines.local import LocalEngine
+from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.lm.item_work import ItemDone, ItemWork, StopItems
@@ -344,7 +344,7 @@ def run_resumable(
             raise StopItems
 
     def planned(_index: int, item: dspy.Example) -> ItemWork:
-        if empty_result is not None and _has_empty_output(item):
+        if empty_result is not None and item_output_is_empty(item):
             return ItemWork(calls=[], finish=lambda _results: _EMPTY_OUTPUT)  # no program, no LM call
         work = plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
         if warm_prefix and len(work.calls) > 1:
@@ -384,13 +384,6 @@ def run_resumable(
 
 _EMPTY_OUTPUT = object()  # what the finish of an empty-output item returns (no call was made)
 
-
-def _has_empty_output(item: dspy.Example) -> bool:
-    """True when the item has an ``output`` field that is None or a text `is_empty_output` finds empty."""
-    if "output" not in item:
-        return False
-    output = item.output
-    return output is None or (isinstance(output, str) and is_empty_output(output))
 
 
 def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[Any]:
