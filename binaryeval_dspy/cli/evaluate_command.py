@@ -187,7 +187,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         console.print(f"{len(outcome.empty_outputs)} item(s) with an empty output recorded as status empty_output "
                       f"(no LM call, no score): {shown}{', ...' if len(outcome.empty_outputs) > 5 else ''}.",
                       highlight=False)
-    for note in (adapter_note(handle), padding_note(outcome.cache_padding)):
+    for note in (*engine.notes, adapter_note(handle), padding_note(outcome.cache_padding)):
         if note:
             console.print(f"[dim]{escape(note)}[/dim]")
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)

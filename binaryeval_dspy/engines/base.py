@@ -41,9 +41,12 @@ class Engine(Protocol):
 
     Attributes:
         name: the engine's name (``local``, ``live``, ``ray``), recorded in the manifest.
+        notes: lines for the user about how the run went on this engine (e.g. the Ray
+            cluster's start-up time), filled during `run`; empty when there is nothing to say.
     """
 
     name: str
+    notes: list[str]
 
     def run(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork], on_done: Callable[[ItemDone], None],
             *, budget: CallBudget | None = None) -> None:

@@ -33,6 +33,7 @@ class LiveEngine:
             raise ConfigError("bad concurrency", expected="an integer >= 1", received=repr(in_flight),
                               fix="set concurrency to the number of LM calls to run at once, e.g. 16.")
         self.in_flight = in_flight
+        self.notes: list[str] = []
 
     def run(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork], on_done: Callable[[ItemDone], None],
             *, budget: CallBudget | None = None) -> None:

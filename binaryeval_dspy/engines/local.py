@@ -20,6 +20,9 @@ class LocalEngine:
 
     name = "local"
 
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
     def run(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork], on_done: Callable[[ItemDone], None],
             *, budget: CallBudget | None = None) -> None:
         """As `binaryeval_dspy.engines.base.Engine.run`, with one call in flight."""
