@@ -23,7 +23,8 @@ from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
+from binaryeval_dspy.lm.price_map import model_price, price_source
+from binaryeval_dspy.lm.pricing import estimate_cost
 from binaryeval_dspy.lm.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary

@@ -37,8 +37,8 @@ from binaryeval_dspy.cli.options import (
     run_options,
 )
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.factory import LMHandle, check_provider_key, make_lm
-from binaryeval_dspy.lm.provider_keys import check_endpoint_address
+from binaryeval_dspy.lm.factory import LMHandle, make_lm
+from binaryeval_dspy.lm.provider_keys import check_endpoint_address, check_provider_key
 
 
 def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
@@ -95,7 +95,7 @@ def apply_cost_settings(handle: LMHandle) -> LMHandle:
 
     settings = cost_settings()
     if settings["price_model"]:
-        from binaryeval_dspy.lm.pricing import model_price, price_source
+        from binaryeval_dspy.lm.price_map import model_price, price_source
 
         handle.price_model = str(settings["price_model"]).strip()
         if model_price(handle.price_model) is None:

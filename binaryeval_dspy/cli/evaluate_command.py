@@ -34,11 +34,10 @@ from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.reports.run_summary import (
-    items_table,
     summarize_results,
-    summary_table,
     write_summary,
 )
+from binaryeval_dspy.reports.run_summary_tables import items_table, summary_table
 from binaryeval_dspy.reports.verdict_report import (
     build_verdict_output,
     print_item_verdicts,
@@ -46,7 +45,8 @@ from binaryeval_dspy.reports.verdict_report import (
 )
 from binaryeval_dspy.runs.batch_run import check_no_pending_batches
 from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
