@@ -173,7 +173,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictJudge,
     )
     from binaryeval_dspy.runs import RunDirectory, evaluate_items, rejudge_items
-    from binaryeval_dspy.settings import RunSettings
     from binaryeval_dspy.schemas import (
         BinaryQuestion,
         ItemResult,
@@ -188,3 +187,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictPolicy,
     )
     from binaryeval_dspy.scoring import affine_scale, score_verdicts
+    from binaryeval_dspy.settings import RunSettings

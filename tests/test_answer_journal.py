@@ -10,10 +10,10 @@ import pytest
 
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers
-from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.settings import RunSettings
 from tests.conftest import judge_script
 from tests.test_empty_and_failed_items import ANSWERS as SCRIPTED_ANSWERS
 from tests.test_empty_and_failed_items import manifest

@@ -21,23 +21,22 @@ from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.cache_padding import (
     FILLER_BEGINS,
     FILLER_ENDS,
-    MESSAGE_OVERHEAD,
     CachePadding,
-    ProviderTokenizer,
     cache_padding_for,
     decide_padding,
     filler_block,
     padding_installed,
 )
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
-from binaryeval_dspy.lm.pricing import model_price
+from binaryeval_dspy.lm.price_map import model_price
 from binaryeval_dspy.lm.prompt_cache import CacheRules, cache_rules, field_header, render_messages
+from binaryeval_dspy.lm.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs import evaluation
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
+from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion
 from tests.conftest import judge_script

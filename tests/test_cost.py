@@ -23,16 +23,17 @@ from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
+from binaryeval_dspy.lm.price_map import model_price, price_source
+from binaryeval_dspy.lm.pricing import estimate_cost
 from binaryeval_dspy.lm.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 from tests.conftest import judge_script
 from tests.fakes import field_value
 

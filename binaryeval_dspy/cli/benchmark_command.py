@@ -36,15 +36,14 @@ from binaryeval_dspy.cli.options import (
 )
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
-from binaryeval_dspy.meta_eval.benchmark_run import (
+from binaryeval_dspy.meta_eval.benchmark_files import (
     LM_METHODS,
     METHOD_TITLES,
     METHODS,
     NO_LM,
     BenchmarkRun,
-    prepare_run,
-    run_benchmark,
 )
+from binaryeval_dspy.meta_eval.benchmark_run import prepare_run, run_benchmark
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
 from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
 from binaryeval_dspy.programs.question_generator import QuestionGenerator

@@ -31,8 +31,8 @@ from binaryeval_dspy.cli.options import (
     with_run_settings,
 )
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.factory import LMHandle, check_provider_key, make_lm
-from binaryeval_dspy.lm.provider_keys import check_endpoint_address
+from binaryeval_dspy.lm.factory import LMHandle, make_lm
+from binaryeval_dspy.lm.provider_keys import check_endpoint_address, check_provider_key
 from binaryeval_dspy.settings import RunSettings
 
 
@@ -76,7 +76,7 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
         raise LMConfigError(message) from exc
     check_endpoint_address(lm_spec, option)  # after make_lm: a malformed value gets make_lm's own message
     if option == "--lm" and settings.price_model:
-        from binaryeval_dspy.lm.pricing import model_price, price_source
+        from binaryeval_dspy.lm.price_map import model_price, price_source
 
         if model_price(settings.price_model) is None:
             raise LMConfigError(f"--price-model {settings.price_model}: no price for it in {price_source()}.",

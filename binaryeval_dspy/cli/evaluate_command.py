@@ -40,7 +40,8 @@ from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.runs.batch_status import check_no_pending_batches
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings

@@ -32,7 +32,9 @@ from binaryeval_dspy.comparison.harness import (
     ComparisonBudgets,
     run_comparison,
 )
-from binaryeval_dspy.comparison.report import comparison_table, load_results, write_comparison
+from binaryeval_dspy.comparison.report import write_comparison
+from binaryeval_dspy.comparison.report_tables import comparison_table
+from binaryeval_dspy.comparison.results import load_results
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
 from binaryeval_dspy.settings import RunSettings

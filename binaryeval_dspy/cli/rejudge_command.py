@@ -29,8 +29,9 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
 from binaryeval_dspy.schemas.run_manifest import RunManifest

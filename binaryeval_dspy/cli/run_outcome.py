@@ -8,12 +8,8 @@ from rich.markup import escape
 
 from binaryeval_dspy.cli.common import console, leave_after_interrupt, out_console
 from binaryeval_dspy.cli.error_handling import with_flag_names
-from binaryeval_dspy.reports.run_summary import (
-    items_table,
-    summarize_results,
-    summary_table,
-    write_summary,
-)
+from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+from binaryeval_dspy.reports.run_summary_tables import items_table, summary_table
 from binaryeval_dspy.reports.verdict_report import (
     build_verdict_output,
     print_item_verdicts,

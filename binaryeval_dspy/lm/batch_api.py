@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.cache_identity import endpoint_identity
+from binaryeval_dspy.lm.endpoint_identity import endpoint_identity
 from binaryeval_dspy.lm.factory import OPENAI_COMPATIBLE, LMHandle
 
 #: Providers whose batches can be created here (LiteLLM provider names).
@@ -253,9 +253,9 @@ class BatchAPI:
 
     @staticmethod
     def _litellm() -> Any:
-        from dspy.clients.lm import _get_litellm
+        from binaryeval_dspy.lm.dspy_internals import litellm_module
 
-        return _get_litellm()
+        return litellm_module()
 
     def upload(self, path: Path) -> str:
         """Upload a requests JSONL file (purpose ``batch``); returns its file id."""

@@ -46,8 +46,7 @@ from typing import Any
 
 from binaryeval_dspy.errors import ConfigError, LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import provider_of
-from binaryeval_dspy.lm.price_map import ModelPrice
-from binaryeval_dspy.lm.pricing import model_price
+from binaryeval_dspy.lm.price_map import ModelPrice, model_price
 from binaryeval_dspy.lm.prompt_cache import (
     ANTHROPIC_RULES,
     OPENAI_RULES,

@@ -122,7 +122,7 @@ def _route(lm: Any) -> str | None:
     if spec == "litellm" or getattr(lm, "model_type", "chat") != "chat":
         return "litellm"
     try:
-        from dspy.clients.backend_selection import select_backend
+        from binaryeval_dspy.lm.dspy_internals import select_backend
 
         selection = select_backend(lm, {})
     except Exception:  # noqa: BLE001 - a model DSPy cannot place natively goes through LiteLLM

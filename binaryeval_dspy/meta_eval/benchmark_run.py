@@ -4,7 +4,7 @@
 resumed as asked; `run_benchmark` runs each requested method into its own directory
 of it, so a later call only runs what is missing. The directory's files
 (``benchmark.json``, ``items.jsonl``, ...) and `BenchmarkRun` are in
-`binaryeval_dspy.meta_eval.benchmark_files`, re-exported here.
+`binaryeval_dspy.meta_eval.benchmark_files`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import dspy
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.meta_eval.benchmark_files import (
-    BENCHMARK_RUN_SCHEMA_VERSION,
     LM_METHODS,
-    METHOD_TITLES,
     METHODS,
     NO_LM,
     ROUGE_LM_NAME,
@@ -33,7 +31,8 @@ from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
 from binaryeval_dspy.programs.rubric_judge import LogprobMode
 from binaryeval_dspy.programs.unieval import UniEvalJudge
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
+from binaryeval_dspy.runs.evaluation import evaluate_items
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
 from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -41,15 +40,7 @@ from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
 
-__all__ = [  # the run directory's files live in benchmark_files.py; imported from here as before
-    "BENCHMARK_RUN_SCHEMA_VERSION",
-    "LM_METHODS",
-    "METHODS",
-    "METHOD_TITLES",
-    "NO_LM",
-    "ROUGE_LM_NAME",
-    "BenchmarkRun",
-    "BenchmarkRunConfig",
+__all__ = [
     "ProgressHook",
     "prepare_run",
     "run_benchmark",

@@ -20,11 +20,13 @@ import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import error_text
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, run_resumable
+from binaryeval_dspy.runs.evaluation import run_resumable
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ContextOverflow, ItemStatus, Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest

@@ -19,7 +19,8 @@ from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.evaluation import ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
