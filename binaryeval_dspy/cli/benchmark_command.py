@@ -226,9 +226,10 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
               help="Re-render report.md / report.html / figures from RUN_DIR/metrics.json alone, without reading "
                    "or recomputing the run (the default when RUN_DIR has metrics.json but no benchmark.json).")
 @report_statistics_options("method scores")
+@click.pass_context
 @friendly_errors
-def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: int, constant_predictions: str,
-                   no_figures: bool) -> None:
+def report_command(ctx: click.Context, run_dir: Path, from_metrics: bool, n_resamples: int, seed: int,
+                   constant_predictions: str, no_figures: bool) -> None:
     """Rebuild report.md / report.html of a benchmark run without calling any LM.
 
     By default every number is recomputed from the run's files (benchmark.json, items
@@ -241,7 +242,6 @@ def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: in
     """
     has_run = (run_dir / "benchmark.json").is_file()
     if from_metrics or (not has_run and (run_dir / "metrics.json").is_file()):
-        ctx = click.get_current_context()
         options = {"n_resamples": "--bootstrap", "seed": "--seed", "constant_predictions": "--constant-predictions",
                    "no_figures": "--no-figures"}
         ignored = [flag for name, flag in options.items()
