@@ -219,6 +219,7 @@ class BinEvalJudge:
                 with their explanations, and the stored run).
             InputError / QuestionSetError: the question set file is missing or invalid.
         """
+        __tracebackhide__ = True  # pytest shows the test's line, not the plugin's
         check = self.judge(output, questions=questions, input=input, min_score=min_score, test_id=test_id)
         if not check.passed:
             raise AssertionError(check.message())
@@ -316,6 +317,7 @@ def assert_bineval(output: str, *, questions: str | Path | QuestionSet, input: s
     Example:
         >>> assert_bineval(summary, questions="my_questions.json", input=article, min_score=0.8)  # doctest: +SKIP
     """
+    __tracebackhide__ = True
     return _session_judge()(output, questions=questions, input=input, min_score=min_score)
 
 
