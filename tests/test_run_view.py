@@ -221,3 +221,62 @@ def test_the_rendered_comparison_lists_changed_items_first(tmp_path, cli_scripte
     changed_only = _page(page, "#tab=items&changed=1")
     assert [r.attrs["data-item"] for r in _rows(changed_only, "items-table")] == ["item-3"]
     screenshot(page.resolve().as_uri() + "#tab=compare", tmp_path / "compare.png")
+
+
+# ------------------------------------------------------------------ the other run kinds
+
+from tests.test_benchmark_run import _run as run_benchmark  # noqa: E402
+from tests.test_benchmark_run import data_dir, scripted, tasks_dir  # noqa: E402, F401 - fixtures
+from tests.test_comparison import scripted_cli_lm  # noqa: E402, F401 - fixture
+from tests.test_verdict_cli import evaluate as evaluate_verdicts  # noqa: E402
+from tests.test_verdict_cli import write_items  # noqa: E402
+from tests.verdict_scripts import VerdictScript  # noqa: E402
+
+
+def test_verdict_mode_and_its_rejudge(tmp_path, cli_scripted_lms):
+    cli_scripted_lms(VerdictScript(labels=["Keep"]))
+    result, out, _qs, items = evaluate_verdicts(tmp_path, "verdict")
+    assert result.exit_code == 0, result.output
+    data = view_data(out)
+    assert data["kind"] == "evaluate" and data["run"]["aggregation"] == "verdict" and "summary" not in data["run"]
+    labels = {i["id"]: i["label"] for i in data["run"]["items"]}
+    assert labels == {"short-doc": "Keep", "long-doc": "Improve", "other-doc": "Keep"}
+    assert data["run"]["items"][1]["named_verdict"]["decided_by"] == "fatal_rule"
+    # rejudge a changed output: the new run is compared with the previous one by itself
+    write_items(items, {"short-doc": "Run `bineval evaluate` to judge items.", "long-doc": "Short now.",
+                        "other-doc": "Install with pip. Then run the tests."})
+    again = CliRunner().invoke(cli, ["rejudge", str(out), str(items), "--out", str(tmp_path / "again")])
+    assert again.exit_code == 0, again.output
+    data = view_data(tmp_path / "again")
+    assert data["kind"] == "rejudge" and data["diff"]["before"] == str(out)
+    first = data["diff"]["items"][0]
+    assert (first["id"], first["status"], first["old_label"], first["new_label"]) == (
+        "long-doc", "changed", "Improve", "Keep")
+    table = data["sections"][0]["table"]
+    assert table["header"][:2] == ["item", "status"] and ["long-doc", "rejudged"] in [r[:2] for r in table["rows"]]
+
+
+def test_benchmark_run(tmp_path, data_dir, tasks_dir, scripted):  # noqa: F811
+    out = tmp_path / "bench"
+    result = run_benchmark(["benchmark", "summeval", "--data-dir", str(data_dir), "--tasks-dir", str(tasks_dir),
+                            "--out", str(out), "--bootstrap", "50", "--methods", "bineval,rouge", "--no-figures"])
+    assert result.exit_code == 0, result.output
+    data = view_data(out)
+    assert data["kind"] == "benchmark" and len(data["run"]["items"]) == 12
+    methods, per_item = data["sections"]
+    assert [row[0] for row in methods["table"]["rows"]] == ["BinEval", "ROUGE-L"]
+    assert len(per_item["table"]["rows"]) == 12 and "human coherence" in per_item["table"]["header"]
+
+
+def test_optimizer_comparison(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):  # noqa: F811
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(cli, ["optimize", "--mode", "human", "--compare", "bineval", "--data-dir",
+                                      str(comparison_data_dir), "--questions", str(comparison_question_file),
+                                      "--out", str(out), "--limit", "3", "--iterations", "1"])
+    assert result.exit_code == 0, result.output
+    data = view_data(out)
+    assert data["kind"] == "comparison" and data["run"] is None
+    table = data["sections"][0]["table"]
+    assert table["header"][0] == "optimizer" and [r[0] for r in table["rows"]] == ["unoptimized", "bineval"]
+    assert any(s["title"] == "bineval: test records (3)" for s in data["sections"])
+    assert build_view_html(data).count("</script>") == 2

@@ -278,7 +278,8 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
         "overall": _finite(card.scaled_overall) if card is not None else None,
         "p_yes": _finite(card.p_yes_overall) if card is not None else None,
         "counts": {"yes": counts.yes, "no": counts.no, "unparsed": counts.unparsed, "error": counts.error}
-        if counts is not None else {"yes": 0, "no": 0, "unparsed": 0, "error": 0},
+        if counts is not None else {v: sum(1 for x in result.verdicts if x.verdict == v)  # verdict mode: no card
+                                    for v in ("yes", "no", "unparsed", "error")},
         "verdicts": [_verdict_data(v) for v in result.verdicts],
         "fields": result.fields, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
         "tokens": result.usage.total_tokens,
