@@ -34,18 +34,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/ holds the headless Chromium driver
 
-from binaryeval_dspy.reports.run_summary import summarize_results, write_summary  # noqa: E402
-from binaryeval_dspy.reports.run_view import write_view  # noqa: E402
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity  # noqa: E402
-from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash  # noqa: E402
-from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet  # noqa: E402
-from binaryeval_dspy.schemas.run_manifest import RunManifest  # noqa: E402
-from binaryeval_dspy.schemas.verdict import QuestionVerdict  # noqa: E402
-from binaryeval_dspy.scoring import score_verdicts  # noqa: E402
-from tests.headless_chromium import DomReader, dump_dom, find_chromium  # noqa: E402
+from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+from binaryeval_dspy.reports.run_view import write_view
+from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
+from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.scoring import score_verdicts
+from tests.headless_chromium import DomReader, dump_dom, find_chromium
 
 DIMENSIONS = ["coherence", "consistency", "fluency", "relevance"]
-WORDS = "the match ended with a late goal after a long spell of pressure from both sides".split()
+WORDS = ["the", "match", "ended", "with", "a", "late", "goal", "after", "a", "long", "spell", "of", "pressure",
+         "from", "both", "sides"]
 
 
 def build_run(folder: Path, n_items: int, seed: int = 0) -> Path:

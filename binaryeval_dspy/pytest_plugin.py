@@ -198,7 +198,7 @@ class BinEvalJudge:
             shutil.rmtree(folder)
         return folder
 
-    def __call__(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",  # noqa: A002
+    def __call__(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",
                  min_score: float = DEFAULT_MIN_SCORE, test_id: str | None = None) -> BinEvalCheck:
         """Judge `output` and fail the test (AssertionError) unless it passes.
 
@@ -225,7 +225,7 @@ class BinEvalJudge:
             raise AssertionError(check.message())
         return check
 
-    def judge(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",  # noqa: A002
+    def judge(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",
               min_score: float = DEFAULT_MIN_SCORE, test_id: str | None = None) -> BinEvalCheck:
         """As calling the judge, without failing: the `BinEvalCheck`, its ``problems`` set."""
         from binaryeval_dspy.data.items import load_items
@@ -307,7 +307,7 @@ def _session_judge() -> BinEvalJudge:
     return _CURRENT[-1].stash[_JUDGE]
 
 
-def assert_bineval(output: str, *, questions: str | Path | QuestionSet, input: str = "",  # noqa: A002
+def assert_bineval(output: str, *, questions: str | Path | QuestionSet, input: str = "",
                    min_score: float = DEFAULT_MIN_SCORE) -> BinEvalCheck:
     """Fail the running test unless BinEval's overall yes-rate for `output` reaches `min_score`.
 

@@ -28,6 +28,12 @@ from binaryeval_dspy.reports.run_view import (
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import field_value
 from tests.headless_chromium import DomReader, dump_dom, find_chromium, screenshot
+from tests.test_benchmark_run import _run as run_benchmark
+from tests.test_benchmark_run import data_dir, scripted, tasks_dir  # noqa: F401 - fixtures
+from tests.test_comparison import scripted_cli_lm  # noqa: F401 - fixture
+from tests.test_verdict_cli import evaluate as evaluate_verdicts
+from tests.test_verdict_cli import write_items
+from tests.verdict_scripts import VerdictScript
 
 HOSTILE_ID = "<script>alert(1)</script>|\"x'"
 HOSTILE_QUESTION = 'Are the numbers "right" | <script>alert(2)</script>?'
@@ -225,12 +231,6 @@ def test_the_rendered_comparison_lists_changed_items_first(tmp_path, cli_scripte
 
 # ------------------------------------------------------------------ the other run kinds
 
-from tests.test_benchmark_run import _run as run_benchmark  # noqa: E402
-from tests.test_benchmark_run import data_dir, scripted, tasks_dir  # noqa: E402, F401 - fixtures
-from tests.test_comparison import scripted_cli_lm  # noqa: E402, F401 - fixture
-from tests.test_verdict_cli import evaluate as evaluate_verdicts  # noqa: E402
-from tests.test_verdict_cli import write_items  # noqa: E402
-from tests.verdict_scripts import VerdictScript  # noqa: E402
 
 
 def test_verdict_mode_and_its_rejudge(tmp_path, cli_scripted_lms):

@@ -432,8 +432,8 @@ def _rejudge_sections(path: Path) -> tuple[list[dict[str, Any]], str | None]:
              " ".join(c.flipped_questions), " ".join(c.uncompared_questions), c.error] for c in report.items]
     section = {"title": "Re-judge report (rejudge.json)",
                "lines": [f"Previous run: {report.previous_run}", f"Items by status: {counts}",
-                         f"Changed: {len(report.changed)}; not compared (a failed LM call): "
-                         f"{len(report.not_compared)}"],
+                         (f"Changed: {len(report.changed)}; not compared (a failed LM call): "
+                         f"{len(report.not_compared)}")],
                "table": _table(header, rows)}
     previous = Path(report.previous_run)
     return [section], str(previous) if (previous / MANIFEST).is_file() else None
@@ -472,10 +472,10 @@ def _benchmark_sections(path: Path) -> tuple[list[dict[str, Any]], Path | None]:
         item_rows.append(cells)
     item_header = ["item", "doc", "system", "split", *[f"human {d}" for d in dims],
                    *[f"{ALL_METHOD_TITLES.get(m, m)} {d}" for m in methods for d in dims]]
-    lines = [f"Benchmark: {config.benchmark}; LM: {config.lm}; items: {len(scores.items)}; methods: "
-             f"{', '.join(ALL_METHOD_TITLES.get(m, m) for m in methods) or 'none yet'}",
-             "Scores are mapped onto each dimension's human scale; correlations with the human scores are in "
-             f"{path / 'report.md'} (bineval report)."]
+    lines = [(f"Benchmark: {config.benchmark}; LM: {config.lm}; items: {len(scores.items)}; methods: "
+             f"{', '.join(ALL_METHOD_TITLES.get(m, m) for m in methods) or 'none yet'}"),
+             ("Scores are mapped onto each dimension's human scale; correlations with the human scores are in "
+             f"{path / 'report.md'} (bineval report).")]
     sections = [{"title": "Benchmark methods", "lines": lines, "table": _table(header, means)},
                 {"title": "Per-item scores and human scores", "lines": [], "table": _table(item_header, item_rows)}]
     bineval = path / "bineval"
@@ -492,8 +492,8 @@ def _comparison_sections(path: Path) -> list[dict[str, Any]]:
     header, body = rows(config, results)
     setup = config.get("setup", {})
     sections = [{"title": "Optimizer comparison",
-                 "lines": [f"Set-up: {setup.get('kind')} ({setup.get('mode')}); task LM: {config.get('lm')}; "
-                           f"prompt LM: {config.get('prompt_lm')}",
+                 "lines": [(f"Set-up: {setup.get('kind')} ({setup.get('mode')}); task LM: {config.get('lm')}; "
+                           f"prompt LM: {config.get('prompt_lm')}"),
                            f"Metric optimized: {config.get('metric')}; test metric: {config.get('test_metric')}"],
                  "table": _table(header, body)}]
     for result in results:
