@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))  # tests/ holds the headless Chromium driver
 
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
 from binaryeval_dspy.reports.run_view import write_view
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage, text_hash
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest

@@ -231,7 +231,8 @@ class BinEvalJudge:
         from binaryeval_dspy.data.items import load_items
         from binaryeval_dspy.programs.bineval import BinEval
         from binaryeval_dspy.runs.evaluation import evaluate_items
-        from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+        from binaryeval_dspy.runs.items_file import items_file_identity
+        from binaryeval_dspy.runs.run_directory import RunDirectory
         from binaryeval_dspy.schemas.question_set import QuestionSet
         from binaryeval_dspy.schemas.run_manifest import RunManifest
 

@@ -16,8 +16,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "binaryeval_dspy"
 DOOR = "binaryeval_dspy.lm.dspy_internals"
