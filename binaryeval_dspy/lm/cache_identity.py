@@ -43,6 +43,7 @@ from binaryeval_dspy.lm.dspy_internals import (
     install_dspy_patches,
     prepare_call,
     scope_cache_key,
+    switch_route,
     uses_response_cache,
     warn_call_path,
 )
@@ -186,7 +187,7 @@ class CacheScopedLM(dspy.LM):
         only on the model id, its engine and the LM's settings, so the answer is kept until
         one of those changes (e.g. the switch to the ``json_object`` route).
         """
-        spec = getattr(self, "_engine_spec", None)
+        spec = getattr(self, "engine", None)
         key = (self.model, self.model_type, spec if isinstance(spec, str) else id(spec),
                repr(sorted(self.kwargs.items(), key=lambda kv: kv[0])))
         known = self.__dict__.get("_supported_params_memo")
@@ -216,7 +217,7 @@ class CacheScopedLM(dspy.LM):
         self.schema_dialect = "json_object"
         route = getattr(self, "json_object_route", None)
         if route is not None:  # a client that can carry the json_object + schema form
-            self.model, self._engine_spec = route
+            switch_route(self, *route)
         stats = getattr(self, "adapter_stats", None)
         if stats is not None:
             stats.add("format_retries")

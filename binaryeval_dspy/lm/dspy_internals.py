@@ -13,8 +13,9 @@ What is reached through this door:
   (`is_openai_reasoning_model`) and DSPy's offline backend selection (`select_backend`);
 * DSPy's LM call path (`prepare_call`, `execute_call`, `aexecute_call`, `finalize_call`,
   `warn_call_path`), the cache-key scoping of one prepared call (`scope_cache_key`), the
-  removal of one cached reply (`forget_cached_reply`) and DSPy's rule for whether an LM
-  uses the response cache (`uses_response_cache`), for `cache_identity.CacheScopedLM`;
+  removal of one cached reply (`forget_cached_reply`), DSPy's rule for whether an LM
+  uses the response cache (`uses_response_cache`) and the switch of a built LM to another
+  route (`switch_route`), for `cache_identity.CacheScopedLM`;
 * classes and helpers DSPy does not export: `UsageTracker` (the class `dspy.track_usage`
   yields), `Parameter` (what `dspy.Module` saves as a parameter), `parse_value` and
   `apply_output_field_defaults` (DSPy's adapter helpers);
@@ -56,7 +57,7 @@ __all__ = [
     "forget_cached_reply", "install_dspy_patches", "is_openai_reasoning_model", "litellm_module",
     "memoize_input_serializers", "memoize_model_metadata", "memoize_model_routing", "memoize_proxy_environment",
     "memoize_response_schemas", "parse_value", "prepare_call", "scope_cache_key", "select_backend",
-    "uses_response_cache", "warn_call_path",
+    "switch_route", "uses_response_cache", "warn_call_path",
 ]
 
 
@@ -189,6 +190,17 @@ def uses_response_cache(lm: Any) -> bool:
     if not isinstance(lm, dspy.LM):
         return False
     return all(getattr(type(lm), name) is getattr(dspy.LM, name) for name in ("forward", "aforward"))
+
+
+def switch_route(lm: Any, model: str, engine: Any) -> None:
+    """Send `lm`'s later calls to `model` through `engine` (``"lm15"``, ``"litellm"``, ``"auto"``
+    or an engine object), in place.
+
+    DSPy 3.4 has no public way to change a built LM's engine (``lm.copy(...)`` makes a new
+    LM, but this one is shared by a run's threads and its history); this sets ``lm.model``
+    and the engine DSPy reads from ``lm._engine_spec`` (public read: ``lm.engine``).
+    """
+    lm.model, lm._engine_spec = model, engine
 
 
 def _check_call_path() -> None:

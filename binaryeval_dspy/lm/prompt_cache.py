@@ -116,7 +116,7 @@ def cache_breakpoint_route(lm: Any) -> str | None:
 
 def _route(lm: Any) -> str | None:
     model = getattr(lm, "model", None)
-    spec = getattr(lm, "_engine_spec", None)
+    spec = getattr(lm, "engine", None)
     if not isinstance(model, str) or not model.lower().startswith("anthropic/") or not isinstance(spec, str):
         return None
     if spec == "litellm" or getattr(lm, "model_type", "chat") != "chat":
@@ -215,7 +215,7 @@ def is_hosted(handle: Any) -> bool:
     if handle is None or getattr(handle, "embedded", False):
         return False
     lm = getattr(handle, "lm", None)
-    if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
+    if not isinstance(getattr(lm, "engine", "auto"), str):
         return False  # a custom engine (in-process, scripted): no provider cache to warm
     kwargs = getattr(lm, "kwargs", None) or {}
     return endpoint_identity(getattr(lm, "model", ""), kwargs).startswith("provider-default=")
