@@ -18,7 +18,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import console, friendly_errors, leave_after_interrupt, out_console
+from binaryeval_dspy.cli.console import console, out_console
+from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
 from binaryeval_dspy.cli.run_outcome import record_endpoint_outcome, report_results
 from binaryeval_dspy.runs.batch_journal import iso
 from binaryeval_dspy.runs.batch_run import BatchRunOutcome, run_batch

@@ -15,24 +15,18 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    check_writable_file,
-    console,
-    friendly_errors,
-    leave_after_interrupt,
-    lm_options,
-    out_console,
-    quiet_libraries,
-    run_options,
-    slug,
-    with_run_settings,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
+from binaryeval_dspy.cli.file_arguments import check_writable_file, slug
 from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
+    lm_options,
     report_statistics_options,
+    run_options,
+    with_run_settings,
 )
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError

@@ -1,35 +1,16 @@
 """The run's LM from the shared options (`build_lm`), and what a manifest and summary say about it.
 
-The CLI's other shared helpers live by job, and are re-exported here for the commands:
-options and their values in `binaryeval_dspy.cli.options`, consoles in
-`binaryeval_dspy.cli.console`, error exits in `binaryeval_dspy.cli.error_handling`,
-file arguments in `binaryeval_dspy.cli.file_arguments`. Commands stay thin: parse,
-call, render.
+The CLI's other shared helpers live by job: options and run settings in
+`binaryeval_dspy.cli.options`, consoles in `binaryeval_dspy.cli.console`, error exits in
+`binaryeval_dspy.cli.error_handling`, file arguments in `binaryeval_dspy.cli.file_arguments`.
+Commands import each from its module and stay thin: parse, call, render.
 """
 
 from __future__ import annotations
 
 from rich.markup import escape
 
-from binaryeval_dspy.cli.console import PIPED_WIDTH, console, out_console, quiet_libraries
-from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
-from binaryeval_dspy.cli.file_arguments import (
-    check_writable_file,
-    file_kind,
-    load_question_set_and_items,
-    slug,
-    swapped_arguments_error,
-)
-from binaryeval_dspy.cli.options import (
-    ADAPTER_POLICIES,
-    check_scale,
-    checks_module_option,
-    llama_threads_option,
-    lm_options,
-    load_checks_modules,
-    run_options,
-    with_run_settings,
-)
+from binaryeval_dspy.cli.console import console
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.lm.provider_keys import check_endpoint_address, check_provider_key
@@ -123,11 +104,3 @@ def adapter_note(handle: LMHandle) -> str | None:
     if counts.get("parse_failures"):
         parts.append(f"{counts['parse_failures']} replies that did not parse (recorded as unparsed)")
     return f"{handle.adapter_name} adapter: " + "; ".join(parts) if parts else None
-
-
-__all__ = [
-    "ADAPTER_POLICIES", "PIPED_WIDTH", "adapter_note", "build_lm", "check_scale", "check_writable_file",
-    "checks_module_option", "console", "endpoint_config", "file_kind", "friendly_errors", "leave_after_interrupt",
-    "llama_threads_option", "lm_options", "load_checks_modules", "load_question_set_and_items", "out_console",
-    "padding_note", "quiet_libraries", "run_options", "slug", "swapped_arguments_error", "with_run_settings",
-]

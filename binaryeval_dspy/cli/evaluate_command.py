@@ -11,24 +11,19 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from binaryeval_dspy.cli.common import (
-    adapter_note,
-    build_lm,
+from binaryeval_dspy.cli.common import adapter_note, build_lm, endpoint_config, padding_note
+from binaryeval_dspy.cli.console import console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import load_question_set_and_items, slug
+from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.options import (
     check_scale,
     checks_module_option,
-    console,
-    endpoint_config,
-    friendly_errors,
     lm_options,
     load_checks_modules,
-    load_question_set_and_items,
-    padding_note,
-    quiet_libraries,
     run_options,
-    slug,
     with_run_settings,
 )
-from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,
     record_endpoint_outcome,

@@ -16,16 +16,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    console,
-    friendly_errors,
-    lm_options,
-    out_console,
-    quiet_libraries,
-    slug,
-    with_run_settings,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import slug
+from binaryeval_dspy.cli.options import lm_options, with_run_settings
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import (
     OPTIMIZERS,

@@ -16,16 +16,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    check_writable_file,
-    console,
-    friendly_errors,
-    lm_options,
-    out_console,
-    quiet_libraries,
-    with_run_settings,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import check_writable_file
+from binaryeval_dspy.cli.options import lm_options, with_run_settings
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module
 from binaryeval_dspy.programs.question_generator import QuestionGenerator, normalize_dimension

@@ -8,17 +8,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import (
+from binaryeval_dspy.cli.common import build_lm, endpoint_config
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.options import (
     ADAPTER_POLICIES,
-    build_lm,
     checks_module_option,
-    console,
-    endpoint_config,
-    friendly_errors,
     llama_threads_option,
     load_checks_modules,
-    out_console,
-    quiet_libraries,
 )
 from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from binaryeval_dspy.cli.common import console, leave_after_interrupt, out_console
-from binaryeval_dspy.cli.error_handling import with_flag_names
+from binaryeval_dspy.cli.console import console, out_console
+from binaryeval_dspy.cli.error_handling import leave_after_interrupt, with_flag_names
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
 from binaryeval_dspy.reports.run_summary_tables import items_table, summary_table
 from binaryeval_dspy.reports.verdict_report import (
@@ -15,7 +15,7 @@ from binaryeval_dspy.reports.verdict_report import (
     print_item_verdicts,
     write_verdict_output,
 )
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet

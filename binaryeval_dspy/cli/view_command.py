@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from binaryeval_dspy.cli.common import console, friendly_errors
+from binaryeval_dspy.cli.console import console
+from binaryeval_dspy.cli.error_handling import friendly_errors
 
 
 @click.command("view")

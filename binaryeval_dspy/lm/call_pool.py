@@ -29,7 +29,7 @@ of it is done, so it cannot hand back items as they complete; the pool here is t
 standard library's `ThreadPoolExecutor`, nothing more.
 
 The item's vocabulary (`ItemWork`, `ItemDone`, `StopItems`, `CallBudget`) lives in
-`binaryeval_dspy.lm.item_work` and is re-exported here.
+`binaryeval_dspy.lm.item_work`.
 """
 
 from __future__ import annotations

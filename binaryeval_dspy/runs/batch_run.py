@@ -67,8 +67,9 @@ from binaryeval_dspy.lm.batch_api import (
 )
 from binaryeval_dspy.lm.batch_calls import ReplayLM, call_question, capture_request, request_body
 from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.runs.batch_journal import (
     BatchRequestRef,
@@ -80,8 +81,8 @@ from binaryeval_dspy.runs.batch_journal import (
     request_tag,
     submission_outcomes,
 )
-from binaryeval_dspy.runs.evaluation import (
-    EvaluationOutcome,
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
+from binaryeval_dspy.runs.item_rows import (
     check_stored_items,
     empty_item_result,
     failed_item_result,

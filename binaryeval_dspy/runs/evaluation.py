@@ -6,8 +6,8 @@ it builds the run's judging plan (items still to do, each with the calls it stil
 and has an engine execute it (`binaryeval_dspy.engines`). Every item ends as a
 stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
 ``error`` (could not be judged: retried by the next run); those rows are made in
-`binaryeval_dspy.runs.item_rows`, and the outcome of a call is an `EvaluationOutcome`
-(`binaryeval_dspy.runs.evaluation_outcome`), both re-exported here.
+`binaryeval_dspy.runs.item_rows`, and the outcome of a run is an `EvaluationOutcome`
+(`binaryeval_dspy.runs.evaluation_outcome`).
 """
 
 from __future__ import annotations
@@ -47,18 +47,7 @@ logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[Any, str], None]
 
-__all__ = [  # the outcome and the item rows live in their own modules; imported from here as before
-    "EvaluationOutcome",
-    "Judge",
-    "ProgressCallback",
-    "check_stored_items",
-    "empty_item_result",
-    "evaluate_items",
-    "failed_item_result",
-    "item_result",
-    "judge_item",
-    "run_resumable",
-]
+__all__ = ["ProgressCallback", "evaluate_items", "judge_item", "run_resumable"]
 
 
 def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
