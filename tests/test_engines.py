@@ -31,7 +31,7 @@ def mixed_verdicts(body: dict) -> str | dict:
 def comparable(out: Path) -> dict:
     """Per item: status, verdicts and scores; and summary.json's scores (timings and usage aside)."""
     rows = {r["item_id"]: (r.get("status"), sorted((v["question_id"], v["verdict"]) for v in r["verdicts"]),
-                           (r.get("score_card") or {}).get("dimensions"), (r.get("score_card") or {}).get("overall"))
+                           (r.get("score_card") or {}).get("dimension_scores"), (r.get("score_card") or {}).get("overall"))
             for r in stored(out)}
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {"items": rows, "summary": {k: summary.get(k) for k in ("dimensions", "overall", "items_by_status")}}
