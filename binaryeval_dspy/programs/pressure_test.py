@@ -9,6 +9,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
+from binaryeval_dspy.lm.final_answer import is_incomplete_reply
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -76,6 +77,9 @@ class PressureTest(dspy.Module):
             pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
+            if is_incomplete_reply(exc):  # stops inside its answer: no answer, whatever a pattern finds
+                return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
+                                        error=str(exc.message).splitlines()[0][:300])
             match = _ANSWER.search(raw)
             if match:
                 found = _EVIDENCE.search(raw)
@@ -87,7 +91,13 @@ class PressureTest(dspy.Module):
         if answer not in ("yes", "no"):
             return RefutationAnswer(question=question, answer="unparsed", raw_answer=str(pred.answer)[:2000],
                                     error="the answer is neither yes nor no")
-        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip())
+        # our adapters read "Yes, but ..." as yes and name the reservation (`final_answer`)
+        named = getattr(pred, "qualified", None)
+        said = named.get("answer") if isinstance(named, dict) else None
+        raw_reply = getattr(pred, "raw_reply", None)
+        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip(),
+                                qualified=bool(said),
+                                raw_answer=str(raw_reply or f"{answer}, {said}")[:2000] if said else None)
 
     def forward(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> dspy.Prediction:
         """Test `label`.
