@@ -348,3 +348,56 @@ def test_a_whole_answer_marked_cut_is_read_and_marked(adapter):
     verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
     assert [(v.verdict, v.reply_cut) for v in verdicts] == [("no", True)] * 3
     assert verdicts[0].explanation == "It omits the vote."
+
+
+# ------------------------------------------------------------------ issue 23.2: qualified verdicts
+
+QUALIFIED = [
+    ("Yes, but the date is wrong.", "yes"), ("yes although it omits the vote", "yes"),
+    ("Yes, except for the second claim.", "yes"), ("**Yes** - however, the tone is off.", "yes"),
+    ("Yes. But the names are misspelled.", "yes"), ("Yes (with minor issues in the dates)", "yes"),
+    ("No, but it comes close.", "no"), ("No; that said, most claims hold.", "no"),
+]
+PLAIN = [("Yes.", "yes"), ("No, because it says approved but the article says rejected.", "no"),
+         ("Yes - every claim is supported, though briefly worded.", "yes"), ("No - the date is wrong.", "no")]
+
+
+def _verdict_reply(fmt: str, verdict: str, explanation: str = "reason") -> str:
+    if fmt == "chat":
+        return f"[[ ## verdict ## ]]\n{verdict}\n\n[[ ## explanation ## ]]\n{explanation}"
+    return json.dumps({"verdict": verdict, "explanation": explanation})
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+@pytest.mark.parametrize("fmt", ["json", "chat"])
+@pytest.mark.parametrize(("reply", "verdict"), QUALIFIED)
+def test_a_qualified_verdict_is_kept_and_flagged_never_plain(adapter, fmt, reply, verdict):
+    lm, engine = scripted_lm(lambda s, u: _verdict_reply(fmt, reply))
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [(v.verdict, v.qualified) for v in verdicts] == [(verdict, True)] * 3
+    assert all(reply in v.raw_answer for v in verdicts)  # the reservation is kept as written
+    assert "qualified" in verdicts[0].model_dump(mode="json") and len(engine.calls) == 3
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+@pytest.mark.parametrize(("reply", "verdict"), PLAIN)
+def test_a_reason_that_merely_contains_but_is_not_a_reservation(adapter, reply, verdict):
+    lm, _ = scripted_lm(lambda s, u: _verdict_reply(adapter, reply))
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [(v.verdict, v.qualified) for v in verdicts] == [(verdict, False)] * 3
+    assert "qualified" not in verdicts[0].model_dump(mode="json")  # omitted when False
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+def test_a_reservation_opening_the_explanation_qualifies_the_same_verdict(adapter):
+    lm, _ = scripted_lm(lambda s, u: _verdict_reply(adapter, "yes", "Yes, but the vote count is wrong."))
+    assert {(v.verdict, v.qualified) for v in judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)} == {("yes", True)}
+
+
+def test_reservation_directly():
+    from binaryeval_dspy.lm.verdict_text import reservation
+
+    assert reservation("Yes, but the date is wrong.") == "but the date is wrong."
+    assert reservation("**Pass**, but the README lacks install steps", ["pass", "fail"]).startswith("but the README")
+    assert reservation("Yes, partly, but ...") is None  # a hedge: unreadable, not qualified
+    assert reservation("No, because X but Y") is None and reservation("but yes") is None

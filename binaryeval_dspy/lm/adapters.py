@@ -26,6 +26,7 @@ without a schema, and requests re-sent because a server refused the schema's
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import weakref
@@ -56,8 +57,9 @@ CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
 
 
 #: Keys our parsers add beside the output fields, kept through DSPy's post-processing: the
-#: reply when it held more than its answer, and the label fields a reservation qualified.
-REPLY_NOTES = ("raw_reply", "qualified")
+#: reply when it held more than its answer, the label fields a reservation qualified, and
+#: label fields as the judge wrote them (`binaryeval_dspy.lm.final_answer`).
+REPLY_NOTES = ("raw_reply", "qualified", "as_written")
 
 
 #: DSPy's AdapterParseError message for an output with no text: no reply, not an unreadable one.
@@ -454,7 +456,23 @@ def judging_adapter(current: Any, lm: Any) -> Any:
     return own
 
 
+def judging_context(lm: Any = None) -> contextlib.AbstractContextManager:
+    """A ``dspy.context`` that puts `judging_adapter` in place for a call that reads a verdict
+    word (a label pick, a refutation answer), so our complete-answer, final-answer and
+    qualified-verdict rules (`binaryeval_dspy.lm.final_answer`) apply whatever adapter the
+    user configured; a no-op when the configured adapter is kept.
+
+    Args:
+        lm: the LM the call goes to (the predictor's own, if set); None uses DSPy's settings.
+    """
+    settings = dspy.settings
+    adapter = judging_adapter(settings.adapter, lm or settings.lm)
+    if adapter is None or adapter is settings.adapter:
+        return contextlib.nullcontext()
+    return dspy.context(adapter=adapter)
+
+
 __all__ = [
     "ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter",
-    "judging_adapter", "schema_support",
+    "judging_adapter", "judging_context", "schema_support",
 ]

@@ -185,15 +185,22 @@ def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str
                                 message=f"failed to parse field {name!r}: {exc}") from exc
 
 
-def _reservations(signature: Any, texts: dict[str, Any]) -> dict[str, str]:
-    """Field -> reservation for each label field whose text qualifies its label (`reservation`)."""
-    found = {}
+def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """What the parsed labels leave out, as keys beside the fields: ``qualified`` (field ->
+    reservation, for each label field whose text qualifies its label, see `reservation`) and
+    ``as_written`` (field -> text, for each label field written otherwise than its label,
+    ``"keep"`` or ``"**Yes**."``, so a caller can record the judge's own words)."""
+    qualified, written = {}, {}
     for name, text in texts.items():
         labels = _literal_labels(signature.output_fields[name].annotation) if name in signature.output_fields else None
-        said = reservation(text, labels) if labels is not None and isinstance(text, str) else None
+        if labels is None or not isinstance(text, str):
+            continue
+        said = reservation(text, labels)
         if said:
-            found[name] = said
-    return found
+            qualified[name] = said
+        if text.strip() != final.get(name):
+            written[name] = text.strip()[:RAW_REPLY_LIMIT]
+    return {key: value for key, value in (("qualified", qualified), ("as_written", written)) if value}
 
 
 def _decision_fields(signature: Any) -> list[str]:
@@ -218,8 +225,9 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
     Returns:
         One value per output field (defaults filled as DSPy does), plus ``raw_reply`` when
         the reply held more than one answer set or text outside the output fields (or a
-        qualified label), and ``qualified`` (field -> reservation, see `reservation`) when
-        a label field carries a reservation (``"Yes, but ..."``).
+        qualified label), ``qualified`` (field -> reservation, see `reservation`) when
+        a label field carries a reservation (``"Yes, but ..."``), and ``as_written``
+        (field -> text) for label fields written otherwise than their label.
 
     Raises:
         AdapterParseError: the reply stops inside a field (`OPEN_FIELD`) or inside a JSON
@@ -281,10 +289,9 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
         if len(seen) > 1:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"the reply gives conflicting values for {name!r}")
-    qualified = _reservations(signature, {name: "\n".join(lines).strip() for name, lines in complete[-1].items()})
-    if qualified:
-        final["qualified"] = qualified
-    if extra or len(sets) > 1 or qualified:
+    notes = _label_notes(signature, {name: "\n".join(lines).strip() for name, lines in complete[-1].items()}, final)
+    final.update(notes)
+    if extra or len(sets) > 1 or "qualified" in notes:
         final["raw_reply"] = completion[:RAW_REPLY_LIMIT]
     return final
 
@@ -314,9 +321,10 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
 
     Returns:
         One value per output field, plus ``raw_reply`` when the reply held more than the
-        answer object (other objects, or prose outside it) or a qualified label, and
+        answer object (other objects, or prose outside it) or a qualified label,
         ``qualified`` (field -> reservation) when a label field carries a reservation
-        (``{"verdict": "Yes, but ..."}``, see `reservation`).
+        (``{"verdict": "Yes, but ..."}``, see `reservation`), and ``as_written`` (field ->
+        text) for label fields written otherwise than their label.
 
     Raises:
         AdapterParseError: a reply that stops inside its JSON object (message
@@ -366,10 +374,9 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         if len(seen) > 1:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"the reply gives conflicting values for {name!r}")
-    qualified = _reservations(signature, {name: chosen[name] for name in signature.output_fields if name in chosen})
-    if qualified:
-        final["qualified"] = qualified
+    notes = _label_notes(signature, {name: chosen[name] for name in signature.output_fields if name in chosen}, final)
+    final.update(notes)
     outside = _FENCE_LINE.sub("", completion[:start] + completion[end:]).strip()
-    if len(found) > 1 or outside or qualified:
+    if len(found) > 1 or outside or "qualified" in notes:
         final["raw_reply"] = completion[:RAW_REPLY_LIMIT]
     return final

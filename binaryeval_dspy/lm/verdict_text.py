@@ -87,7 +87,7 @@ def reservation(text: object, labels: Sequence[str] = ("yes", "no")) -> str | No
     once (after punctuation, or at the start of its next sentence) with a reservation
     that takes part of it back is a *qualified* answer: ``"Yes, but the date is wrong"``,
     ``"yes, although it omits the vote"``, ``"Yes. However, ..."``, ``"No, except for the
-    title"``, ``"Pass (but the README lacks install steps)"``. Words recognised: but,
+    title"``, ``"Pass, but the README lacks install steps"``. Words recognised: but,
     however, although, though, except, albeit, apart from, aside from, other than, save
     for, with the exception of, with (some / minor) reservations / caveats / exceptions /
     issues, that said, even so, nevertheless, nonetheless, only if / when, as long as,

@@ -9,6 +9,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import judging_context
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import is_incomplete_reply
 from binaryeval_dspy.lm.verdict_text import normalize_label, reservation
@@ -98,11 +99,15 @@ class LabelPicker(dspy.Module):
         for _ in range(self.max_attempts):
             said = None  # a reservation after the label ("pass, but ...")
             try:
-                pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, allowed_labels=self.options(),
-                                 feedback=feedback)
+                with judging_context(self.pick.lm):  # our parsers: complete answers, qualified labels
+                    pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence,
+                                     allowed_labels=self.options(), feedback=feedback)
                 raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
                 named = getattr(pred, "qualified", None)
                 said = (named.get("label") if isinstance(named, dict) else None) or reservation(raw_label, names)
+                written = getattr(pred, "as_written", None)  # the label as the LM wrote it ("keep")
+                if not said and isinstance(written, dict) and written.get("label"):
+                    raw_label = written["label"]
             except AdapterParseError as exc:
                 raw = str(exc.lm_response or "")
                 # a reply that stops inside its answer has no label, whatever a pattern finds in it

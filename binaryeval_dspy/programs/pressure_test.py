@@ -8,6 +8,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import judging_context
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import is_incomplete_reply
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
@@ -74,7 +75,8 @@ class PressureTest(dspy.Module):
     def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
         """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
         try:
-            pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
+            with judging_context(self.answer.lm):  # our parsers: complete answers, qualified answers
+                pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
             if is_incomplete_reply(exc):  # stops inside its answer: no answer, whatever a pattern finds
