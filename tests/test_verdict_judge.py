@@ -342,3 +342,15 @@ def test_a_refutation_reply_that_stops_inside_its_json_never_refutes():
     answer = pred.named_verdict.pressure_test.questions[0]
     assert answer.answer == "unparsed" and "stops inside its JSON object" in answer.error
     assert not pred.named_verdict.pressure_test.refuted and pred.named_verdict.label == "Improve"
+
+
+def test_a_refutation_draft_cut_inside_its_list_keeps_the_questions_written_in_full():
+    from binaryeval_dspy.lm.adapters import CountingJSONAdapter
+
+    script = VerdictScript(labels=["Improve"], refutation_answers={"Is A true?": "yes"})
+    lm, _ = scripted_lm(lambda system, user: '{"questions": ["Is A true?", "Is B tr'
+                        if "[[ ## proposed_label ## ]]" in user else script(system, user))
+    with dspy.context(lm=lm, adapter=CountingJSONAdapter()):
+        pred = VerdictJudge(verdict_question_set())(input="a README section", output=SHORT)
+    pt = pred.named_verdict.pressure_test
+    assert pt.status == "ran" and [a.question for a in pt.questions] == ["Is A true?"]

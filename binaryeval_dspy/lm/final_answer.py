@@ -134,6 +134,35 @@ def is_incomplete_reply(exc: AdapterParseError) -> bool:
     return unclosed_json_tail(str(text or ""))
 
 
+def complete_list_items(exc: AdapterParseError, field: str) -> list[str] | None:
+    """The items of a list field that a cut reply wrote in full, or None when it has none.
+
+    For the steps that write lists (requirements, question drafts, refutation questions): a
+    reply cut at ``max_tokens`` inside its list is unreadable as an answer, but the items
+    before the cut are the LM's whole words. The list is located with json_repair (in a
+    JSON reply, or after the field's ``[[ ## field ## ]]`` header), and only the string
+    items whose closing quote is in the reply are kept: the item the repair completed is
+    left out.
+
+    Args:
+        exc: the parse failure, whose reply is read (see `is_incomplete_reply`).
+        field: the list field's name.
+
+    Returns:
+        The complete string items, in order (an empty list is returned as None).
+    """
+    response = getattr(exc, "lm_response", None)
+    text = str((response.get("text") if isinstance(response, dict) else response) or "")
+    header = text.rfind(f"[[ ## {field} ## ]]")
+    located = json_repair.loads(text[header + len(field) + 10:] if header >= 0 else text)
+    items = located.get(field) if isinstance(located, dict) else located
+    if not isinstance(items, list):
+        return None
+    whole = [item for item in items if isinstance(item, str)
+             and (json.dumps(item) in text or json.dumps(item, ensure_ascii=False) in text)]
+    return whole or None
+
+
 def _literal_labels(annotation: Any) -> tuple[str, ...] | None:
     if typing.get_origin(annotation) is typing.Literal:
         args = typing.get_args(annotation)

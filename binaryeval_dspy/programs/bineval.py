@@ -15,7 +15,7 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_adapter, reply_text
+from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_context, reply_text
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -234,11 +234,8 @@ class BinEval(dspy.Module):
         scoped = cache_scoped(lm)  # a plain dspy.LM: cached answers scoped to its endpoint
         if scoped is not lm:
             fields = {**fields, "lm": scoped}
-        adapter = judging_adapter(settings.adapter, scoped)
-        if adapter is not None and adapter is not settings.adapter:
-            with dspy.context(adapter=adapter):
-                return self._ask_with_logprobs(fields)
-        return self._ask_with_logprobs(fields)
+        with judging_context(scoped):
+            return self._ask_with_logprobs(fields)
 
     def _ask_with_logprobs(self, fields: dict[str, str]) -> dspy.Prediction:
         if self.logprobs == "off" or self._logprobs_refused:

@@ -10,7 +10,7 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.adapters import judging_context
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.final_answer import is_incomplete_reply
+from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -31,7 +31,8 @@ class PressureTest(dspy.Module):
         draft_max_tokens: completion cap of the drafting call, in tokens. Three short
             questions need far less; the cap stops a small model that keeps adding
             list entries (measured: SmolLM2-135M filled all 512 tokens otherwise). A
-            reply cut by the cap is still read, and the first questions are kept.
+            reply cut by the cap is still read: the questions written in full are kept,
+            the one the cap cut is not (`complete_list_items`).
 
     Raises:
         ConfigError: `max_questions` or `draft_max_tokens` < 1 (also a ValueError).
@@ -57,8 +58,11 @@ class PressureTest(dspy.Module):
         try:
             drafted = self.draft(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, proposed_label=label.name,
                                  label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
-        except AdapterParseError:
-            return [], 0
+        except AdapterParseError as exc:
+            # a reply cut by the cap inside its list: the questions written in full still count
+            drafted = complete_list_items(exc, "questions") if is_incomplete_reply(exc) else None
+            if drafted is None:
+                return [], 0
         seen: set[str] = set()
         questions = []
         dropped = 0
