@@ -9,7 +9,8 @@ when log-probabilities are required, ``logprobs="on"``).
 
 The judge's answer is read by `read_score` from the score field's text, whatever DSPy
 adapter produced it: ``4``, ``Score: 3``, ``3 out of 5``, ``4/5``, ``**4**``, ``4.5``,
-``4 - mostly coherent`` are scores; ``3 or 4`` and ``4/10`` on a 1-5 scale are unparsed; a
+``4 - mostly coherent``, ``4 (1 = worst, 5 = best)`` are scores; ``3 or 4``, ``4. Actually
+2`` and ``4/10`` on a 1-5 scale are unparsed; a
 number outside the rubric's scale (``6``, ``0`` on 1-5) is recorded as ``out_of_range``,
 never clamped and never a score.
 """
@@ -150,6 +151,14 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     on 1-5: ``4``, ``Score: 3``, ``score = 3``, ``Rating: 4``, ``**4**``, ``3 out of 5``,
     ``4/5``, ``4 / 5``, ``5/5``, ``4 - mostly coherent``, ``"4"``, ``4.0`` (read as 4).
 
+    The scale's legend after the score is not a second number: its range (``on a scale
+    of 1 to 5``, ``on a 1-5 scale``, ``(1-5)``, ``out of 5``) or its anchors (``(1 =
+    worst, 5 = best)``, ``where 1 is poor and 5 is excellent``, a list ``1 = ..., 2 =
+    ..., 5 = ...``: at least one end of the scale, every number on it) is read as the
+    legend (``4 (1 = worst, 5 = best)`` is 4). A legend of another scale that says
+    "scale" (``on a scale of 1 to 10`` on 1-5) makes the answer unparsed; other
+    numbers (``4 (3 = fair)``, ``(1 = worst, 10 = best)``) compete with the score.
+
     Decimals: rubric scales are integer scales, but the method's own score is a
     continuous mean over them, so a decimal inside the scale (``4.5`` on 1-5) is accepted
     as that value, never rounded; it is scored from the plain answer (its first token
@@ -160,7 +169,8 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     number (``I would give it a 4``, ``between 3 and 4``); a denominator other than the
     scale's top (``4/10`` on 1-5 is never rescaled); a second number offered as an
     answer (``3 or 4``, ``3-4``, ``3, 4``, ``3 to 4``, ``3 (maybe 4)``; so is a reason that
-    opens with a number, ``4 - 3 errors``: the rule errs towards unparsed); a later
+    opens with a number, ``4 - 3 errors``: the rule errs towards unparsed); a number
+    offered as a correction (``4. Actually 2``, ``4, or rather 3``, ``4 - no, 3``); a later
     labelled score that differs (``Score: 3 ... Final score: 4``); a number glued to other
     characters (``4th``, ``80%``); a numbered list (``1. The summary ...`` then ``2. ...``
     on a later line).
