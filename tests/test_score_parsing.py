@@ -264,6 +264,14 @@ def test_unieval_leaves_hedges_and_double_verdicts_unparsed(adapter, text):
     assert detail["error"].startswith("unparsed") and detail["score_source"] is None
 
 
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+def test_unieval_flags_a_qualified_answer(adapter):
+    """Issue 23.2: "Yes, but ..." is scored as the answer named, and flagged, never plain."""
+    detail = _run_unieval(adapter, "Yes, but the second sentence repeats the first.")
+    assert detail["status"] == "scored" and detail["answer"] == "yes" and detail.get("qualified") is True
+    assert "qualified" not in _run_unieval(adapter, "Yes.")
+
+
 # ------------------------------------------------------------------ counted in the benchmark report
 
 DIMS = ("coherence", "consistency", "fluency", "relevance")
