@@ -158,7 +158,8 @@ class _CountingAdapter:
         raws = self.__dict__.setdefault("_raw_replies", threading.local())
         if not hasattr(raws, "items"):
             raws.items = []
-        raws.items.append({key: parsed.pop(key) for key in REPLY_NOTES if parsed.get(key)})
+        notes = {key: parsed.pop(key, None) for key in REPLY_NOTES}
+        raws.items.append({key: value for key, value in notes.items() if value})
         return parsed
 
     def _next_reply_cut(self) -> bool:

@@ -153,8 +153,9 @@ def complete_list_items(exc: AdapterParseError, field: str) -> list[str] | None:
     """
     response = getattr(exc, "lm_response", None)
     text = str((response.get("text") if isinstance(response, dict) else response) or "")
-    header = text.rfind(f"[[ ## {field} ## ]]")
-    located = json_repair.loads(text[header + len(field) + 10:] if header >= 0 else text)
+    marker = f"[[ ## {field} ## ]]"
+    header = text.rfind(marker)
+    located = json_repair.loads(text[header + len(marker):] if header >= 0 else text)
     items = located.get(field) if isinstance(located, dict) else located
     if not isinstance(items, list):
         return None

@@ -30,10 +30,10 @@ from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 
 
-def _salvage(raw: str, signature: type[dspy.Signature], *,
-             cut: bool = False) -> tuple[dspy.Prediction | None, list[AdapterParseError]]:
-    """The judge's final answer in `raw`, read by our parsers (None if it holds none), and
-    each parser's failure.
+def _salvage(raw: str, signature: type[dspy.Signature], *, cut: bool = False,
+             failures: list[AdapterParseError] | None = None) -> dspy.Prediction | None:
+    """The judge's final answer in `raw`, read by our parsers; None if it holds none (each
+    parser's failure is appended to `failures` when given).
 
     Needed when the configured adapter is not one of ours (e.g. DSPy's own ChatAdapter from
     a plain ``dspy.configure(lm=...)``), or when the reply came in the other format: the
@@ -43,13 +43,13 @@ def _salvage(raw: str, signature: type[dspy.Signature], *,
     """
     text = (raw or "").strip()
     chat = partial(parse_chat_reply, cut=cut)
-    failures = []
     for parse in (parse_json_reply, chat) if text.startswith(("{", "```")) else (chat, parse_json_reply):
         try:
-            return dspy.Prediction(**parse(signature, text)), failures
+            return dspy.Prediction(**parse(signature, text))
         except AdapterParseError as exc:
-            failures.append(exc)
-    return None, failures
+            if failures is not None:
+                failures.append(exc)
+    return None
 
 
 def _qualified(pred: dspy.Prediction, verdict: str, explanation: str) -> bool:
@@ -283,7 +283,8 @@ class BinEval(dspy.Module):
             if is_empty_reply(exc):
                 # a 200 with no choices or an empty message: no answer, not an unreadable one
                 return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
-            pred, failures = _salvage(raw, self.judge.signature, cut=cut)
+            failures: list[AdapterParseError] = []
+            pred = _salvage(raw, self.judge.signature, cut=cut, failures=failures)
             if pred is None:
                 # say why in the terms of the format the reply was in: a reply cut inside its
                 # answer says so, whichever parser saw it first

@@ -200,8 +200,10 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     rest, wrong_legend = _strip_legends(rest, low, high)
     if wrong_legend:
         return ScoreReading(UNPARSED, reason=wrong_legend)
-    if _COMPETING.match(rest) or _CORRECTION.search(rest):
+    if _COMPETING.match(rest):
         return ScoreReading(UNPARSED, reason="two numbers offered as the answer")
+    if _CORRECTION.search(rest):
+        return ScoreReading(UNPARSED, reason="a second score offered as a correction")
     value = _number(head.group("num"))
     if any(_number(m.group("num")) != value for m in _LATER_LABEL.finditer(rest)):
         return ScoreReading(UNPARSED, reason="two different scores given")
