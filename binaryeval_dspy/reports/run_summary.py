@@ -369,7 +369,9 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
         notes.append(f"{summary.explanations_flagged} of {summary.explanations_checked} explanations contradict their "
                      f"verdict ({kinds}); {where}. Do not trust those verdicts.")
     if summary.answers_qualified:
-        notes.append(f"{summary.answers_qualified} answers qualified their verdict with a reservation (\"yes, but "
+        count = summary.answers_qualified
+        notes.append(f"{count} answer{'s' if count != 1 else ''} qualified {'their' if count != 1 else 'its'} "
+                     "verdict with a reservation (\"yes, but "
                      "...\", \"no, although ...\"; \"qualified\" in results.jsonl, the reply in \"raw_answer\"): "
                      "each is counted as the verdict it names, but the judge also took part of it back. Read them "
                      "before trusting those verdicts.")
