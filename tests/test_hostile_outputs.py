@@ -11,20 +11,28 @@ import json
 
 import dspy
 import pytest
+from dspy.lm15 import Response, Usage
 
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
+from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.evaluated_text import (
     DATA_BEGIN,
     DATA_END,
     as_evaluated_text,
     neutralize_markup,
 )
-from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.final_answer import (
+    OPEN_FIELD,
+    UNCLOSED_JSON,
+    parse_chat_reply,
+    parse_json_reply,
+    unclosed_json_tail,
+)
 from binaryeval_dspy.lm.verdict_text import normalize_label, normalize_yes_no
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
-from tests.fakes import field_value, scripted_lm
+from tests.fakes import ScriptedEngine, field_value, scripted_lm
 from tests.injection_payloads import BRACES, CHAT_BLOCK, FAKE_DELIMITER, PAYLOADS
 
 ARTICLE = "The council approved the new park on Tuesday after a two-hour debate."
@@ -230,12 +238,6 @@ def test_normalizers_directly():
 
 
 # ------------------------------------------------------------------ issue 23.1: a cut reply is never a verdict
-
-from dspy.lm15 import Message, Response, TextPart, Usage  # noqa: E402
-
-from binaryeval_dspy.lm.cache_identity import CacheScopedLM  # noqa: E402
-from binaryeval_dspy.lm.final_answer import OPEN_FIELD, UNCLOSED_JSON, unclosed_json_tail  # noqa: E402
-from tests.fakes import ScriptedEngine  # noqa: E402
 
 # Replies that stop inside their answer, with finish reason "stop": each would read as
 # "yes" once a repair completed it.
