@@ -163,6 +163,13 @@ def decide_verdict(
     if provisional is None:
         notes.append("the LM did not pick a declared label in "
                      f"{len(attempts)} attempt(s): {[a.raw for a in attempts]}")
+    qualified_pick = [a.raw for a in attempts if a.accepted and a.qualified]
+    if qualified_pick:
+        notes.append(f"the LM's pick came with a reservation ({qualified_pick[-1]!r}): taken as the label it names")
+    qualified_answers = [a.question for a in pressure_test.questions if a.qualified]
+    if qualified_answers:
+        notes.append(f"{len(qualified_answers)} refutation answer(s) came with a reservation (\"yes, but ...\"), "
+                     f"counted as the answer named: {qualified_answers}")
     return NamedVerdict(
         label=label, status="decided" if label is not None else "unparsed",
         decided_by=decided_by if label is not None else None, provisional_label=provisional,

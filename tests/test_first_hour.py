@@ -143,6 +143,35 @@ def test_explanations_that_contradict_their_verdict_are_flagged_and_counted(tmp_
     assert "6 of 6 explanations contradict their verdict" in flat(result.output)
 
 
+def test_qualified_verdicts_are_flagged_counted_and_shown_beside_the_table(tmp_path, scripted_cli):
+    """Issue 23.2: "Yes, but <a problem>" says both that the requirement is met and that it is
+    not; the verdict is kept, flagged ``qualified`` and counted, never a plain "yes"."""
+
+    def script(system, user):
+        question = field_value(user, "question")
+        if question == "Is every claim supported?":  # the reservation in the verdict field
+            return {"verdict": "Yes, but the date of the match is wrong.", "explanation": "Mostly supported."}
+        if question == "Are the numbers right?":  # in the explanation, all a schema-held verdict leaves
+            return {"verdict": "yes", "explanation": "Yes, although the fine is rounded."}
+        return {"verdict": "no", "explanation": "No, because it says approved but the article says rejected."}
+
+    scripted_cli(script)
+    result, out = run_evaluate(tmp_path, 2)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    by_id = {v["question_id"]: v for v in rows[0]["verdicts"]}
+    assert by_id["consistency-01"]["verdict"] == "yes" and by_id["consistency-01"]["qualified"] is True
+    assert "the date of the match is wrong" in by_id["consistency-01"]["raw_answer"]  # what the judge wrote
+    assert by_id["consistency-02"]["verdict"] == "yes" and by_id["consistency-02"]["qualified"] is True
+    assert "qualified" not in by_id["fluency-01"]  # a "but" inside the reason is not a reservation
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answers_qualified"] == 4
+    assert any(note.startswith("4 answers qualified their verdict") for note in summary["notes"])
+    assert 'qualified verdicts ("yes, but ..."): 4' in flat(result.output)
+    markdown = (out / "summary.md").read_text()
+    assert 'qualified verdicts ("yes, but ..."): 4' in markdown and "**Note:** 4 answers qualified" in markdown
+
+
 def test_consistent_explanations_are_not_flagged():
     from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 

@@ -11,20 +11,28 @@ import json
 
 import dspy
 import pytest
+from dspy.lm15 import Response, Usage
 
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
+from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.evaluated_text import (
     DATA_BEGIN,
     DATA_END,
     as_evaluated_text,
     neutralize_markup,
 )
-from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.final_answer import (
+    OPEN_FIELD,
+    UNCLOSED_JSON,
+    parse_chat_reply,
+    parse_json_reply,
+    unclosed_json_tail,
+)
 from binaryeval_dspy.lm.verdict_text import normalize_label, normalize_yes_no
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
-from tests.fakes import field_value, scripted_lm
+from tests.fakes import ScriptedEngine, field_value, scripted_lm
 from tests.injection_payloads import BRACES, CHAT_BLOCK, FAKE_DELIMITER, PAYLOADS
 
 ARTICLE = "The council approved the new park on Tuesday after a two-hour debate."
@@ -227,3 +235,171 @@ def test_normalizers_directly():
     assert normalize_label("**Pass** - meets every rule", ["pass", "fail"]) == "pass"
     assert normalize_label("pass or fail", ["pass", "fail"]) is None
     assert normalize_label("Needs_Review.", ["pass", "needs_review"]) == "needs_review"
+
+
+# ------------------------------------------------------------------ issue 23.1: a cut reply is never a verdict
+
+# Replies that stop inside their answer, with finish reason "stop": each would read as
+# "yes" once a repair completed it.
+UNCLOSED_REPLIES = {
+    "verdict string": '{"verdict": "yes',
+    "verdict string, cut after the word": '{"verdict": "yes, the summary',
+    "explanation string": '{"verdict": "yes", "explanation": "The summary covers',
+    "object never closed": '{"verdict": "yes", "explanation": "fine"',
+    "fenced": '```json\n{"verdict": "yes", "explanation": "fine"\n```',
+    "nested": '{"verdict": "yes", "explanation": {"detail": "cut',
+    "nested list": '{"verdict": "yes", "explanation": ["covers the vote", "covers',
+    "second object cut": '{"verdict": "yes", "explanation": "ok"}\nOn reflection: {"verdict": "yes", "expl',
+    "single quotes": "{'verdict': 'yes', 'explanation': 'fine",
+    "prose then object": 'My answer: {"verdict": "yes", "explanation": "ok',
+    "escaped quote": '{"verdict": "yes", "explanation": "it says \\"approved\\" and',
+}
+# The same in chat form: a field whose string or JSON value never closes.
+OPEN_CHAT_REPLIES = {
+    "quoted verdict": '[[ ## verdict ## ]]\n"yes\n\n[[ ## explanation ## ]]\nfine',
+    "json in the verdict field": '[[ ## verdict ## ]]\n{"answer": "yes\n\n[[ ## explanation ## ]]\nfine',
+    "json in the explanation": '[[ ## verdict ## ]]\nyes\n\n[[ ## explanation ## ]]\n{"reason": "the summ',
+    "quoted explanation": '[[ ## verdict ## ]]\nyes\n\n[[ ## explanation ## ]]\n"The summary covers',
+}
+JUDGE_ADAPTERS = {"json": CountingJSONAdapter, "chat": CountingChatAdapter,
+                  "dspy json": dspy.JSONAdapter, "dspy chat": lambda: dspy.ChatAdapter(use_json_adapter_fallback=False)}
+
+
+@pytest.mark.parametrize("adapter", sorted(JUDGE_ADAPTERS))
+@pytest.mark.parametrize("reply", sorted({**UNCLOSED_REPLIES, **OPEN_CHAT_REPLIES}))
+def test_a_reply_that_stops_inside_its_answer_is_unparsed_with_either_adapter(adapter, reply):
+    text = {**UNCLOSED_REPLIES, **OPEN_CHAT_REPLIES}[reply]
+    lm, engine = scripted_lm(lambda s, u: text)
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [v.verdict for v in verdicts] == ["unparsed"] * 3, [v.error for v in verdicts]
+    assert all(v.raw_answer == text for v in verdicts)  # the reply is kept as written
+    assert all("stops inside its" in v.error for v in verdicts), verdicts[0].error
+    assert len(engine.calls) == 3  # one request per question: no second format
+
+
+@pytest.mark.parametrize("reply", sorted(UNCLOSED_REPLIES))
+def test_the_json_parser_names_the_unclosed_object(reply):
+    with pytest.raises(dspy.utils.exceptions.AdapterParseError, match=UNCLOSED_JSON):
+        parse_json_reply(JudgeBinaryQuestion, UNCLOSED_REPLIES[reply])
+    assert unclosed_json_tail(UNCLOSED_REPLIES[reply])
+
+
+@pytest.mark.parametrize("reply", [
+    '{"verdict": "no", "explanation": "ok"}',
+    '{"verdict": "no", "explanation": "a brace { in a string"}',
+    '{"verdict": "no", "explanation": "ok"}\nNote: the set {a, b} closes.',
+    '{"verdict": "no", "explanation": "ok",}',  # a trailing comma: mended, nothing completed
+    "{'verdict': 'no', 'explanation': 'single quotes, closed'}",
+    '```json\n{"verdict": "no", "explanation": "fenced"}\n```',
+])
+def test_complete_objects_are_still_read(reply):
+    assert not unclosed_json_tail(reply)
+    assert parse_json_reply(JudgeBinaryQuestion, reply)["verdict"] == "no"
+
+
+def test_a_typed_chat_field_left_open_is_not_completed_by_the_repair():
+    """DSPy's parse_value repairs a typed field's text (json_repair); a list cut short is not a list."""
+
+    class Listing(dspy.Signature):
+        """List the points."""
+
+        text: str = dspy.InputField()
+        points: list[str] = dspy.OutputField()
+
+    assert parse_chat_reply(Listing, '[[ ## points ## ]]\n["a", "b"]')["points"] == ["a", "b"]
+    for cut in ('[[ ## points ## ]]\n["a", "b', '[[ ## points ## ]]\n["a", "b"'):
+        with pytest.raises(dspy.utils.exceptions.AdapterParseError, match=OPEN_FIELD):
+            parse_chat_reply(Listing, cut)
+    with pytest.raises(dspy.utils.exceptions.AdapterParseError, match=OPEN_FIELD):
+        parse_json_reply(Listing, json.dumps({"points": '["a", "b'}))  # a list sent as a string, cut
+
+
+class CutEngine(ScriptedEngine):
+    """A scripted engine whose every reply stopped at max_tokens (``finish_reason: "length"``)."""
+
+    def complete(self, request):
+        done = super().complete(request)
+        return Response(id=None, model="scripted", message=done.message, finish_reason="length",
+                        usage=Usage(input_tokens=10, output_tokens=5))
+
+
+def cut_lm(script):
+    """A `CacheScopedLM` (as `make_lm` builds), which marks replies that stopped at max_tokens."""
+    engine = CutEngine(script)
+    return CacheScopedLM(f"custom/cut-{id(engine)}", engine=engine, cache=False, temperature=0.0), engine
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+def test_a_reply_cut_at_max_tokens_after_its_verdict_is_unparsed(adapter):
+    """Cut inside the explanation: the verdict word is whole, the answer is not (issue 23.1)."""
+    text = ('{"verdict": "no", "explanation": "The summary leaves' if adapter == "json" else
+            "[[ ## verdict ## ]]\nno\n\n[[ ## explanation ## ]]\nThe summary leaves")
+    lm, _ = cut_lm(lambda s, u: text)
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [v.verdict for v in verdicts] == ["unparsed"] * 3
+    assert all("max_tokens" in v.error and "stops inside its" in v.error for v in verdicts), verdicts[0].error
+    assert all(v.raw_answer == text for v in verdicts)
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+def test_a_whole_answer_marked_cut_is_read_and_marked(adapter):
+    """The answer closed before the cap: a verdict, marked ``reply_cut`` (text after it is missing)."""
+    text = ('{"verdict": "no", "explanation": "It omits the vote."}\nAlso' if adapter == "json" else
+            "[[ ## verdict ## ]]\nno\n\n[[ ## explanation ## ]]\nIt omits the vote.\n\n[[ ## completed ## ]]\nAlso")
+    lm, _ = cut_lm(lambda s, u: text)
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [(v.verdict, v.reply_cut) for v in verdicts] == [("no", True)] * 3
+    assert verdicts[0].explanation == "It omits the vote."
+
+
+# ------------------------------------------------------------------ issue 23.2: qualified verdicts
+
+QUALIFIED = [
+    ("Yes, but the date is wrong.", "yes"), ("yes although it omits the vote", "yes"),
+    ("Yes, except for the second claim.", "yes"), ("**Yes** - however, the tone is off.", "yes"),
+    ("Yes. But the names are misspelled.", "yes"), ("Yes (with minor issues in the dates)", "yes"),
+    ("No, but it comes close.", "no"), ("No; that said, most claims hold.", "no"),
+]
+PLAIN = [("Yes.", "yes"), ("No, because it says approved but the article says rejected.", "no"),
+         ("Yes - every claim is supported, though briefly worded.", "yes"), ("No - the date is wrong.", "no")]
+
+
+def _verdict_reply(fmt: str, verdict: str, explanation: str = "reason") -> str:
+    if fmt == "chat":
+        return f"[[ ## verdict ## ]]\n{verdict}\n\n[[ ## explanation ## ]]\n{explanation}"
+    return json.dumps({"verdict": verdict, "explanation": explanation})
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+@pytest.mark.parametrize("fmt", ["json", "chat"])
+@pytest.mark.parametrize(("reply", "verdict"), QUALIFIED)
+def test_a_qualified_verdict_is_kept_and_flagged_never_plain(adapter, fmt, reply, verdict):
+    lm, engine = scripted_lm(lambda s, u: _verdict_reply(fmt, reply))
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [(v.verdict, v.qualified) for v in verdicts] == [(verdict, True)] * 3
+    assert all(reply in v.raw_answer for v in verdicts)  # the reservation is kept as written
+    assert "qualified" in verdicts[0].model_dump(mode="json") and len(engine.calls) == 3
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+@pytest.mark.parametrize(("reply", "verdict"), PLAIN)
+def test_a_reason_that_merely_contains_but_is_not_a_reservation(adapter, reply, verdict):
+    lm, _ = scripted_lm(lambda s, u: _verdict_reply(adapter, reply))
+    verdicts = judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)
+    assert [(v.verdict, v.qualified) for v in verdicts] == [(verdict, False)] * 3
+    assert "qualified" not in verdicts[0].model_dump(mode="json")  # omitted when False
+
+
+@pytest.mark.parametrize("adapter", ["json", "chat"])
+def test_a_reservation_opening_the_explanation_qualifies_the_same_verdict(adapter):
+    lm, _ = scripted_lm(lambda s, u: _verdict_reply(adapter, "yes", "Yes, but the vote count is wrong."))
+    assert {(v.verdict, v.qualified) for v in judge(lm, JUDGE_ADAPTERS[adapter](), HONEST)} == {("yes", True)}
+
+
+def test_reservation_directly():
+    from binaryeval_dspy.lm.verdict_text import reservation
+
+    assert reservation("Yes, but the date is wrong.") == "but the date is wrong."
+    assert reservation("**Pass**, but the README lacks install steps", ["pass", "fail"]).startswith("but the README")
+    assert reservation("Yes, partly, but ...") is None  # a hedge: unreadable, not qualified
+    assert reservation("No, because X but Y") is None and reservation("but yes") is None

@@ -84,3 +84,21 @@ def test_no_requirements_is_an_error():
 def test_normalize_dimension():
     assert normalize_dimension(" Factual Consistency ") == "factual_consistency"
     assert normalize_dimension("!!") == ""
+
+
+def test_a_requirement_list_cut_inside_its_last_item_keeps_only_the_whole_ones():
+    """Issue 23.1: the item a repair would complete ("Be conc") is no requirement; the ones
+    written in full are kept (with our JSON adapter, as `bineval generate` uses)."""
+    from binaryeval_dspy.lm.adapters import CountingJSONAdapter
+
+    base = generation_script(DRAFTS)
+
+    def script(system, user):
+        if "[[ ## requirement ## ]]" in user or "[[ ## requirements ## ]]" in user:
+            return base(system, user)
+        return '{"requirements": ["Be accurate.", "Be fluent.", "Be conc'
+
+    lm, _ = scripted_lm(script)
+    with dspy.context(lm=lm, adapter=CountingJSONAdapter()):
+        pred = QuestionGenerator(dimensions=["consistency", "fluency"])(task_prompt=TASK)
+    assert [r.text for r in pred.question_set.requirements] == ["Be accurate.", "Be fluent."]

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from binaryeval_dspy.runs import answer_journal
-from tests.test_engines import comparable, mixed_verdicts
 from tests.fake_endpoint import request_field
+from tests.test_engines import comparable, mixed_verdicts
 from tests.test_remote_faults import QUESTIONS, evaluate, stored, write_inputs
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster"),

@@ -144,7 +144,9 @@ def test_a_reply_cut_at_max_tokens_is_unparsed_never_no(tmp_path, fake_endpoint)
     assert requests_for(fake_endpoint, QUESTIONS[0]) == 1  # no second format
 
 
-def test_a_reply_cut_after_its_verdict_is_answered_and_marked_cut(tmp_path, fake_endpoint):
+def test_a_reply_cut_after_its_verdict_is_unparsed_not_an_answer(tmp_path, fake_endpoint):
+    """Issue 23.1 (changed on purpose: this reply was read as "no" with ``reply_cut``): the
+    verdict word is whole, but the reply stops inside its JSON object, so it is no answer."""
     qs_path, items = write_inputs(tmp_path, n_items=2)
     out = tmp_path / "run"
     reply = {"verdict": "no", "explanation": "The summary leaves out the second half of the match entirely."}
@@ -154,8 +156,25 @@ def test_a_reply_cut_after_its_verdict_is_answered_and_marked_cut(tmp_path, fake
     assert result.exit_code == 0, result.output
     for record in stored(out):
         verdicts = {v["question_id"]: v for v in record["verdicts"]}
+        assert verdicts["q1"]["verdict"] == "unparsed" and "reply_cut" not in verdicts["q1"]
+        assert "max_tokens" in verdicts["q1"]["error"] and "stops inside its JSON object" in verdicts["q1"]["error"]
+        assert verdicts["q1"]["raw_answer"] == '{"verdict": "no", "explanation": "The summary leaves'
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["replies_cut"] == 0
+
+
+def test_a_whole_answer_in_a_reply_marked_cut_is_answered_and_marked_cut(tmp_path, fake_endpoint):
+    qs_path, items = write_inputs(tmp_path, n_items=2)
+    out = tmp_path / "run"
+    reply = {"verdict": "no", "explanation": "The summary leaves out the second half of the match entirely."}
+    # the whole object, reported with finish_reason "length" (the model "would have gone on")
+    fake_endpoint.fault = when_user_contains(QUESTIONS[0], CutFault(tokens=100, text=reply))
+    result = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    for record in stored(out):
+        verdicts = {v["question_id"]: v for v in record["verdicts"]}
         assert verdicts["q1"]["verdict"] == "no" and verdicts["q1"]["reply_cut"] is True
-        assert verdicts["q1"]["explanation"] == "The summary leaves"
+        assert verdicts["q1"]["explanation"] == reply["explanation"]
         assert all("reply_cut" not in verdicts[f"q{n}"] for n in range(2, 7))  # whole replies carry no mark
         assert record.get("complete", True) is True  # stored only when False
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

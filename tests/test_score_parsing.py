@@ -117,6 +117,37 @@ def test_geval_reads_json_numbers(adapter, value):
     assert detail["score"] == pytest.approx((value - 1) / 4)
 
 
+# A score, then the scale's own legend (G-Eval replies repeat the anchors): the score (issue 23.3).
+WITH_LEGEND = [
+    ("4 (1 = worst, 5 = best)", 4), ("Score: 4 (1 = very poor, 5 = excellent)", 4),
+    ("3\n\n1 = incoherent, 2 = poor, 3 = fair, 4 = good, 5 = excellent", 3),
+    ("4 - where 1 is poor and 5 is excellent", 4), ("2 on a scale of 1 to 5", 2),
+    ("4 (on a scale from 1 (worst) to 5 (best))", 4), ("5 on a 1-5 scale", 5), ("4 (1-5)", 4),
+    ("4/5 (5 = best)", 4), ("Rating: 3 out of 5, where 1 means incoherent", 3), ("4 (scale: 1-5)", 4),
+]
+
+
+@pytest.mark.parametrize("adapter", ["counting-chat", "counting-json-schema", "json-no-schema"])
+@pytest.mark.parametrize(("text", "value"), WITH_LEGEND)
+def test_geval_reads_a_score_followed_by_its_scales_legend(adapter, text, value):
+    detail = _run_geval(adapter, text)
+    assert detail["status"] == "scored" and detail["raw"] == value, detail["error"]
+    assert detail["score"] == pytest.approx((value - 1) / 4)
+
+
+# Competing scores stay unparsed, legend or not (issue 23.3).
+COMPETING = ["4. Actually 2", "4, or rather 3", "4 - no, 3", "4 (3 = fair)", "4 (1 = worst, 10 = best)",
+             "3 (on a scale of 1 to 10)", "4 (1 = worst, 5 = best). Make that 3", "4 on a scale of 0 to 5"]
+
+
+@pytest.mark.parametrize("adapter", ["counting-chat", "counting-json-schema", "json-no-schema"])
+@pytest.mark.parametrize("text", COMPETING)
+def test_geval_leaves_competing_scores_unparsed_even_beside_a_legend(adapter, text):
+    detail = _run_geval(adapter, text)
+    assert detail["status"] == "unparsed" and detail["score"] is None and detail["raw"] is None
+    assert detail["reply"] == text
+
+
 # ------------------------------------------------------------------ G-Eval-style: unparsed forms
 
 UNPARSED = ["3 or 4", "3-4", "3, 4", "3 to 4", "3 (maybe 4)", "4/10", "8 out of 10", "Score: 3. Final score: 4",
@@ -231,6 +262,14 @@ def test_unieval_leaves_hedges_and_double_verdicts_unparsed(adapter, text):
     detail = _run_unieval(adapter, text)
     assert detail["status"] == "unparsed" and detail["score"] is None and detail["answer"] is None
     assert detail["error"].startswith("unparsed") and detail["score_source"] is None
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+def test_unieval_flags_a_qualified_answer(adapter):
+    """Issue 23.2: "Yes, but ..." is scored as the answer named, and flagged, never plain."""
+    detail = _run_unieval(adapter, "Yes, but the second sentence repeats the first.")
+    assert detail["status"] == "scored" and detail["answer"] == "yes" and detail.get("qualified") is True
+    assert "qualified" not in _run_unieval(adapter, "Yes.")
 
 
 # ------------------------------------------------------------------ counted in the benchmark report

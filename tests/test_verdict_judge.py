@@ -302,3 +302,56 @@ def test_a_failed_pick_or_pressure_test_keeps_the_answers_and_leaves_the_label_u
     assert row.status == "error" and not row.complete and row.questions_answered == 3
     assert row.error == pred.undecided and row.named_verdict is None and len(row.verdicts) == 3
     assert row.lm == "scripted"
+
+
+# ------------------------------------------------------------------ issue 23.1 / 23.2 in verdict mode
+
+
+def test_a_qualified_pick_is_taken_flagged_and_noted():
+    script = VerdictScript(labels=[{"reason": "mostly fine", "label": "Keep, but the README lacks install steps"}])
+    pred, _ = run(verdict_question_set(), script, pressure_test="never")
+    nv = pred.named_verdict
+    assert nv.label == "Keep" and nv.attempts[0].accepted and nv.attempts[0].qualified
+    assert "but the README lacks install steps" in nv.attempts[0].raw
+    assert any("came with a reservation" in note for note in nv.notes)
+
+
+def test_a_qualified_refutation_answer_is_flagged_and_noted():
+    script = VerdictScript(labels=["Improve"], refutations=["Q1?"],
+                           refutation_answers={"Q1?": {"answer": "Yes, but only in the intro", "evidence": "line 2"}})
+    pred, _ = run(verdict_question_set(), script)
+    answer = pred.named_verdict.pressure_test.questions[0]
+    assert answer.answer == "yes" and answer.qualified and "only in the intro" in answer.raw_answer
+    assert any("refutation answer(s) came with a reservation" in note for note in pred.named_verdict.notes)
+
+
+def test_a_pick_reply_that_stops_inside_its_json_is_no_label():
+    """Each reply names a declared label before it is cut; neither is a pick (was: read by the
+    JSON repair, or by a pattern on the unreadable reply)."""
+    script = VerdictScript(labels=['RAW:{"reason": "ok", "label": "Keep',
+                                   'RAW:{"reason": "ok", "label": "Retire", "note": "cut'])
+    pred, _ = run(verdict_question_set(), script, pressure_test="never")
+    nv = pred.named_verdict
+    assert nv.label is None and nv.status == "unparsed" and [a.accepted for a in nv.attempts] == [False, False]
+    assert all("stops inside its JSON object" in a.error for a in nv.attempts)
+
+
+def test_a_refutation_reply_that_stops_inside_its_json_never_refutes():
+    script = VerdictScript(labels=["Improve"], refutations=["Q1?"],
+                           refutation_answers={"Q1?": 'RAW{"answer": "yes", "evidence": "The READ'[3:]})
+    pred, _ = run(verdict_question_set(), script)
+    answer = pred.named_verdict.pressure_test.questions[0]
+    assert answer.answer == "unparsed" and "stops inside its JSON object" in answer.error
+    assert not pred.named_verdict.pressure_test.refuted and pred.named_verdict.label == "Improve"
+
+
+def test_a_refutation_draft_cut_inside_its_list_keeps_the_questions_written_in_full():
+    from binaryeval_dspy.lm.adapters import CountingJSONAdapter
+
+    script = VerdictScript(labels=["Improve"], refutation_answers={"Is A true?": "yes"})
+    lm, _ = scripted_lm(lambda system, user: '{"questions": ["Is A true?", "Is B tr'
+                        if "[[ ## proposed_label ## ]]" in user else script(system, user))
+    with dspy.context(lm=lm, adapter=CountingJSONAdapter()):
+        pred = VerdictJudge(verdict_question_set())(input="a README section", output=SHORT)
+    pt = pred.named_verdict.pressure_test
+    assert pt.status == "ran" and [a.question for a in pt.questions] == ["Is A true?"]

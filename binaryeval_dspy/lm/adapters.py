@@ -26,6 +26,7 @@ without a schema, and requests re-sent because a server refused the schema's
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import weakref
@@ -53,6 +54,12 @@ ADAPTER_POLICIES = ("auto", "json", "chat")
 
 #: How an unreadable reply that stopped at the completion cap is explained.
 CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
+
+
+#: Keys our parsers add beside the output fields, kept through DSPy's post-processing: the
+#: reply when it held more than its answer, the label fields a reservation qualified, and
+#: label fields as the judge wrote them (`binaryeval_dspy.lm.final_answer`).
+REPLY_NOTES = ("raw_reply", "qualified", "as_written")
 
 
 #: DSPy's AdapterParseError message for an output with no text: no reply, not an unreadable one.
@@ -145,13 +152,21 @@ class _CountingAdapter:
         return mark_for_litellm(split, index)
 
     def _remember_raw(self, parsed: dict[str, Any]) -> dict[str, Any]:
-        # DSPy drops keys that are not output fields after parse; keep the raw reply aside
-        # (per thread, in parse order) and put it back in `_call_postprocess`.
+        # DSPy drops keys that are not output fields after parse; keep the raw reply and the
+        # qualified labels aside (per thread, in parse order) and put them back in
+        # `_call_postprocess`.
         raws = self.__dict__.setdefault("_raw_replies", threading.local())
         if not hasattr(raws, "items"):
             raws.items = []
-        raws.items.append(parsed.pop("raw_reply", None))
+        notes = {key: parsed.pop(key, None) for key in REPLY_NOTES}
+        raws.items.append({key: value for key, value in notes.items() if value})
         return parsed
+
+    def _next_reply_cut(self) -> bool:
+        """Whether the reply `parse` is reading now stopped at ``max_tokens`` (False outside
+        `_call_postprocess`, e.g. a reply parsed again by a caller)."""
+        pending = getattr(self.__dict__.get("_cut_flags"), "items", None)
+        return bool(pending.pop(0)) if pending else False
 
     def _call_postprocess(self, processed_signature: Any, original_signature: Any, outputs: list,
                           lm: Any, lm_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,6 +175,11 @@ class _CountingAdapter:
         # A reply DSPy's LM marked as stopped at max_tokens (`mark_cut_replies`): the answer
         # read from it carries ``reply_cut``; a parse failure says the reply was cut.
         cut = [isinstance(out, dict) and out.get(CUT_REPLY[0]) == CUT_REPLY[1] for out in outputs]
+        # `parse` reads the cut flags in order (DSPy parses each output that has text): a
+        # chat reply cut inside a field block is unreadable (`parse_chat_reply`).
+        flags = self.__dict__.setdefault("_cut_flags", threading.local())
+        flags.items = [was_cut for out, was_cut in zip(outputs, cut)
+                       if (out.get("text") if isinstance(out, dict) else out)]
         try:
             values = super()._call_postprocess(  # type: ignore[misc]
                 processed_signature, original_signature, outputs, lm, lm_kwargs)
@@ -167,10 +187,11 @@ class _CountingAdapter:
             if any(cut):
                 exc.message = f"{CUT_REPLY_NOTE}: {exc.message or 'no answer in it'}"
             raise
+        finally:
+            flags.items = []
         if len(raws.items) == len(values):
-            for value, raw in zip(values, raws.items):
-                if raw:
-                    value["raw_reply"] = raw  # the reply held more than its answer: keep it
+            for value, notes in zip(values, raws.items):
+                value.update(notes)  # the reply held more than its answer, or qualified it: keep it
         raws.items = []
         for value, was_cut in zip(values, cut):
             if was_cut:
@@ -223,7 +244,8 @@ class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
 
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The judge's final answer set, not the first (see `binaryeval_dspy.lm.final_answer`)."""
-        return self._remember_raw(parse_chat_reply(signature, completion, adapter=type(self).__name__))
+        return self._remember_raw(parse_chat_reply(signature, completion, adapter=type(self).__name__,
+                                                   cut=self._next_reply_cut()))
 
 
 class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
@@ -288,6 +310,7 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         on the verdict make the reply unreadable (see `lm.final_answer.parse_json_reply`)."""
         shown = self._shown()
         quoted, shown.texts = getattr(shown, "texts", ()), ()  # one format's inputs serve one parse
+        self._next_reply_cut()  # a JSON answer is complete when its object closes, cut or not
         return self._remember_raw(parse_json_reply(signature, completion, adapter=type(self).__name__, quoted=quoted))
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
@@ -434,7 +457,23 @@ def judging_adapter(current: Any, lm: Any) -> Any:
     return own
 
 
+def judging_context(lm: Any = None) -> contextlib.AbstractContextManager:
+    """A ``dspy.context`` that puts `judging_adapter` in place for a call that reads a verdict
+    word (a label pick, a refutation answer), so our complete-answer, final-answer and
+    qualified-verdict rules (`binaryeval_dspy.lm.final_answer`) apply whatever adapter the
+    user configured; a no-op when the configured adapter is kept.
+
+    Args:
+        lm: the LM the call goes to (the predictor's own, if set); None uses DSPy's settings.
+    """
+    settings = dspy.settings
+    adapter = judging_adapter(settings.adapter, lm or settings.lm)
+    if adapter is None or adapter is settings.adapter:
+        return contextlib.nullcontext()
+    return dspy.context(adapter=adapter)
+
+
 __all__ = [
     "ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter",
-    "judging_adapter", "schema_support",
+    "judging_adapter", "judging_context", "schema_support",
 ]

@@ -12,9 +12,15 @@ with json_repair), which is the planted one. These parsers keep the judge's fina
 * JSON format: the last JSON object in the reply (bare or in a code fence) that has every
   required output field.
 
+Only a syntactically complete answer is read: a reply that stops inside its JSON object
+(``{"verdict": "yes``, finish reason ``stop`` or ``length``) or inside a field (a string or
+JSON value left open, or the field a reply cut at ``max_tokens`` stopped in) is unreadable;
+json_repair may mend a closed object's syntax, never complete a cut value.
+
 Decision fields typed as a ``Literal`` of strings are read loosely (``"Yes."``,
 ``"**No**, because ..."``) by `binaryeval_dspy.lm.verdict_text`, so a clear answer never
-costs a second call; hedges stay unreadable. When the reply held more than one answer set
+costs a second call; hedges stay unreadable. A label followed by a reservation
+(``"Yes, but ..."``) is read, and the parsed dict names it in ``qualified``. When the reply held more than one answer set
 or text outside the expected fields, the parsed dict carries ``raw_reply`` (the reply, cut
 to `RAW_REPLY_LIMIT` characters) so a reader can see what the judge wrote.
 """
@@ -31,11 +37,131 @@ import json_repair
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.lm.dspy_internals import apply_output_field_defaults, parse_value
-from binaryeval_dspy.lm.verdict_text import normalize_label
+from binaryeval_dspy.lm.verdict_text import normalize_label, reservation
 
 RAW_REPLY_LIMIT = 4000
 _HEADER = re.compile(r"^\[\[ ## (\w+) ## \]\]")
 _FENCE_LINE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+
+
+#: Why a reply whose JSON never closes is unreadable (`AdapterParseError` message).
+UNCLOSED_JSON = "the reply stops inside its JSON object"
+#: Why a reply with a field cut short is unreadable (followed by the field's name).
+OPEN_FIELD = "the reply stops inside its field"
+# Where a JSON object can begin: a brace, then a key (quoted, or bare as lenient JSON writes
+# it), the closing brace, or the end of the text.
+_OBJECT_START = re.compile(r"\{\s*(?:[\"'\w}]|$)")
+_QUOTED_OBJECT_START = re.compile(r'\{\s*"')
+_CLOSER = {"{": "}", "[": "]"}
+
+
+def _runs_to_end_open(text: str, start: int) -> bool:
+    """True when the JSON value opening at ``text[start]`` (a ``{``, ``[`` or ``"``) is still
+    open at the end of `text`: a string never terminated, or a bracket never closed, with
+    no mismatched closer on the way (a mismatch is malformed text, not a cut one)."""
+    stack: list[str] = []
+    quote = ""  # the open string's quote mark ('"', or "'" as lenient JSON writes it)
+    escaped = False
+    for char in text[start:]:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+                if not stack:
+                    return False  # a lone string value that closed
+            continue
+        if char in "\"'":
+            quote = char
+        elif char in _CLOSER:
+            stack.append(_CLOSER[char])
+        elif char in "}]":
+            if not stack or stack.pop() != char:
+                return False
+            if not stack:
+                return False  # the value closed
+    return bool(quote) or bool(stack)
+
+
+def unclosed_json_tail(text: str, *, bare_keys: bool = True) -> bool:
+    """True when `text` ends inside a JSON object: after the last object that decodes, an
+    object begins (``{`` then a key's quote) and runs to the end of the text with a string
+    or a bracket still open. A reply cut inside its answer (``{"verdict": "yes``, or
+    ``{"verdict": "no", "explanation": "The summ``, nested or not, fenced or not), whatever
+    the finish reason; a brace in prose that closes, or never starts a key, does not count.
+
+    Args:
+        text: a reply, or one field's text.
+        bare_keys: also count an object whose first key is unquoted or single-quoted (as
+            lenient JSON writes it); False counts only ``{"``, for free text.
+    """
+    after = max((end for _start, end, _value in _json_objects(text)), default=0)
+    for candidate in (_OBJECT_START if bare_keys else _QUOTED_OBJECT_START).finditer(text, after):
+        if _runs_to_end_open(text, candidate.start()):
+            return True
+    return False
+
+
+def _json_objects(text: str) -> list[tuple[int, int, Any]]:
+    """Every top-level JSON value that starts with ``{`` in `text`: (start, end, value)."""
+    decoder = json.JSONDecoder()
+    found, position = [], 0
+    while True:
+        start = text.find("{", position)
+        if start < 0:
+            return found
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            position = start + 1
+            continue
+        found.append((start, end, value))
+        position = end
+
+
+def is_incomplete_reply(exc: AdapterParseError) -> bool:
+    """True when a failed parse was a reply that stops inside its answer: the parser said
+    so (`UNCLOSED_JSON`, `OPEN_FIELD`), or the reply's text ends inside a JSON object
+    (`unclosed_json_tail`; for a parse by another adapter). A caller that salvages fields
+    from an unreadable reply with patterns must not read such a reply."""
+    message = str(getattr(exc, "message", "") or "")
+    if UNCLOSED_JSON in message or OPEN_FIELD in message:
+        return True
+    response = getattr(exc, "lm_response", None)
+    text = response.get("text") if isinstance(response, dict) else response
+    return unclosed_json_tail(str(text or ""))
+
+
+def complete_list_items(exc: AdapterParseError, field: str) -> list[str] | None:
+    """The items of a list field that a cut reply wrote in full, or None when it has none.
+
+    For the steps that write lists (requirements, question drafts, refutation questions): a
+    reply cut at ``max_tokens`` inside its list is unreadable as an answer, but the items
+    before the cut are the LM's whole words. The list is located with json_repair (in a
+    JSON reply, or after the field's ``[[ ## field ## ]]`` header), and only the string
+    items whose closing quote is in the reply are kept: the item the repair completed is
+    left out.
+
+    Args:
+        exc: the parse failure, whose reply is read (see `is_incomplete_reply`).
+        field: the list field's name.
+
+    Returns:
+        The complete string items, in order (an empty list is returned as None).
+    """
+    response = getattr(exc, "lm_response", None)
+    text = str((response.get("text") if isinstance(response, dict) else response) or "")
+    marker = f"[[ ## {field} ## ]]"
+    header = text.rfind(marker)
+    located = json_repair.loads(text[header + len(marker):] if header >= 0 else text)
+    items = located.get(field) if isinstance(located, dict) else located
+    if not isinstance(items, list):
+        return None
+    whole = [item for item in items if isinstance(item, str)
+             and (json.dumps(item) in text or json.dumps(item, ensure_ascii=False) in text)]
+    return whole or None
 
 
 def _literal_labels(annotation: Any) -> tuple[str, ...] | None:
@@ -50,8 +176,31 @@ def _required(signature: Any) -> set[str]:
     return set(signature.output_fields) - set(apply_output_field_defaults(signature, {}))
 
 
+def _left_open(value: Any, *, prose: bool = False) -> bool:
+    """True when a field's text opens a string or a JSON value and never closes it: a value
+    cut short (``"yes``, ``["a", "b``, ``{"k": 1``), which a lenient parser would complete.
+
+    `prose` is for free-text fields: only a leading double quote or a JSON object (a brace
+    then a quoted key) counts, so an apostrophe or a brace in a sentence does not.
+    """
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text[:1] in ('{["' if prose else "{[\"'") and text[:1] and _runs_to_end_open(text, 0):
+        return True
+    return unclosed_json_tail(text, bare_keys=not prose)
+
+
+def _open_field_error(signature: Any, name: str, adapter: str, completion: str,
+                      why: str = " (a string or JSON value left open)") -> AdapterParseError:
+    return AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                             message=f"{OPEN_FIELD} {name!r}{why}")
+
+
 def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str) -> Any:
     annotation = signature.output_fields[name].annotation
+    if annotation is not str and _left_open(value):
+        raise _open_field_error(signature, name, adapter, completion)
     labels = _literal_labels(annotation)
     if labels is not None:
         label = normalize_label(value, labels)
@@ -66,29 +215,59 @@ def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str
                                 message=f"failed to parse field {name!r}: {exc}") from exc
 
 
+def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """What the parsed labels leave out, as keys beside the fields: ``qualified`` (field ->
+    reservation, for each label field whose text qualifies its label, see `reservation`) and
+    ``as_written`` (field -> text, for each label field written otherwise than its label,
+    ``"keep"`` or ``"**Yes**."``, so a caller can record the judge's own words)."""
+    qualified, written = {}, {}
+    for name, text in texts.items():
+        labels = _literal_labels(signature.output_fields[name].annotation) if name in signature.output_fields else None
+        if labels is None or not isinstance(text, str):
+            continue
+        said = reservation(text, labels)
+        if said:
+            qualified[name] = said
+        if text.strip() != final.get(name):
+            written[name] = text.strip()[:RAW_REPLY_LIMIT]
+    return {key: value for key, value in (("qualified", qualified), ("as_written", written)) if value}
+
+
 def _decision_fields(signature: Any) -> list[str]:
     return [name for name, field in signature.output_fields.items() if field.annotation is not str]
 
 
-def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapter") -> dict[str, Any]:
+def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapter", *,
+                     cut: bool = False) -> dict[str, Any]:
     """The final complete answer set of a chat-format reply, as ``{field: value}``.
+
+    Only complete field blocks are read: a field whose text opens a string or a JSON value
+    and never closes it (``"yes``, ``["a", "b``, a free-text field ending in
+    ``{"k": "v``) is cut short, whatever the finish reason; so is the field a reply
+    stopped in when it was `cut` at ``max_tokens`` (its block never ended).
 
     Args:
         signature: the DSPy signature whose output fields are read.
         completion: the LM's reply text.
         adapter: the adapter name put in errors.
+        cut: the reply stopped at the completion cap (``finish_reason: "length"``).
 
     Returns:
         One value per output field (defaults filled as DSPy does), plus ``raw_reply`` when
-        the reply held more than one answer set or text outside the output fields.
+        the reply held more than one answer set or text outside the output fields (or a
+        qualified label), ``qualified`` (field -> reservation, see `reservation`) when
+        a label field carries a reservation (``"Yes, but ..."``), and ``as_written``
+        (field -> text) for label fields written otherwise than their label.
 
     Raises:
-        AdapterParseError: no complete answer set; a decision field that cannot be read;
-            two different readable values of a decision field anywhere in the reply.
+        AdapterParseError: the reply stops inside a field (`OPEN_FIELD`) or inside a JSON
+            object (`UNCLOSED_JSON`); no complete answer set; a decision field that cannot
+            be read; two different readable values of a decision field anywhere in the reply.
     """
     outputs = signature.output_fields
     sets: list[dict[str, list[str]]] = [{}]
     current: list[str] | None = None
+    current_name = ""
     extra = False
     for line in completion.splitlines():
         match = _HEADER.match(line.strip())
@@ -99,6 +278,7 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
                 if name in sets[-1]:
                     sets.append({})  # a field repeats: a new answer set begins
                 sets[-1][name] = current = [rest] if rest else []
+                current_name = name
             else:
                 extra = extra or name != "completed"
                 current = None  # an unknown header (or "completed") ends the field
@@ -107,11 +287,18 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
             current.append(line)
         elif line.strip():
             extra = True  # prose outside the fields
+    if cut and current is not None:
+        # stopped at max_tokens inside a field block: its value (and any later field) is missing
+        raise _open_field_error(signature, current_name, adapter, completion, why="")
     required = _required(signature)
     complete = [s for s in sets if required <= set(s)]
     if not complete:
         raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
-                                message="the reply has no complete set of output fields")
+                                message=UNCLOSED_JSON if unclosed_json_tail(completion) else
+                                "the reply has no complete set of output fields")
+    for name, lines in complete[-1].items():
+        if outputs[name].annotation is str and _left_open("\n".join(lines), prose=True):
+            raise _open_field_error(signature, name, adapter, completion)
     parsed = []
     for answer_set in complete:
         values = {name: _coerce(signature, name, "\n".join(lines).strip(), adapter, completion)
@@ -132,26 +319,11 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
         if len(seen) > 1:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"the reply gives conflicting values for {name!r}")
-    if extra or len(sets) > 1:
+    notes = _label_notes(signature, {name: "\n".join(lines).strip() for name, lines in complete[-1].items()}, final)
+    final.update(notes)
+    if extra or len(sets) > 1 or "qualified" in notes:
         final["raw_reply"] = completion[:RAW_REPLY_LIMIT]
     return final
-
-
-def _json_objects(text: str) -> list[tuple[int, int, Any]]:
-    """Every top-level JSON value that starts with ``{`` in `text`: (start, end, value)."""
-    decoder = json.JSONDecoder()
-    found, position = [], 0
-    while True:
-        start = text.find("{", position)
-        if start < 0:
-            return found
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            position = start + 1
-            continue
-        found.append((start, end, value))
-        position = end
 
 
 def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapter",
@@ -160,8 +332,11 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
     reply's objects disagree on a decision field (then nothing is read).
 
     Objects may be bare or inside code fences; an object nested in another counts only as
-    part of its parent. When no object decodes strictly, json_repair's lenient reading (as
-    DSPy's JSONAdapter does) supplies the one object.
+    part of its parent. A reply that ends inside a JSON object (`unclosed_json_tail`: a
+    string or a bracket left open, e.g. ``{"verdict": "yes``, whatever the finish reason)
+    is unreadable: nothing the repair would complete is an answer. When no object decodes
+    strictly but each one closes, json_repair's lenient reading (as DSPy's JSONAdapter
+    does) supplies the one object (a trailing comma, single quotes).
 
     Args:
         signature: the DSPy signature whose output fields are read.
@@ -176,21 +351,31 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
 
     Returns:
         One value per output field, plus ``raw_reply`` when the reply held more than the
-        answer object (other objects, or prose outside it).
+        answer object (other objects, or prose outside it) or a qualified label,
+        ``qualified`` (field -> reservation) when a label field carries a reservation
+        (``{"verdict": "Yes, but ..."}``, see `reservation`), and ``as_written`` (field ->
+        text) for label fields written otherwise than their label.
 
     Raises:
-        AdapterParseError: no object, no object with every required field, a field that
+        AdapterParseError: a reply that stops inside its JSON object (message
+            `UNCLOSED_JSON`), no object, no object with every required field, a field that
             cannot be read, or two different readable values of a decision field in the
             reply's objects (the judge's answer and a quoted or second one).
     """
+    if unclosed_json_tail(completion):
+        # A reply cut inside its answer: json_repair would complete the half-written value
+        # (``{"verdict": "yes`` -> yes); a value the repair completed is not an answer.
+        raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                                message=UNCLOSED_JSON)
     found = [(s, e, v) for s, e, v in _json_objects(completion) if isinstance(v, dict)]
     objects = [(s, e, v) for s, e, v in found if not any(completion[s:e] in text for text in quoted)]
     if found and not objects:
         raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                 message="the reply's only JSON objects are quoted from the evaluated texts")
     if not objects:
-        # Nothing decodes strictly (a trailing comma, single quotes, a cut reply): the lenient
-        # reading DSPy uses, which has only one object to choose from anyway.
+        # Nothing decodes strictly but every object closes (a trailing comma, single quotes):
+        # the lenient reading DSPy uses, which has only one object to choose from anyway. It
+        # mends the syntax; it never completes a cut value (refused above).
         repaired = json_repair.loads(completion)
         if not isinstance(repaired, dict):
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
@@ -219,7 +404,9 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         if len(seen) > 1:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"the reply gives conflicting values for {name!r}")
+    notes = _label_notes(signature, {name: chosen[name] for name in signature.output_fields if name in chosen}, final)
+    final.update(notes)
     outside = _FENCE_LINE.sub("", completion[:start] + completion[end:]).strip()
-    if len(found) > 1 or outside:
+    if len(found) > 1 or outside or "qualified" in notes:
         final["raw_reply"] = completion[:RAW_REPLY_LIMIT]
     return final

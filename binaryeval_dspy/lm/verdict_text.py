@@ -4,6 +4,11 @@ Judges write ``Yes.``, ``**Yes**``, ``YES``, ``No, because ...`` and ``No - ...`
 clear answer and is read as one. Hedges (``yes and no``, ``partly``, ``it depends``) and
 replies that give both verdicts stay unreadable: the caller records them as ``unparsed``,
 never as an answer.
+
+A verdict word followed at once by a reservation that takes part of it back (``Yes, but
+the date is wrong``, ``yes, although ...``, ``No, except ...``; `reservation`) is a
+*qualified* verdict: the word is read, and the caller flags the answer ``qualified`` so it
+is never taken for a plain one (see docs/output-format.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,15 @@ _HEDGES = re.compile(
     r"cannot (?:say|tell|determine)|can't (?:say|tell)|mixed|both)\b"
 )
 _OTHER_VERDICT = {"yes": re.compile(r"\bno\b"), "no": re.compile(r"\byes\b")}
+# A reservation right after the verdict word (after punctuation, or opening its next
+# sentence): "Yes, but ...", "yes although ...", "No; however, ...", "Yes. But ...",
+# "Yes (except ...)", "yes - with the exception of ...".
+_RESERVATION = re.compile(
+    r"^[\s,;:.!\-–—(\[]*(?P<word>but|however|although|though|except|excepting|albeit|apart from|aside from|"
+    r"other than|save for|with the exception of|with (?:some |minor |a few |one |certain )?"
+    r"(?:reservations?|caveats?|exceptions?|issues?|problems?)|that said|having said that|even so|nevertheless|"
+    r"nonetheless|only if|only when|as long as|provided that|unless)\b",
+    re.IGNORECASE)
 
 
 def normalize_yes_no(text: object) -> Literal["yes", "no"] | None:
@@ -64,6 +78,45 @@ def normalize_yes_no(text: object) -> Literal["yes", "no"] | None:
         if re.match(rf"^{other}\b\s*[.!]?\s*$", follow):
             return None
     return word  # type: ignore[return-value]
+
+
+def reservation(text: object, labels: Sequence[str] = ("yes", "no")) -> str | None:
+    """The reservation that qualifies the label a reply field leads with, or None.
+
+    A field that names a label (read as `normalize_label` reads it) and follows it at
+    once (after punctuation, or at the start of its next sentence) with a reservation
+    that takes part of it back is a *qualified* answer: ``"Yes, but the date is wrong"``,
+    ``"yes, although it omits the vote"``, ``"Yes. However, ..."``, ``"No, except for the
+    title"``, ``"Pass, but the README lacks install steps"``. Words recognised: but,
+    however, although, though, except, albeit, apart from, aside from, other than, save
+    for, with the exception of, with (some / minor) reservations / caveats / exceptions /
+    issues, that said, even so, nevertheless, nonetheless, only if / when, as long as,
+    provided that, unless.
+
+    A reason that merely contains such a word later (``"No, because it says X but the
+    article says Y"``) is not a reservation: only the words right after the label count.
+
+    Args:
+        text: the field's text.
+        labels: the declared labels (default yes / no).
+
+    Returns:
+        The reservation as written, from its first word to the end of the field (cut to
+        300 characters), or None when the field is not a readable label or nothing
+        qualifies it.
+    """
+    if text is None or normalize_label(text, labels) is None:
+        return None
+    value = re.sub(r"[*_`~]", "", str(text)).strip().lstrip(_WRAPPING)
+    lowered = value.lower()
+    for label in sorted(labels, key=len, reverse=True):
+        if lowered.startswith(label.lower()):
+            rest = value[len(label):]
+            found = _RESERVATION.match(rest)
+            if found is None:
+                return None
+            return rest[found.start("word"):].strip()[:300]
+    return None
 
 
 def normalize_label(text: object, labels: Sequence[str]) -> str | None:

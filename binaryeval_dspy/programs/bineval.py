@@ -15,14 +15,19 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_adapter, reply_text
+from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_context, reply_text
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT, parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.final_answer import (
+    RAW_REPLY_LIMIT,
+    is_incomplete_reply,
+    parse_chat_reply,
+    parse_json_reply,
+)
 from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.lm.logprobs import p_yes
-from binaryeval_dspy.lm.verdict_text import normalize_yes_no
+from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
@@ -31,21 +36,40 @@ from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 
 
-def _salvage(raw: str, signature: type[dspy.Signature]) -> dspy.Prediction | None:
-    """The judge's final answer in `raw`, read by our parsers; None if it holds none.
+def _salvage(raw: str, signature: type[dspy.Signature], *, cut: bool = False,
+             failures: list[AdapterParseError] | None = None) -> dspy.Prediction | None:
+    """The judge's final answer in `raw`, read by our parsers; None if it holds none (each
+    parser's failure is appended to `failures` when given).
 
     Needed when the configured adapter is not one of ours (e.g. DSPy's own ChatAdapter from
-    a plain ``dspy.configure(lm=...)``): its parse failed, ours may still read the reply,
-    with the same final-answer and planted-text rules (`binaryeval_dspy.lm.final_answer`).
+    a plain ``dspy.configure(lm=...)``), or when the reply came in the other format: the
+    adapter's parse failed, ours may still read the reply, with the same final-answer,
+    planted-text and complete-answer rules (`binaryeval_dspy.lm.final_answer`); `cut` says
+    the reply stopped at ``max_tokens``.
     """
     text = (raw or "").strip()
-    for parse in (parse_json_reply, parse_chat_reply) if text.startswith(("{", "```")) else (
-            parse_chat_reply, parse_json_reply):
+    chat = partial(parse_chat_reply, cut=cut)
+    for parse in (parse_json_reply, chat) if text.startswith(("{", "```")) else (chat, parse_json_reply):
         try:
             return dspy.Prediction(**parse(signature, text))
-        except AdapterParseError:
-            continue
+        except AdapterParseError as exc:
+            if failures is not None:
+                failures.append(exc)
     return None
+
+
+def _qualified(pred: dspy.Prediction, verdict: str, explanation: str) -> bool:
+    """Whether the judge qualified its `verdict` with a reservation (`verdict_text.reservation`):
+    in the verdict field (``"Yes, but the date is wrong"``; our adapters name it in the
+    prediction's ``qualified``, another adapter leaves the text in ``verdict``), or by opening
+    the explanation with the same verdict word and a reservation (``{"verdict": "yes",
+    "explanation": "Yes, although it omits the vote."}``, all a schema-held verdict leaves)."""
+    named = getattr(pred, "qualified", None)
+    if isinstance(named, dict) and named.get("verdict"):
+        return True
+    if reservation(pred.verdict):
+        return True
+    return normalize_yes_no(explanation) == verdict and reservation(explanation) is not None
 
 
 LogprobMode = Literal["auto", "on", "off"]
@@ -216,11 +240,8 @@ class BinEval(dspy.Module):
         scoped = cache_scoped(lm)  # a plain dspy.LM: cached answers scoped to its endpoint
         if scoped is not lm:
             fields = {**fields, "lm": scoped}
-        adapter = judging_adapter(settings.adapter, scoped)
-        if adapter is not None and adapter is not settings.adapter:
-            with dspy.context(adapter=adapter):
-                return self._ask_with_logprobs(fields)
-        return self._ask_with_logprobs(fields)
+        with judging_context(scoped):
+            return self._ask_with_logprobs(fields)
 
     def _ask_with_logprobs(self, fields: dict[str, str]) -> dspy.Prediction:
         if self.logprobs == "off" or self._logprobs_refused:
@@ -250,9 +271,12 @@ class BinEval(dspy.Module):
 
         Returns:
             A `QuestionVerdict`: yes/no (with P(yes) when log-probabilities came back,
-            and ``reply_cut`` when the reply stopped at ``max_tokens`` after the verdict);
+            ``reply_cut`` when the reply stopped at ``max_tokens`` after its whole answer,
+            and ``qualified`` when a reservation follows the verdict word, "Yes, but ...");
             ``unparsed`` (with the raw LM text) when the answer cannot be read as
-            yes/no (the error says so when the reply was cut); ``error`` (with the
+            yes/no or is not complete (a reply that stops inside its JSON object or a field,
+            whatever the finish reason; the error says why, and when the reply was cut at
+            ``max_tokens``); ``error`` (with the
             error's type and message) when the call failed.
         """
         fields = self.question_fields(input, output, question)
@@ -265,11 +289,18 @@ class BinEval(dspy.Module):
             if is_empty_reply(exc):
                 # a 200 with no choices or an empty message: no answer, not an unreadable one
                 return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
-            pred = _salvage(raw, self.judge.signature)
+            failures: list[AdapterParseError] = []
+            pred = _salvage(raw, self.judge.signature, cut=cut, failures=failures)
             if pred is None:
+                # say why in the terms of the format the reply was in: a reply cut inside its
+                # answer says so, whichever parser saw it first
+                exc = next((f for f in (exc, *failures) if is_incomplete_reply(f)), exc)
+                reason = _parse_reason(exc)
+                if cut and not reason.startswith(CUT_REPLY_NOTE):
+                    reason = f"{CUT_REPLY_NOTE}: {reason}"
                 return QuestionVerdict(
                     question_id=question.id, verdict="unparsed", raw_answer=raw[:RAW_REPLY_LIMIT],
-                    error=f"{type(exc).__name__}: {_parse_reason(exc)}",
+                    error=f"{type(exc).__name__}: {reason}",
                 )
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
@@ -283,11 +314,14 @@ class BinEval(dspy.Module):
                 question_id=question.id, verdict="unparsed", raw_answer=str(raw_reply or pred.verdict)[:RAW_REPLY_LIMIT],
                 error="the verdict field is neither yes nor no",
             )
+        qualified = _qualified(pred, verdict, explanation)
+        if qualified and not raw_reply:
+            raw_reply = f"verdict: {pred.verdict}\nexplanation: {explanation}"  # what the judge wrote
         return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
                                p_yes=p_yes(getattr(pred, "logprobs", None)),
                                flags=explanation_flags(verdict, explanation, question.violation_example) or None,
                                raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None,
-                               reply_cut=cut or bool(getattr(pred, "reply_cut", False)))
+                               reply_cut=cut or bool(getattr(pred, "reply_cut", False)), qualified=qualified)
 
     def item_work(
         self, input: str, output: str, previous: Sequence[QuestionVerdict] = (),

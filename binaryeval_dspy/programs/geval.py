@@ -9,7 +9,8 @@ when log-probabilities are required, ``logprobs="on"``).
 
 The judge's answer is read by `read_score` from the score field's text, whatever DSPy
 adapter produced it: ``4``, ``Score: 3``, ``3 out of 5``, ``4/5``, ``**4**``, ``4.5``,
-``4 - mostly coherent`` are scores; ``3 or 4`` and ``4/10`` on a 1-5 scale are unparsed; a
+``4 - mostly coherent``, ``4 (1 = worst, 5 = best)`` are scores; ``3 or 4``, ``4. Actually
+2`` and ``4/10`` on a 1-5 scale are unparsed; a
 number outside the rubric's scale (``6``, ``0`` on 1-5) is recorded as ``out_of_range``,
 never clamped and never a score.
 """
@@ -54,6 +55,62 @@ _COMPETING = re.compile(
 _LATER_LABEL = re.compile(rf"\b(?:score|rating|grade)\s*(?:is\b|[:=])?\s*(?P<num>{_NUMBER})", re.IGNORECASE)
 # A numbered list after the first line: the leading number was a list mark, not a score.
 _LIST_ITEM = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
+# A second number offered as a correction ("4. Actually 2", "4, or rather 3", "4 - no, 3").
+_CORRECTION = re.compile(
+    rf"\b(?:actually|rather|instead|wait|correction|make\s+that|i\s+mean|on\s+second\s+thought|revised?|"
+    rf"changed?\s+(?:it\s+)?to|updated?\s+to|no)\b[\s,:;.!\-–—]*(?:(?:it'?s|it\s+is|is|a|an|to|the|final|"
+    rf"score|rating|should\s+be|would\s+be|be)\b[\s:=]*)*{_NUMBER}",
+    re.IGNORECASE)
+# The scale's legend, repeated after the score: its range ("on a scale of 1 to 5", "(1-5)",
+# "out of 5", "/5") or its anchors ("(1 = worst, 5 = best)", "where 1 is poor and 5 is
+# excellent"). Its numbers must be the scale's own (`_legend_numbers`).
+_RANGE_SEP = r"\s*(?:-|–|—|to|through)\s*"
+_ANCHOR_WORDS = r"[a-z][a-z'\-]*(?:\s+(?!and\b)[a-z][a-z'\-]*){0,5}"  # up to 6 words, "and" ends them
+_ANCHOR = rf"(?P<n{{i}}>\d+)\s*(?:=|:|is|means|being|->|→)\s*(?:the\s+)?{_ANCHOR_WORDS}(?:\s*\([^()]*\))?"
+_SCALE_NAMED = (  # legends that say "scale": a mismatch names another scale
+    # on a scale (from / of) 1 (worst) to 5 (best); on a range of 1-5
+    re.compile(rf"\b(?:on\s+|using\s+)?(?:a|the)?\s*(?:scale|range)\s*(?:of|from|:)?\s*(?P<a>\d+)\s*(?:\([^()]*\))?"
+               rf"{_RANGE_SEP}(?P<b>\d+)(?:\s*\([^()]*\))?", re.IGNORECASE),
+    # on a 1-5 scale, a 1 to 5 point scale
+    re.compile(rf"\b(?:on\s+)?(?:a|the)\s+(?P<a>\d+){_RANGE_SEP}(?P<b>\d+)(?:\s*-?\s*point)?\s+scale\b",
+               re.IGNORECASE),
+)
+_SCALE_BARE = (  # legends without the word: only the scale's own numbers make them one
+    re.compile(rf"\(\s*(?P<a>\d+){_RANGE_SEP}(?P<b>\d+)\s*\)", re.IGNORECASE),  # (1-5), (1 to 5)
+    re.compile(r"(?:\bout\s+of\s+|(?<![\d\s])\s*/\s*|(?<=\s)/\s*)(?P<b>\d+)\b", re.IGNORECASE),  # out of 5, / 5
+)
+_ANCHORS = re.compile(
+    r"(?:\bwhere\s+|\bwith\s+)?" + _ANCHOR.replace("{i}", "0") + "".join(
+        r"(?:\s*(?:[,;]|\band\b|,\s*and\b)\s*" + _ANCHOR.replace("{i}", str(i)) + ")?" for i in range(1, 11)),
+    re.IGNORECASE)
+
+
+def _is_scale(found: re.Match, low: int, high: int) -> bool:
+    ends = found.groupdict()
+    return int(ends["b"]) == high and (ends.get("a") is None or int(ends["a"]) == low)
+
+
+def _strip_legends(rest: str, low: int, high: int) -> tuple[str, str | None]:
+    """`rest` without the scale's legend repeated after the score, and why the text is
+    unreadable when a legend names another scale (``on a scale of 1 to 10`` on 1-5), else None.
+
+    A legend is the scale's range (``on a scale of 1 to 5``, ``on a 1-5 scale``, ``(1-5)``,
+    ``out of 5``, ``/ 5``) or its anchors (``(1 = worst, 5 = best)``, ``where 1 is poor and 5
+    is excellent``: at least one end of the scale, every number on it). Other numbers stay
+    in `rest`, where they compete with the score.
+    """
+    for pattern in _SCALE_NAMED:
+        for found in pattern.finditer(rest):
+            if not _is_scale(found, low, high):
+                return rest, f"the legend {found.group(0).strip()!r} contradicts the scale {low} to {high}"
+        rest = pattern.sub(" ", rest)
+    for pattern in _SCALE_BARE:
+        rest = pattern.sub(lambda found: " " if _is_scale(found, low, high) else found.group(0), rest)
+    for found in list(_ANCHORS.finditer(rest)):
+        numbers = {int(v) for v in found.groupdict().values() if v is not None}
+        if {low, high} & numbers and all(low <= n <= high for n in numbers):
+            rest = rest.replace(found.group(0), " ", 1)
+    return rest, None
 
 
 @dataclass(frozen=True)
@@ -94,6 +151,14 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     on 1-5: ``4``, ``Score: 3``, ``score = 3``, ``Rating: 4``, ``**4**``, ``3 out of 5``,
     ``4/5``, ``4 / 5``, ``5/5``, ``4 - mostly coherent``, ``"4"``, ``4.0`` (read as 4).
 
+    The scale's legend after the score is not a second number: its range (``on a scale
+    of 1 to 5``, ``on a 1-5 scale``, ``(1-5)``, ``out of 5``) or its anchors (``(1 =
+    worst, 5 = best)``, ``where 1 is poor and 5 is excellent``, a list ``1 = ..., 2 =
+    ..., 5 = ...``: at least one end of the scale, every number on it) is read as the
+    legend (``4 (1 = worst, 5 = best)`` is 4). A legend of another scale that says
+    "scale" (``on a scale of 1 to 10`` on 1-5) makes the answer unparsed; other
+    numbers (``4 (3 = fair)``, ``(1 = worst, 10 = best)``) compete with the score.
+
     Decimals: rubric scales are integer scales, but the method's own score is a
     continuous mean over them, so a decimal inside the scale (``4.5`` on 1-5) is accepted
     as that value, never rounded; it is scored from the plain answer (its first token
@@ -104,7 +169,8 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     number (``I would give it a 4``, ``between 3 and 4``); a denominator other than the
     scale's top (``4/10`` on 1-5 is never rescaled); a second number offered as an
     answer (``3 or 4``, ``3-4``, ``3, 4``, ``3 to 4``, ``3 (maybe 4)``; so is a reason that
-    opens with a number, ``4 - 3 errors``: the rule errs towards unparsed); a later
+    opens with a number, ``4 - 3 errors``: the rule errs towards unparsed); a number
+    offered as a correction (``4. Actually 2``, ``4, or rather 3``, ``4 - no, 3``); a later
     labelled score that differs (``Score: 3 ... Final score: 4``); a number glued to other
     characters (``4th``, ``80%``); a numbered list (``1. The summary ...`` then ``2. ...``
     on a later line).
@@ -131,8 +197,13 @@ def read_score(text: object, low: int, high: int) -> ScoreReading:
     rest = head.group("rest")
     if not _REASON_START.match(rest):
         return ScoreReading(UNPARSED, reason="the number runs into other characters")
+    rest, wrong_legend = _strip_legends(rest, low, high)
+    if wrong_legend:
+        return ScoreReading(UNPARSED, reason=wrong_legend)
     if _COMPETING.match(rest):
         return ScoreReading(UNPARSED, reason="two numbers offered as the answer")
+    if _CORRECTION.search(rest):
+        return ScoreReading(UNPARSED, reason="a second score offered as a correction")
     value = _number(head.group("num"))
     if any(_number(m.group("num")) != value for m in _LATER_LABEL.finditer(rest)):
         return ScoreReading(UNPARSED, reason="two different scores given")

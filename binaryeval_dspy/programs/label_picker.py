@@ -9,7 +9,10 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import judging_context
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
+from binaryeval_dspy.lm.final_answer import is_incomplete_reply
+from binaryeval_dspy.lm.verdict_text import normalize_label, reservation
 from binaryeval_dspy.schemas.named_verdict import LabelAttempt
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -94,21 +97,34 @@ class LabelPicker(dspy.Module):
         attempts: list[LabelAttempt] = []
         feedback = ""
         for _ in range(self.max_attempts):
+            said = None  # a reservation after the label ("pass, but ...")
             try:
-                pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, allowed_labels=self.options(),
-                                 feedback=feedback)
+                with judging_context(self.pick.lm):  # our parsers: complete answers, qualified labels
+                    pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence,
+                                     allowed_labels=self.options(), feedback=feedback)
                 raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
+                named = getattr(pred, "qualified", None)
+                said = (named.get("label") if isinstance(named, dict) else None) or reservation(raw_label, names)
+                written = getattr(pred, "as_written", None)  # the label as the LM wrote it ("keep")
+                if not said and isinstance(written, dict) and written.get("label"):
+                    raw_label = written["label"]
             except AdapterParseError as exc:
                 raw = str(exc.lm_response or "")
-                raw_label = _raw_field(raw, "label")
+                # a reply that stops inside its answer has no label, whatever a pattern finds in it
+                raw_label = None if is_incomplete_reply(exc) else _raw_field(raw, "label")
                 reason = _raw_field(raw, "reason") or ""
                 if raw_label is None:
-                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error="no label could be read from the reply"))
+                    why = (str(exc.message).splitlines()[0][:300] if is_incomplete_reply(exc)
+                           else "no label could be read from the reply")
+                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error=why))
                     feedback = label_feedback(raw[:80], names)
                     continue
-            matched = self.policy.match(raw_label)
+                said = reservation(raw_label, names)
+            matched = self.policy.match(raw_label) or (self.policy.match(normalize_label(raw_label, names) or "")
+                                                       if said else None)
             if matched is not None:
-                attempts.append(LabelAttempt(raw=raw_label, accepted=True))
+                attempts.append(LabelAttempt(raw=f"{matched}, {said}"[:500] if said else raw_label, accepted=True,
+                                             qualified=bool(said)))
                 return dspy.Prediction(label=matched, reason=reason.strip(), attempts=attempts)
             attempts.append(LabelAttempt(raw=raw_label[:500], accepted=False,
                                          error=f"'{raw_label[:80]}' is not a declared label {names}"))

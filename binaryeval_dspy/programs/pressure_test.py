@@ -8,7 +8,9 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import judging_context
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
+from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -29,7 +31,8 @@ class PressureTest(dspy.Module):
         draft_max_tokens: completion cap of the drafting call, in tokens. Three short
             questions need far less; the cap stops a small model that keeps adding
             list entries (measured: SmolLM2-135M filled all 512 tokens otherwise). A
-            reply cut by the cap is still read, and the first questions are kept.
+            reply cut by the cap is still read: the questions written in full are kept,
+            the one the cap cut is not (`complete_list_items`).
 
     Raises:
         ConfigError: `max_questions` or `draft_max_tokens` < 1 (also a ValueError).
@@ -55,8 +58,11 @@ class PressureTest(dspy.Module):
         try:
             drafted = self.draft(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, proposed_label=label.name,
                                  label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
-        except AdapterParseError:
-            return [], 0
+        except AdapterParseError as exc:
+            # a reply cut by the cap inside its list: the questions written in full still count
+            drafted = complete_list_items(exc, "questions") if is_incomplete_reply(exc) else None
+            if drafted is None:
+                return [], 0
         seen: set[str] = set()
         questions = []
         dropped = 0
@@ -73,9 +79,13 @@ class PressureTest(dspy.Module):
     def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
         """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
         try:
-            pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
+            with judging_context(self.answer.lm):  # our parsers: complete answers, qualified answers
+                pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
         except AdapterParseError as exc:
             raw = str(exc.lm_response or "")
+            if is_incomplete_reply(exc):  # stops inside its answer: no answer, whatever a pattern finds
+                return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
+                                        error=str(exc.message).splitlines()[0][:300])
             match = _ANSWER.search(raw)
             if match:
                 found = _EVIDENCE.search(raw)
@@ -87,7 +97,13 @@ class PressureTest(dspy.Module):
         if answer not in ("yes", "no"):
             return RefutationAnswer(question=question, answer="unparsed", raw_answer=str(pred.answer)[:2000],
                                     error="the answer is neither yes nor no")
-        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip())
+        # our adapters read "Yes, but ..." as yes and name the reservation (`final_answer`)
+        named = getattr(pred, "qualified", None)
+        said = named.get("answer") if isinstance(named, dict) else None
+        raw_reply = getattr(pred, "raw_reply", None)
+        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip(),
+                                qualified=bool(said),
+                                raw_answer=str(raw_reply or f"{answer}, {said}")[:2000] if said else None)
 
     def forward(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> dspy.Prediction:
         """Test `label`.

@@ -14,6 +14,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
+from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
     FallbackTemplate,
@@ -208,10 +209,18 @@ class QuestionGenerator(dspy.Module):
         try:
             found = _clean_list(self.summarize(task_prompt=task_prompt).requirements)
         except AdapterParseError as exc:
+            # a reply cut inside its list: the requirements written in full still count
+            whole = complete_list_items(exc, "requirements") if is_incomplete_reply(exc) else None
+            if whole is not None:
+                return self._usable(_clean_list(whole))
             raise BinEvalError(
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
                 f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger --lm."
             ) from exc
+        return self._usable(found)
+
+    def _usable(self, found: list[str]) -> tuple[list[str], list[DroppedDraft]]:
+        """The usable requirement texts of `found` (at most `max_requirements`) and the dropped ones."""
         dropped = [DroppedDraft(text=t, reason=problem) for t in found
                    if (problem := requirement_text_problem(t)) is not None]
         usable = [t for t in found if requirement_text_problem(t) is None]
@@ -227,9 +236,12 @@ class QuestionGenerator(dspy.Module):
         try:
             raw: object = self.infer_dimensions(task_prompt=task_prompt, requirements=requirements).dimensions
         except AdapterParseError as exc:
-            reason = ("dimension inference failed: the LM's answer could not be parsed "
-                      f"({_one_line(exc.lm_response, 120)!r})")
-            return [_FALLBACK_DIMENSION], "fallback", reason
+            # a reply cut inside its list: the names written in full still count
+            raw = complete_list_items(exc, "dimensions") if is_incomplete_reply(exc) else None
+            if raw is None:
+                reason = ("dimension inference failed: the LM's answer could not be parsed "
+                          f"({_one_line(exc.lm_response, 120)!r})")
+                return [_FALLBACK_DIMENSION], "fallback", reason
         dims = list(dict.fromkeys(d for d in (normalize_dimension(x) for x in _clean_list(raw)) if d))
         if not dims:
             reason = f"dimension inference returned no usable name (got {_one_line(repr(raw), 120)})"

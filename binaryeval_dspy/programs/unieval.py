@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.verdict_text import normalize_yes_no
+from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
 from binaryeval_dspy.programs.rubric_judge import UNPARSED, LogprobMode, RubricJudge
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.signatures.dimension_question import (
@@ -47,7 +47,9 @@ class UniEvalJudge(RubricJudge):
     ``source`` (``"p_yes"`` / ``"answer"``), ``score_source`` (``"logprobs"`` /
     ``"fallback"`` / None), ``fallback_reason``, ``value_format``, ``status``
     (``"scored"``, ``"unparsed"``, ``"unscored"``), ``reply`` (the answer field as the
-    judge wrote it, or the whole reply when unreadable) and ``error``.
+    judge wrote it, or the whole reply when unreadable) and ``error``; ``qualified`` True
+    when the answer came with a reservation (``"Yes, but ..."``, see
+    `binaryeval_dspy.lm.verdict_text.reservation`), absent otherwise.
     """
 
     def __init__(self, rubric: Rubric, *, dimensions: Sequence[str] | None = None,
@@ -79,6 +81,9 @@ class UniEvalJudge(RubricJudge):
         entry["p_yes"] = entry["score"] if entry["score_source"] == "logprobs" else None
         entry["source"] = {"logprobs": "p_yes", "fallback": "answer"}.get(entry["score_source"])
         entry["reply"] = reply.reply
+        named = getattr(reply.pred, "qualified", None) if reply.pred is not None else None
+        if (isinstance(named, dict) and named.get("answer")) or reservation(reply.text):
+            entry["qualified"] = True  # "Yes, but ...": scored as the answer named, never a plain one
         return entry
 
     def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:

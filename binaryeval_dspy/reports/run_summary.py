@@ -135,8 +135,10 @@ class RunSummary(BaseModel):
             `binaryeval_dspy.analysis.explanation_flags`).
         explanation_flags: count per flag (``explanation_says_no``, ...).
         replies_cut: LM answers (yes/no) read from a reply that stopped at ``max_tokens``
-            after its verdict (``QuestionVerdict.reply_cut``): their explanations may be
-            incomplete.
+            after its whole answer (``QuestionVerdict.reply_cut``).
+        answers_qualified: LM answers (yes/no) whose verdict word came with a reservation
+            (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
+            named, and noted.
         notes: what the summary says about the judge, as printed beside the table.
     """
 
@@ -165,6 +167,7 @@ class RunSummary(BaseModel):
     explanations_flagged: int = 0
     explanation_flags: dict[str, int] = Field(default_factory=dict)
     replies_cut: int = 0
+    answers_qualified: int = 0
     notes: list[str] = Field(default_factory=list)
 
 
@@ -270,6 +273,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         explanations_flagged=sum(1 for f in flagged if f),
         explanation_flags={flag: count for flag, count in flag_counts.items() if count},
         replies_cut=sum(1 for v in answers if v.reply_cut),
+        answers_qualified=sum(1 for v in answers if v.qualified),
     )
     stored = sum(1 for v in explained if v.flags)
     summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
@@ -306,7 +310,7 @@ _FLAG_WORDS = {SAYS_NO: 'begin with a bare "no" under a "yes" verdict',
 
 def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     """What to say beside the table about the judge: a verdict skew (with its counts and
-    what it means), explanations that contradict their verdicts, answers read from replies
+    what it means), explanations that contradict their verdicts, qualified verdicts, answers read from replies
     cut at ``max_tokens``, and, for the embedded
     model, what its P(yes) column is. Empty when there is nothing to say.
 
@@ -336,10 +340,17 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
                  "counted from the stored explanations (results stored before this check carry no \"flags\")")
         notes.append(f"{summary.explanations_flagged} of {summary.explanations_checked} explanations contradict their "
                      f"verdict ({kinds}); {where}. Do not trust those verdicts.")
+    if summary.answers_qualified:
+        count = summary.answers_qualified
+        notes.append(f"{count} answer{'s' if count != 1 else ''} qualified {'their' if count != 1 else 'its'} "
+                     "verdict with a reservation (\"yes, but "
+                     "...\", \"no, although ...\"; \"qualified\" in results.jsonl, the reply in \"raw_answer\"): "
+                     "each is counted as the verdict it names, but the judge also took part of it back. Read them "
+                     "before trusting those verdicts.")
     if summary.replies_cut:
-        notes.append(f"{summary.replies_cut} answers came from replies that stopped at max_tokens after the verdict "
-                     "(\"reply_cut\" in results.jsonl): the verdicts are the LM's, their explanations may be cut "
-                     "short. Raise --max-tokens to get whole explanations.")
+        notes.append(f"{summary.replies_cut} answers came from replies that stopped at max_tokens after the answer "
+                     "(\"reply_cut\" in results.jsonl): the verdicts are the LM's, text after them was cut. "
+                     "Raise --max-tokens to get whole replies.")
     if summary.embedded_lm:
         has_soft = any(d.mean_p_yes is not None for d in summary.dimensions)
         if has_soft:

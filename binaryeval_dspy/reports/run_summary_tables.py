@@ -106,10 +106,15 @@ def p_yes_header(summary: RunSummary) -> str:
 
 
 def flagged_line(summary: RunSummary) -> str | None:
-    """``Explanations contradicting their verdict: N of M`` (None when no answer had one)."""
-    if not summary.explanations_checked:
-        return None
-    return f"Explanations contradicting their verdict: {summary.explanations_flagged} of {summary.explanations_checked}"
+    """``Explanations contradicting their verdict: N of M``, then ``; qualified verdicts ("yes,
+    but ..."): K`` when there are any (None when no answer had an explanation or a reservation)."""
+    parts = []
+    if summary.explanations_checked:
+        parts.append(f"Explanations contradicting their verdict: {summary.explanations_flagged} of "
+                     f"{summary.explanations_checked}")
+    if summary.answers_qualified:
+        parts.append(f"qualified verdicts (\"yes, but ...\"): {summary.answers_qualified}")
+    return "; ".join(parts) or None
 
 
 def summary_table(summary: RunSummary) -> Table:

@@ -31,7 +31,7 @@ def evidence_entries(result: ItemResult, question_set: QuestionSet) -> list[Evid
         entries.append(EvidenceEntry(
             question_id=q.id, question=q.text, dimension=q.dimension, answered_by=v.source,
             check=q.check.name if q.check is not None else None, answer=v.verdict, detail=v.explanation,
-            data=v.evidence, fatal=q.fatal, error=v.error,
+            data=v.evidence, fatal=q.fatal, error=v.error, qualified=v.qualified,
         ))
     return entries
 

@@ -19,9 +19,13 @@ class LabelAttempt(BaseModel):
     """One try of the LM at picking a label.
 
     Attributes:
-        raw: the label the LM gave (or its raw reply when no label could be read).
+        raw: the label the LM gave (or its raw reply when no label could be read); for a
+            qualified pick, the label and its reservation.
         accepted: True when it named a declared label.
         error: why it was rejected, else None.
+        qualified: the label came with a reservation that takes part of it back
+            (``"pass, but the README lacks install steps"``): accepted as the label named,
+            and noted in the verdict's ``notes``. Omitted from JSON when False.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +33,7 @@ class LabelAttempt(BaseModel):
     raw: str
     accepted: bool
     error: str | None = None
+    qualified: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class RefutationAnswer(BaseModel):
@@ -38,7 +43,10 @@ class RefutationAnswer(BaseModel):
         question: the refutation question the LM wrote.
         answer: yes / no / unparsed (unparsed never counts as a refutation).
         evidence: the line of evidence given with the answer.
-        raw_answer / error: the unreadable reply and why, when unparsed.
+        raw_answer / error: the unreadable reply and why, when unparsed; for a qualified
+            answer, the reply as written.
+        qualified: the answer came with a reservation (``"yes, but ..."``): counted as
+            the answer named, and noted in the verdict's ``notes``. Omitted from JSON when False.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +56,7 @@ class RefutationAnswer(BaseModel):
     evidence: str = ""
     raw_answer: str | None = None
     error: str | None = None
+    qualified: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class PressureTestRecord(BaseModel):

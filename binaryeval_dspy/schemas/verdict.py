@@ -40,9 +40,15 @@ class QuestionVerdict(BaseModel):
             ``explanation_says_yes``, ``copies_violation_example``); the verdict itself
             is kept as answered. None when nothing was flagged (omitted from JSON then).
         reply_cut: the LM's reply stopped at the completion cap (``max_tokens``,
-            ``finish_reason: "length"``) after the verdict: the verdict is the LM's, the
-            explanation may end mid-sentence. Omitted from JSON when False. (A reply cut
-            before its verdict is ``unparsed``, with the cut named in ``error``.)
+            ``finish_reason: "length"``) after its whole answer (the JSON object closed,
+            every field block ended): only text after the answer is missing. Omitted from
+            JSON when False. (A reply cut inside its answer, even after the verdict, is
+            ``unparsed``, with the cut named in ``error``.)
+        qualified: the judge followed its verdict word at once with a reservation that
+            takes part of it back (``"Yes, but the date is wrong"``, ``"no, although
+            ..."``; `binaryeval_dspy.lm.verdict_text.reservation`): the verdict is kept as
+            answered and counted, this flag says it is not a plain one, and ``raw_answer``
+            keeps what the judge wrote. Omitted from JSON when False.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +63,7 @@ class QuestionVerdict(BaseModel):
     p_yes: float | None = Field(default=None, ge=0.0, le=1.0, exclude_if=lambda v: v is None)
     flags: list[str] | None = Field(default=None, exclude_if=lambda v: not v)
     reply_cut: bool = Field(default=False, exclude_if=lambda v: not v)
+    qualified: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @property
     def parsed(self) -> bool:

@@ -42,6 +42,8 @@ class EvidenceEntry(BaseModel):
         data: the check's machine-readable findings (counts, missing paths, ...).
         fatal: True when a "no" here forces the fatal label.
         error: why the answer is unparsed, or the failed call's error, else None.
+        qualified: the LM's answer came with a reservation (``"yes, but ..."``): kept as
+            the answer named, not a plain one. Omitted from JSON when False.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +58,7 @@ class EvidenceEntry(BaseModel):
     data: dict[str, Any] | None = None
     fatal: bool = False
     error: str | None = None
+    qualified: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class ItemVerdictOutput(BaseModel):
