@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))  # tests/ holds the payloads and the scripted LM
 import dspy
 
 from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
+from binaryeval_dspy.engines.call_pool import map_items
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
-from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from tests.fakes import scripted_lm
 from tests.injection_payloads import PAYLOADS

@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/ holds the fake endpoint and the server helper
 
 from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.runs.usage_meter import measure_usage
+from binaryeval_dspy.cost.usage_meter import measure_usage
+from binaryeval_dspy.engines.call_pool import map_items
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
 
 EXAMPLE = ROOT / "examples" / "summeval"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from binaryeval_dspy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from binaryeval_dspy.lm.cost_budget import CostBudget
+    from binaryeval_dspy.cost.budget import CostBudget
     from binaryeval_dspy.lm.factory import LMHandle
 
 #: The engines a judging plan can be executed by (`binaryeval_dspy.engines`).
@@ -54,8 +54,8 @@ class RunSettings(BaseModel):
             proxies a hosted model); None: the LM's own prices.
         warm_prefix: send an item's first question alone before the rest so a provider's
             prompt cache is written before it is read; None: on for hosted models with
-            ``concurrency > 1`` (`binaryeval_dspy.lm.prompt_cache.default_warm_prefix`).
-        cache_padding: ``auto`` or ``off`` (`binaryeval_dspy.lm.cache_padding`).
+            ``concurrency > 1`` (`binaryeval_dspy.cost.prompt_cache.default_warm_prefix`).
+        cache_padding: ``auto`` or ``off`` (`binaryeval_dspy.cost.cache_padding`).
         fail_on_errors: stop at the first item with a failed LM call.
         ray_address: the Ray cluster to join (``auto``, ``ray://host:10001``); None starts
             a local Ray for the run (``ray`` engine only).
@@ -123,7 +123,7 @@ class RunSettings(BaseModel):
         """
         if self.max_cost is None:
             return None
-        from binaryeval_dspy.lm.cost_budget import CostBudget
+        from binaryeval_dspy.cost.budget import CostBudget
 
         budget = CostBudget.for_model(self.max_cost, self.price_model_for(handle))
         budget.batch = self.engine_for(handle) == "batch"

@@ -19,14 +19,14 @@ from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.engines.batch import run_batch
+from binaryeval_dspy.engines.batch_api import BatchAPI, batch_target
+from binaryeval_dspy.engines.batch_journal import BatchStore
+from binaryeval_dspy.engines.batch_status import batch_status
 from binaryeval_dspy.errors import BinEvalError, LMConfigError
-from binaryeval_dspy.lm.batch_api import BatchAPI, batch_target
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
-from binaryeval_dspy.runs.batch_journal import BatchStore
-from binaryeval_dspy.runs.batch_run import run_batch
-from binaryeval_dspy.runs.batch_status import batch_status
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.run_directory import RunDirectory

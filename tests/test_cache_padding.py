@@ -14,11 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
-from binaryeval_dspy.lm.batch_calls import capture_request
-from binaryeval_dspy.lm.cache_identity import CacheScopedLM
-from binaryeval_dspy.lm.cache_padding import (
+from binaryeval_dspy.cost.cache_padding import (
     FILLER_BEGINS,
     FILLER_ENDS,
     CachePadding,
@@ -27,10 +23,14 @@ from binaryeval_dspy.lm.cache_padding import (
     filler_block,
     padding_installed,
 )
+from binaryeval_dspy.cost.price_map import model_price
+from binaryeval_dspy.cost.prompt_cache import CacheRules, cache_rules, field_header, render_messages
+from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
+from binaryeval_dspy.engines.prepared_requests import capture_request
+from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
+from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
-from binaryeval_dspy.lm.price_map import model_price
-from binaryeval_dspy.lm.prompt_cache import CacheRules, cache_rules, field_header, render_messages
-from binaryeval_dspy.lm.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs import evaluation
 from binaryeval_dspy.runs.evaluation import evaluate_items

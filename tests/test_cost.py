@@ -18,14 +18,14 @@ from click.testing import CliRunner
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from binaryeval_dspy.cli.main import cli
+from binaryeval_dspy.cost.budget import CostBudget
+from binaryeval_dspy.cost.price_map import model_price, price_source
+from binaryeval_dspy.cost.pricing import estimate_cost
+from binaryeval_dspy.cost.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
-from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.price_map import model_price, price_source
-from binaryeval_dspy.lm.pricing import estimate_cost
-from binaryeval_dspy.lm.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
 from binaryeval_dspy.runs.evaluation import evaluate_items

@@ -20,10 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "binaryeval_dspy"
 DOOR = "binaryeval_dspy.lm.dspy_internals"
 
-#: Files being rebuilt by the run-loop / batch-pipeline work of issue 22 (the batch journal's
-#: classes traded between runs/batch_*.py, the CLI's shared helpers): exempt until it lands.
-PENDING_REBUILD = re.compile(r"^binaryeval_dspy/(runs/batch_\w+|runs/evaluation|lm/call_pool|cli/common|cli/options"
-                             r"|cli/evaluate_command|cli/batch_command)\.py$")
 
 #: DSPy modules whose public names may be imported anywhere: the top level and the packages
 #: DSPy documents (``dspy.utils.__all__`` lists ``exceptions``).
@@ -148,7 +144,7 @@ def _package_imports(tree: ast.Module):
 
 def test_no_module_imports_another_modules_underscore_names():
     found = [f"{_rel(name)}:{node.lineno}: {alias.name} from {node.module}"
-             for name, (_path, tree) in SOURCES.items() if not PENDING_REBUILD.match(_rel(name))
+             for name, (_path, tree) in SOURCES.items()
              for node in _package_imports(tree) for alias in node.names
              if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert found == []
@@ -160,14 +156,11 @@ def test_names_are_imported_from_the_module_that_defines_them():
         imported[name] = {alias.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
                           and (node.module or "").startswith("binaryeval_dspy") for alias in node.names
                           if alias.asname is None}
-    shims = {name for name in SOURCES if PENDING_REBUILD.match(_rel(name))}
     found = []
     for name, (path, tree) in SOURCES.items():
-        if PENDING_REBUILD.match(_rel(name)):
-            continue
         for node in _package_imports(tree):
             source = node.module
-            if source not in SOURCES or SOURCES[source][0].name == "__init__.py" or source in shims:
+            if source not in SOURCES or SOURCES[source][0].name == "__init__.py":
                 continue
             found += [f"{_rel(name)}:{node.lineno}: {alias.name} from {source} (defined in "
                       f"{imported[source][alias.name]})" for alias in node.names if alias.name in imported[source]]

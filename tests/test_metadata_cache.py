@@ -131,7 +131,7 @@ def test_patches_are_installed_once_by_the_lm_factory_not_by_the_item_loop():
 from dspy.adapters import utils as adapter_utils
 from dspy.clients import backend_selection
 dspy_serializer, dspy_engine = adapter_utils.serialize_for_json, backend_selection.LM15Engine
-from binaryeval_dspy.lm.call_pool import map_items
+from binaryeval_dspy.engines.call_pool import map_items
 map_items([], lambda index, item: None, lambda done: None)
 assert adapter_utils.serialize_for_json is dspy_serializer, "the item loop patched DSPy"
 from binaryeval_dspy.lm.factory import make_lm

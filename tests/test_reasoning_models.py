@@ -24,7 +24,7 @@ def test_other_models_keep_temperature_zero_and_the_asked_cap():
 def test_batch_replies_are_read_back_through_an_lm_with_the_same_settings(model):
     """Batch results are parsed by a replaying copy of the run's LM; for a reasoning model that
     copy once failed to build (max_completion_tokens given twice), so no batch reply was recorded."""
-    from binaryeval_dspy.lm.batch_calls import ReplayLM
+    from binaryeval_dspy.engines.prepared_requests import ReplayLM
 
     handle = make_lm(model, cache=False)
     replay = ReplayLM(handle)

@@ -14,10 +14,10 @@ import dspy
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
+from binaryeval_dspy.cost.usage import SharedUsageTracker
+from binaryeval_dspy.cost.usage_meter import measure_usage
 from binaryeval_dspy.lm.factory import make_lm
-from binaryeval_dspy.lm.usage import SharedUsageTracker
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.runs.usage_meter import measure_usage
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fake_endpoint import (
     RATE_LIMIT,

@@ -3,9 +3,9 @@
 import dspy
 import pytest
 
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import ItemDone
 from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.lm.item_work import ItemDone
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.item_rows import item_result
 from binaryeval_dspy.schemas.question_set import QuestionSet

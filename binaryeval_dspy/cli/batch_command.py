@@ -21,9 +21,9 @@ from rich.table import Table
 from binaryeval_dspy.cli.console import console, out_console
 from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
 from binaryeval_dspy.cli.run_outcome import record_endpoint_outcome, report_results
-from binaryeval_dspy.runs.batch_journal import iso
-from binaryeval_dspy.runs.batch_run import BatchRunOutcome, run_batch
-from binaryeval_dspy.runs.batch_status import (
+from binaryeval_dspy.engines.batch import BatchRunOutcome, run_batch
+from binaryeval_dspy.engines.batch_journal import iso
+from binaryeval_dspy.engines.batch_status import (
     REQUEST_STATES,
     BatchStatusReport,
     batch_status,

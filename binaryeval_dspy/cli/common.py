@@ -57,7 +57,7 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
         raise LMConfigError(message) from exc
     check_endpoint_address(lm_spec, option)  # after make_lm: a malformed value gets make_lm's own message
     if option == "--lm" and settings.price_model:
-        from binaryeval_dspy.lm.price_map import model_price, price_source
+        from binaryeval_dspy.cost.price_map import model_price, price_source
 
         if model_price(settings.price_model) is None:
             raise LMConfigError(f"--price-model {settings.price_model}: no price for it in {price_source()}.",

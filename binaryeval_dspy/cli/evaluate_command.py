@@ -31,9 +31,9 @@ from binaryeval_dspy.cli.run_outcome import (
 )
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
+from binaryeval_dspy.engines.batch_status import check_no_pending_batches
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
-from binaryeval_dspy.runs.batch_status import check_no_pending_batches
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.run_directory import RunDirectory

@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
+from binaryeval_dspy.cost.cache_padding import CACHE_PADDING_POLICIES
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
-from binaryeval_dspy.lm.cache_padding import CACHE_PADDING_POLICIES
 from binaryeval_dspy.settings import ENGINES, RunSettings
 
 #: Command parameters that make up a `RunSettings` (parameter name -> settings field).

@@ -12,7 +12,6 @@ from binaryeval_dspy.cli.common import build_lm, endpoint_config
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors
 from binaryeval_dspy.cli.options import (
-    ADAPTER_POLICIES,
     checks_module_option,
     llama_threads_option,
     load_checks_modules,
@@ -24,6 +23,7 @@ from binaryeval_dspy.cli.run_outcome import (
 )
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.items_file import items_file_identity

@@ -43,10 +43,10 @@ from binaryeval_dspy.comparison.runners import (
     runner_lms,
 )
 from binaryeval_dspy.comparison.setups import ComparisonSetup
+from binaryeval_dspy.cost.usage_meter import measure_usage
 from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import BinEvalError, InputError, RunStateError
 from binaryeval_dspy.optimizers.bineval_optimizer import instruction_chars
-from binaryeval_dspy.runs.usage_meter import measure_usage
 
 logger = logging.getLogger(__name__)
 

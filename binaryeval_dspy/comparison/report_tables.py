@@ -21,7 +21,7 @@ from binaryeval_dspy.comparison.results import (
     primary_metric,
     scored_items,
 )
-from binaryeval_dspy.lm.pricing import (
+from binaryeval_dspy.cost.pricing import (
     LOCAL_DISPLAY,
     format_usd,
     price_model_for_name,

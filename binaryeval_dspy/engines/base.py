@@ -16,7 +16,7 @@ Engines:
   endpoint, through DSPy (its adapter, cache, retries and usage tracking).
 * ``ray`` (`binaryeval_dspy.engines.ray_engine`): requests formatted by DSPy's adapter on
   the driver, sent through Ray Data, replies parsed by the same adapter.
-* ``batch``: the provider's batch API (`binaryeval_dspy.runs.batch_run`), which spans
+* ``batch``: the provider's batch API (`binaryeval_dspy.engines.batch`), which spans
   several invocations (submit, poll, collect) and so is driven by its own command path.
 
 Adding an engine: a module with a class that has ``name`` and ``run`` (below), and one
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork
 from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork
 
 if TYPE_CHECKING:
     from binaryeval_dspy.lm.factory import LMHandle
@@ -70,7 +70,7 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
     """The engine `settings` names for a run with `handle` (``auto``: `RunSettings.engine_for`).
 
     Raises:
-        ConfigError: ``batch`` (driven by `binaryeval_dspy.runs.batch_run.run_batch`, not
+        ConfigError: ``batch`` (driven by `binaryeval_dspy.engines.batch.run_batch`, not
             through this interface), or ``live`` / ``ray`` with an embedded model, or the
             ray engine with a model it cannot reach (`binaryeval_dspy.engines.ray_data`).
         MissingExtraError: the ``ray`` engine without the ``ray`` extra.
@@ -92,4 +92,4 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
 
         return RayEngine(handle, settings)
     raise ConfigError(f"the {name} engine is not run through make_engine",
-                      fix="batch runs go through binaryeval_dspy.runs.batch_run.run_batch (the CLI does this).")
+                      fix="batch runs go through binaryeval_dspy.engines.batch.run_batch (the CLI does this).")

@@ -2,7 +2,7 @@
 
 Each planned call is the DSPy call itself (adapter formatting and parsing, DSPy's
 response cache, retries and usage tracking), run on a shared pool of worker threads
-(`binaryeval_dspy.lm.call_pool.map_items`): the next item's questions start while the
+(`binaryeval_dspy.engines.call_pool.map_items`): the next item's questions start while the
 previous item's are in flight, and each item is reported as soon as it is done.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork
 from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork
 
 
 class LiveEngine:

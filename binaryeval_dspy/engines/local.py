@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork
 
 
 class LocalEngine:

@@ -3,7 +3,7 @@
 Nothing about judging changes: every planned call is still the live call
 (`BinEval.judge_question` with the run's adapter). On the driver, each call is run once
 with a capturing LM, so DSPy's adapter formats the request exactly as a live call would
-(`binaryeval_dspy.lm.batch_calls.capture_request`, `request_body`); the bodies go to
+(`binaryeval_dspy.engines.prepared_requests.capture_request`, `request_body`); the bodies go to
 Ray Data as rows (`binaryeval_dspy.engines.ray_data.send_requests`: many requests in
 flight per task, retries of 429 / 5xx with backoff, a failed request is a row with an
 error, never an exception); and each reply, as it streams back, answers the same call
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from binaryeval_dspy.cost.usage import usage_from_entries
+from binaryeval_dspy.engines.batch_api import batch_target
+from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork, StopItems
+from binaryeval_dspy.engines.prepared_requests import ReplayLM, capture_request, request_body
 from binaryeval_dspy.errors import ConfigError, LMConfigError
 from binaryeval_dspy.extras import require
-from binaryeval_dspy.lm.batch_api import batch_target
-from binaryeval_dspy.lm.batch_calls import ReplayLM, capture_request, request_body
-from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork, StopItems
-from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -187,7 +187,7 @@ def _failed_call(call: Callable[[], Any], error: str) -> Any:
 
 def _question_of(call: Callable[[], Any]) -> Any:
     """The `BinaryQuestion` a planned judge call asks (through any wrappers), or None."""
-    from binaryeval_dspy.lm.batch_calls import call_question
+    from binaryeval_dspy.engines.prepared_requests import call_question
 
     seen = 0
     while call is not None and seen < 5:

@@ -20,12 +20,12 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["ADAPTER_POLICIES", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter", "schema_support"], "binaryeval_dspy.lm.adapters"),
     **dict.fromkeys(["CacheScopedLM", "ensure_cache_identity"], "binaryeval_dspy.lm.cache_identity"),
     **dict.fromkeys(["lm_context"], "binaryeval_dspy.lm.context"),
-    **dict.fromkeys(["CostBudget"], "binaryeval_dspy.lm.cost_budget"),
+    **dict.fromkeys(["CostBudget"], "binaryeval_dspy.cost.budget"),
     **dict.fromkeys(["cache_identity_of", "engine_identity", "normalize_base_url"], "binaryeval_dspy.lm.endpoint_identity"),
     **dict.fromkeys(["LMHandle", "make_lm"], "binaryeval_dspy.lm.factory"),
     **dict.fromkeys(["LlamaCppEngine"], "binaryeval_dspy.lm.llama_engine"),
-    **dict.fromkeys(["model_price", "price_source"], "binaryeval_dspy.lm.price_map"),
-    **dict.fromkeys(["estimate_cost"], "binaryeval_dspy.lm.pricing"),
+    **dict.fromkeys(["model_price", "price_source"], "binaryeval_dspy.cost.price_map"),
+    **dict.fromkeys(["estimate_cost"], "binaryeval_dspy.cost.pricing"),
     **dict.fromkeys(["LOCAL"], "binaryeval_dspy.lm.provider_keys"),
     **dict.fromkeys(["find_smollm2_gguf"], "binaryeval_dspy.lm.smollm2"),
 }
@@ -57,6 +57,9 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
+    from binaryeval_dspy.cost.budget import CostBudget
+    from binaryeval_dspy.cost.price_map import model_price, price_source
+    from binaryeval_dspy.cost.pricing import estimate_cost
     from binaryeval_dspy.lm.adapter_stats import AdapterStats
     from binaryeval_dspy.lm.adapters import (
         ADAPTER_POLICIES,
@@ -67,7 +70,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     )
     from binaryeval_dspy.lm.cache_identity import CacheScopedLM, ensure_cache_identity
     from binaryeval_dspy.lm.context import lm_context
-    from binaryeval_dspy.lm.cost_budget import CostBudget
     from binaryeval_dspy.lm.endpoint_identity import (
         cache_identity_of,
         engine_identity,
@@ -75,7 +77,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     )
     from binaryeval_dspy.lm.factory import LMHandle, make_lm
     from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
-    from binaryeval_dspy.lm.price_map import model_price, price_source
-    from binaryeval_dspy.lm.pricing import estimate_cost
     from binaryeval_dspy.lm.provider_keys import LOCAL
     from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf

@@ -23,7 +23,7 @@ import re
 DATA_BEGIN = "<<<evaluated text begins>>>"
 DATA_END = "<<<evaluated text ends>>>"
 _HEADER_LIKE = re.compile(r"\[\[(\s*##\s*\w+\s*##\s*)\]\]")
-# Also the cache-padding filler's markers (`binaryeval_dspy.lm.cache_padding`): the filler asks to be
+# Also the cache-padding filler's markers (`binaryeval_dspy.cost.cache_padding`): the filler asks to be
 # ignored, so evaluated text must not be able to open or close one.
 _MARKER_LIKE = re.compile(r"<<<(\s*(?:evaluated text (?:begins|ends)|filler (?:begins[^<>]*|ends))\s*)>>>",
                           re.IGNORECASE)

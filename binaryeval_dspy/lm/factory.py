@@ -79,7 +79,7 @@ class LMHandle:
     def priced_as(self) -> str | None:
         """The model whose prices this LM's calls are estimated at by what it is: ``"local"``
         for the embedded model (costs 0), None for a served model reached by base URL
-        (unknown), else the LiteLLM id (see `binaryeval_dspy.lm.pricing`). A run's
+        (unknown), else the LiteLLM id (see `binaryeval_dspy.cost.pricing`). A run's
         ``price_model`` setting overrides it (`RunSettings.price_model_for`)."""
         if self.embedded:
             return LOCAL

@@ -20,10 +20,10 @@ import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.lm.call_pool import map_items
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.evaluation import run_resumable
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome

@@ -8,7 +8,7 @@ GEPA's reflection reads. It takes DSPy's five-argument form
 MIPROv2, COPRO, SIMBA and GEPA all accept it; `as_float()` gives the same metric
 returning a plain float for code that tests a metric's truth value (bootstrapping).
 
-Judging goes through `BinEval.item_work` and `binaryeval_dspy.lm.call_pool.map_items`,
+Judging goes through `BinEval.item_work` and `binaryeval_dspy.engines.call_pool.map_items`,
 the one judging path of the project: code-checked questions are answered by their
 check (never by the LM), replies are salvaged by our parsers, and every question ends
 yes / no / unparsed / error exactly as in `BinEval.forward` and ``bineval evaluate``.
@@ -29,11 +29,11 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import ItemDone
 from binaryeval_dspy.errors import BinEvalError, ConfigError
-from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.item_work import ItemDone
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from binaryeval_dspy.lm.pricing import format_usd, price_model_for_name, run_cost
+from binaryeval_dspy.cost.pricing import format_usd, price_model_for_name, run_cost
 from binaryeval_dspy.meta_eval.run_scores import DERIVED_METHODS, RunScores
 from binaryeval_dspy.reports.benchmark_statistics import Calculator, system_frame
 from binaryeval_dspy.reports.formatting import fmt, mean_with_coverage, method_label

@@ -24,7 +24,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
     SAYS_YES,
     explanation_flags,
 )
-from binaryeval_dspy.lm.pricing import RunCost, price_model_for_name, run_cost
+from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
 from binaryeval_dspy.reports.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -115,7 +115,7 @@ class RunSummary(BaseModel):
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
         cache_write_tokens: prompt tokens the provider wrote to its prompt cache (Anthropic).
         cost: the estimated cost of the run's LM calls in USD, with the price table it
-            comes from (`binaryeval_dspy.lm.pricing.RunCost`): ``unknown`` when the model
+            comes from (`binaryeval_dspy.cost.pricing.RunCost`): ``unknown`` when the model
             has no price, ``0 (local)`` for the embedded model.
         adapter_fallbacks: second calls in another output format after a parse failure.
         items_incomplete: items with at least one question whose LM call failed, or that

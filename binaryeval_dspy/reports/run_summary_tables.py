@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from binaryeval_dspy.lm.pricing import cost_line
+from binaryeval_dspy.cost.pricing import cost_line
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:

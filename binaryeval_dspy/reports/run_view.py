@@ -219,7 +219,7 @@ def _summary(run: LoadedRun) -> Any:
 
 
 def _summary_data(summary: Any) -> dict[str, Any]:
-    from binaryeval_dspy.lm.pricing import cost_line
+    from binaryeval_dspy.cost.pricing import cost_line
     from binaryeval_dspy.reports.run_summary_tables import (
         coverage_warning,
         flagged_line,

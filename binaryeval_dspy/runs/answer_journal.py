@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from binaryeval_dspy.lm.item_work import ItemWork
+from binaryeval_dspy.engines.item_work import ItemWork
 from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 

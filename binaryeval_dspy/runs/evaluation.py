@@ -20,14 +20,18 @@ from typing import Any
 
 import dspy
 
+from binaryeval_dspy.cost.budget import CostBudget
+from binaryeval_dspy.cost.cache_padding import (
+    cache_padding_for,
+    lm_question_count,
+    padding_installed,
+)
+from binaryeval_dspy.cost.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.data.text_checks import is_empty_output, item_output_is_empty
 from binaryeval_dspy.engines.base import Engine, make_engine
+from binaryeval_dspy.engines.item_work import ItemDone, ItemWork, StopItems
 from binaryeval_dspy.engines.local import LocalEngine
-from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
-from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.item_work import ItemDone, ItemWork, StopItems
-from binaryeval_dspy.lm.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers, with_journal
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
@@ -140,10 +144,10 @@ def evaluate_items(
             one `settings` names (`make_engine`).
 
     Each item's first question goes alone before the rest when ``settings.warm_prefix``
-    says so (`binaryeval_dspy.lm.prompt_cache.warm_prefix_in_effect`), so a provider's
+    says so (`binaryeval_dspy.cost.prompt_cache.warm_prefix_in_effect`), so a provider's
     prompt cache is written before it is read. An item's shared prompt prefix is padded up
     to the provider's cache minimum where that is cheaper (``settings.cache_padding``;
-    `binaryeval_dspy.lm.cache_padding`):
+    `binaryeval_dspy.cost.cache_padding`):
     only for hosted OpenAI and Anthropic models with cache prices, and only when each item's
     first question finishes before the others start (`warm_prefix`, or one call at a time).
     What it padded is in the outcome's ``cache_padding``.

@@ -48,7 +48,7 @@ class EvaluationOutcome:
         manifest: the run manifest as written at the end.
         cache_padding: what cache padding did in this call (`CachePadding.stats`: items
             seen, items padded, filler tokens), or None when nothing could be padded
-            (`binaryeval_dspy.lm.cache_padding.cache_padding_for`).
+            (`binaryeval_dspy.cost.cache_padding.cache_padding_for`).
     """
 
     results: list[Any]

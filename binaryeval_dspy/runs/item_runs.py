@@ -3,7 +3,7 @@
 `run_resumable` (`binaryeval_dspy.runs.evaluation`) is the loop of a saved, resumable run;
 this module runs items for callers that keep results in memory: the optimizer's modes
 and the head-to-head comparison. Every function goes through the project's one item
-loop, `binaryeval_dspy.lm.call_pool.map_items`.
+loop, `binaryeval_dspy.engines.call_pool.map_items`.
 
 `generate_outputs` is the one place generations are made for scoring (the optimizer's
 generation mode, the IFBench comparison's test records): a call that raised is a failed
@@ -20,8 +20,8 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -42,7 +42,7 @@ def run_items(
 ) -> list[Any | Exception]:
     """``call(item)`` for every item, in order; an exception is returned in the item's place.
 
-    Runs through the project's one item loop (`binaryeval_dspy.lm.call_pool.map_items`),
+    Runs through the project's one item loop (`binaryeval_dspy.engines.call_pool.map_items`),
     so usage is counted on every thread.
 
     Args:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import dspy
 from dspy.teleprompt import Teleprompter
 
+from binaryeval_dspy.cost.usage_meter import measure_usage
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
@@ -37,7 +38,6 @@ from binaryeval_dspy.programs.prompt_updater import (
     PromptUpdater,
     prompt_diff,
 )
-from binaryeval_dspy.runs.usage_meter import measure_usage
 from binaryeval_dspy.schemas.optimization_history import IterationRecord, OptimizationHistory
 
 logger = logging.getLogger(__name__)

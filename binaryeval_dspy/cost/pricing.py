@@ -6,7 +6,7 @@ import: the copy bundled with the installed ``litellm`` package, or (unless
 ``LITELLM_LOCAL_MODEL_COST_MAP=True``) the newest one from LiteLLM's GitHub repository;
 `price_source` names which one was used, with LiteLLM's version. The map is read, and
 its per-token prices (live, cached, cache-write and batch) picked, in
-`binaryeval_dspy.lm.price_map`; this module applies them to a run's usage.
+`binaryeval_dspy.cost.price_map`; this module applies them to a run's usage.
 
 A model the map does not price costs "unknown", never 0. The embedded llama.cpp model
 runs on this machine and costs ``0 (local)``: no per-token bill (the machine's time and
@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from binaryeval_dspy.lm.price_map import LOCAL, model_price, price_source
+from binaryeval_dspy.cost.price_map import LOCAL, model_price, price_source
 
 LOCAL_DISPLAY = "0 (local)"
 UNKNOWN_DISPLAY = "unknown"

@@ -18,10 +18,10 @@ cache can serve it to every call after the first.
   one turn to Anthropic). See `split_at_shared_prefix` and `cache_breakpoint_route`.
 * The cache is written by the first call and read by the others only when the first has
   finished: with ``--warm-prefix`` (`default_warm_prefix`) the item loop sends an item's
-  first question alone and the rest after it (`binaryeval_dspy.lm.call_pool.ItemWork.warm_first`).
+  first question alone and the rest after it (`binaryeval_dspy.engines.call_pool.ItemWork.warm_first`).
 * What a provider's cache serves from a shared prefix (`cache_rules`, `servable`): nothing
   under its minimum, then the prefix in steps. An item whose prefix is under the minimum
-  can be padded up to it where that is cheaper (`binaryeval_dspy.lm.cache_padding`).
+  can be padded up to it where that is cheaper (`binaryeval_dspy.cost.cache_padding`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from binaryeval_dspy.lm.price_map import ModelPrice
+    from binaryeval_dspy.cost.price_map import ModelPrice
 
 #: The first input field that differs between an item's calls: the cache breakpoint goes
 #: right before it (BinEval's judge signatures).

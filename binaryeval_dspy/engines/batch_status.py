@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binaryeval_dspy.errors import InputError, RunStateError
-from binaryeval_dspy.lm.batch_api import BatchAPI
-from binaryeval_dspy.programs.bineval import error_text
-from binaryeval_dspy.runs.batch_journal import (
+from binaryeval_dspy.engines.batch_api import BatchAPI
+from binaryeval_dspy.engines.batch_journal import (
     BatchRequestRef,
     BatchStore,
     BatchSubmission,
@@ -22,6 +20,8 @@ from binaryeval_dspy.runs.batch_journal import (
     request_tag,
     submission_outcomes,
 )
+from binaryeval_dspy.errors import InputError, RunStateError
+from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 

@@ -1,6 +1,6 @@
 """Providers' batch APIs, reached through LiteLLM: upload, create, retrieve, download, list.
 
-A batch run (`binaryeval_dspy.runs.batch_run`) sends the judge's requests as one JSONL
+A batch run (`binaryeval_dspy.engines.batch`) sends the judge's requests as one JSONL
 file to a provider's batch API instead of one HTTP call each, typically at half the
 price and within 24 hours. This module is the thin, provider-facing layer:
 
@@ -23,7 +23,7 @@ The API key is passed to LiteLLM per call and never kept in a `BatchTarget` (whi
 written to the run directory): the target records the *name* of the variable it comes
 from. Batch creation is sent exactly once (``max_retries=0``): a retried create whose
 first answer was lost could start the same batch twice; the run directory's journal
-settles such an ambiguous create instead (see `binaryeval_dspy.runs.batch_run`).
+settles such an ambiguous create instead (see `binaryeval_dspy.engines.batch`).
 """
 
 from __future__ import annotations

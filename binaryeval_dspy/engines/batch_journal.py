@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from binaryeval_dspy.engines.batch_api import BatchInfo, BatchTarget
 from binaryeval_dspy.errors import InputError, RunStateError
-from binaryeval_dspy.lm.batch_api import BatchInfo, BatchTarget
 from binaryeval_dspy.schemas.run_manifest import utc_now
 from binaryeval_dspy.schemas.versioned import SchemaVersion
 

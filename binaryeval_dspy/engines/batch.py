@@ -17,7 +17,7 @@ directory's lock:
 4. **poll** each batch that has not ended, and download the output and error files
    of those that ended;
 5. **record** every item whose outstanding requests all have an outcome: the replies
-   are parsed by the live judge call (`binaryeval_dspy.lm.batch_calls`), failed and
+   are parsed by the live judge call (`binaryeval_dspy.engines.prepared_requests`), failed and
    expired requests become ``error`` verdicts carrying the provider's error, and the
    item is stored with the live path's own code (`item_result`, `RunDirectory.append`):
    results.jsonl rows are those of a live run.
@@ -56,22 +56,20 @@ from typing import Any
 import dspy
 from pydantic import ValidationError
 
+from binaryeval_dspy.cost.cache_padding import (
+    cache_padding_for,
+    lm_question_count,
+    padding_installed,
+)
 from binaryeval_dspy.data.text_checks import item_output_is_empty
-from binaryeval_dspy.errors import BinEvalError, RunStateError
-from binaryeval_dspy.lm.batch_api import (
+from binaryeval_dspy.engines.batch_api import (
     BatchAPI,
     BatchInfo,
     BatchTarget,
     batch_target,
     create_was_refused,
 )
-from binaryeval_dspy.lm.batch_calls import ReplayLM, call_question, capture_request, request_body
-from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
-from binaryeval_dspy.lm.call_pool import map_items
-from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
-from binaryeval_dspy.programs.bineval import BinEval, error_text
-from binaryeval_dspy.runs.batch_journal import (
+from binaryeval_dspy.engines.batch_journal import (
     BatchRequestRef,
     BatchState,
     BatchStore,
@@ -81,6 +79,17 @@ from binaryeval_dspy.runs.batch_journal import (
     request_tag,
     submission_outcomes,
 )
+from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
+from binaryeval_dspy.engines.prepared_requests import (
+    ReplayLM,
+    call_question,
+    capture_request,
+    request_body,
+)
+from binaryeval_dspy.errors import BinEvalError, RunStateError
+from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
     check_stored_items,
@@ -111,7 +120,7 @@ def _tagged(verdict: QuestionVerdict, custom_id: str) -> QuestionVerdict:
 
 
 class _Recording:
-    """Step 5 of a batch invocation, as methods of `_Run` (`binaryeval_dspy.runs.batch_run`):
+    """Step 5 of a batch invocation, as methods of `_Run` (`binaryeval_dspy.engines.batch`):
     store every item whose requests all have an outcome."""
 
     # ------------------------------------------------------------ 5. record
@@ -178,7 +187,7 @@ _REQUEST_SETTINGS = ("input_field", "output_field", "id_field", "max_tokens", "e
 
 
 class _Submitting:
-    """Steps 1-3 of a batch invocation, as methods of `_Run` (`binaryeval_dspy.runs.batch_run`)."""
+    """Steps 1-3 of a batch invocation, as methods of `_Run` (`binaryeval_dspy.engines.batch`)."""
 
     # ------------------------------------------------------------ 1. reconcile
 
@@ -361,7 +370,7 @@ def _check_same_target(state: BatchState, target: BatchTarget, path: Path) -> No
                 fix="rerun with the original --lm (and OPENAI_BASE_URL), or choose another --out.")
 
 class _Polling:
-    """Step 4 of a batch invocation, as a method of `_Run` (`binaryeval_dspy.runs.batch_run`)."""
+    """Step 4 of a batch invocation, as a method of `_Run` (`binaryeval_dspy.engines.batch`)."""
 
     # ------------------------------------------------------------ 4. poll
 
@@ -547,7 +556,7 @@ def run_batch(
         manifest: the manifest for a new run (checked against an existing one).
         handle: the run's LM; its adapter builds and parses every request, with the
             item's prompt prefix padded for the provider's cache as in a live run, decided
-            at batch prices (`binaryeval_dspy.lm.cache_padding`; what it padded is in the
+            at batch prices (`binaryeval_dspy.cost.cache_padding`; what it padded is in the
             outcome's ``evaluation.cache_padding``).
         api_key_env: ``--api-key-env`` of a base-URL LM (its name is recorded, never the key).
         api: the provider's batch API (default: `BatchAPI.for_handle`).

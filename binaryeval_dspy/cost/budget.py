@@ -4,7 +4,7 @@
 ``budget`` argument) whether the call may go:
 
 * the cost of the calls made so far is known from their usage (tokens, priced with
-  `binaryeval_dspy.lm.pricing`); the next call is estimated at the mean cost per call so
+  `binaryeval_dspy.cost.pricing`); the next call is estimated at the mean cost per call so
   far, and so is every call still in flight;
 * a call goes when ``spent + (in flight + 1) x mean`` stays within the budget; otherwise
   the run stops: no further call is sent, calls in flight finish and are stored, an item
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import threading
 
+from binaryeval_dspy.cost.price_map import LOCAL, ModelPrice, model_price, price_source
+from binaryeval_dspy.cost.pricing import format_usd
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.price_map import LOCAL, ModelPrice, model_price, price_source
-from binaryeval_dspy.lm.pricing import format_usd
 from binaryeval_dspy.schemas.item_result import Usage
 
 

@@ -2,7 +2,7 @@
 
 `ItemWork` (independent calls plus a `finish` step), `ItemDone` (what `on_done` receives),
 `StopItems` (an ``on_done`` callback's early stop) and `CallBudget` (what is asked before
-each call) are the vocabulary of `binaryeval_dspy.lm.call_pool.map_items`, which runs
+each call) are the vocabulary of `binaryeval_dspy.engines.call_pool.map_items`, which runs
 them; they live here so that code planning items needs no loop (and no DSPy import).
 """
 
@@ -35,7 +35,7 @@ class ItemWork(Generic[T, R]):
         warm_first: send ``calls[0]`` alone and the others only once it has finished
             (with ``concurrency > 1``), so that a provider's prompt cache is written by
             the first call before the others read the prompt prefix they share
-            (``--warm-prefix``; see `binaryeval_dspy.lm.prompt_cache`). Other items'
+            (``--warm-prefix``; see `binaryeval_dspy.cost.prompt_cache`). Other items'
             calls fill the pool meanwhile.
         unsent: ``unsent(position, reason)`` gives the result of a call that was never
             sent because a `map_items` ``budget`` stopped the run (BinEval: an ``error``
@@ -74,7 +74,7 @@ class StopItems(Exception):
 
 
 class CallBudget(Protocol):
-    """What `map_items` asks before each call (see `binaryeval_dspy.lm.cost_budget.CostBudget`)."""
+    """What `map_items` asks before each call (see `binaryeval_dspy.cost.budget.CostBudget`)."""
 
     stop_reason: str | None
 

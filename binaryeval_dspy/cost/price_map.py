@@ -5,7 +5,7 @@ installed ``litellm`` package, or (unless ``LITELLM_LOCAL_MODEL_COST_MAP=True``)
 newest one from LiteLLM's GitHub repository; `price_source` names which one was used.
 `model_price` reads one model's entry into a `ModelPrice` (USD per token), and
 `ModelPrice.cost` prices token counts into `CostParts`. What a whole run costs is
-`binaryeval_dspy.lm.pricing`'s job.
+`binaryeval_dspy.cost.pricing`'s job.
 
 Prices used, per token:
 

@@ -18,7 +18,7 @@ that combines their results (and may call the LM again, e.g. a verdict pick).
   call alone and the others once it is done, so a provider's prompt cache is written
   before it is read (``--warm-prefix``).
 
-A ``budget`` (``--max-cost``, `binaryeval_dspy.lm.cost_budget.CostBudget`) is asked before
+A ``budget`` (``--max-cost``, `binaryeval_dspy.cost.budget.CostBudget`) is asked before
 every call; when it says stop, nothing more is sent, calls in flight finish, and items
 with calls made are finished with stand-ins for the calls not sent (`ItemWork.unsent`).
 
@@ -29,7 +29,7 @@ of it is done, so it cannot hand back items as they complete; the pool here is t
 standard library's `ThreadPoolExecutor`, nothing more.
 
 The item's vocabulary (`ItemWork`, `ItemDone`, `StopItems`, `CallBudget`) lives in
-`binaryeval_dspy.lm.item_work`.
+`binaryeval_dspy.engines.item_work`.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from typing import Any, TypeVar
 
 import dspy
 
+from binaryeval_dspy.cost.usage import usage_from_entries
+from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork, StopItems
 from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork, StopItems
-from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
 T = TypeVar("T")

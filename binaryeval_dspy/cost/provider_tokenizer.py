@@ -1,6 +1,6 @@
 """Counting prompt tokens as a provider does: tiktoken for OpenAI models, LiteLLM's tokenizer otherwise.
 
-Used to size cache padding (`binaryeval_dspy.lm.cache_padding`) and by
+Used to size cache padding (`binaryeval_dspy.cost.cache_padding`) and by
 ``benchmarks/cost_per_item.py``. Source: OpenAI's and Anthropic's prompt-caching docs
 count cache minimums in the provider's own tokens.
 """

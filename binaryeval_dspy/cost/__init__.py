@@ -1,0 +1,1 @@
+"""Cost: prices, the spending budget, prompt-cache padding and policy, usage counting."""
