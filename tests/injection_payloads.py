@@ -3,7 +3,7 @@
 Each payload imitates something the judge's parser or the judge itself might take for an
 answer or an instruction: DSPy's chat field blocks, a JSON verdict (bare and in a code fence),
 a direct instruction, a fake end of the fenced data followed by a new question, and template
-braces. Not product code: `tests/test_hostile_outputs.py` and
+braces. Not product code: `tests/models/test_hostile_outputs.py` and
 `benchmarks/injection_flip_rate.py` share it.
 """
 

@@ -13,7 +13,7 @@ import click
 
 # name -> (module, attribute, first paragraph of its help). `bineval --help` prints the
 # help from this table, so it imports no command module (and so neither DSPy nor LiteLLM);
-# `bineval NAME ...` imports NAME's module only. tests/test_lazy_imports.py fails when a
+# `bineval NAME ...` imports NAME's module only. tests/project/test_lazy_imports.py fails when a
 # summary here differs from the command's own help.
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "agreement": ("binaryeval_dspy.cli.agreement_command", "agreement_command",

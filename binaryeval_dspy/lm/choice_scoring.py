@@ -15,7 +15,7 @@ opening, read from its own next-token distribution. Decoding token by token thro
 llama.cpp's grammar lets the reply take other forms the grammar allows (``{ "verdict"``
 with a space, other token splits), and the model reads each form as a different
 context, so the two readings can differ: P(yes) by a few hundredths on average and
-occasionally by more, and now and then the verdict (see ``tests/test_choice_scoring.py``
+occasionally by more, and now and then the verdict (see ``tests/models/test_choice_scoring.py``
 and the figures in docs/served-models.md). Neither reading is the "true" one; the
 shortcut's is the same form for every question. ``choice_shortcut=False`` on the engine
 decodes instead. The setting is part of the engine's cache identity, so a cached

@@ -23,7 +23,7 @@ What is reached through this door:
   (`memoize_model_metadata`, `memoize_response_schemas`, `memoize_input_serializers`,
   `memoize_model_routing`, `memoize_proxy_environment`), installed together, once, by
   `install_dspy_patches` (called by `make_lm` and `ensure_cache_identity`, the two ways an
-  LM enters this package). Each patch gives exactly DSPy's answers (tests/test_metadata_cache.py)
+  LM enters this package). Each patch gives exactly DSPy's answers (tests/models/test_metadata_cache.py)
   and does nothing on a DSPy version laid out differently.
 
 Why the patches: with 64 calls in flight against a served model, the client-side CPU of

@@ -1,0 +1,1 @@
+"""Tests of cost: prices, the budget, prompt-cache padding."""

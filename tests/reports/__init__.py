@@ -1,0 +1,1 @@
+"""Tests of reports and statistics: summaries, tables, agreement, correlations, benchmark reports, the run viewer."""
