@@ -157,8 +157,8 @@ class RequestReply:
         error: None on success; otherwise what the last attempt got, e.g. ``"HTTP 500:
             <first 300 chars of the reply>"``, ``"timeout after 600 s"``, ``"connection
             error: ..."``, ``"HTTP 200: reply is not a JSON object: ..."``.
-        status: the last HTTP status received, or None when no response came (timeout,
-            connection error).
+        status: the HTTP status of the last attempt, or None when it got no response
+            (timeout, connection error).
         attempts: HTTP attempts made (1 = no retry). Failed attempts reached the endpoint
             too: count them as calls in usage.
         seconds: wall time of this request in the worker, retries and waits included.
