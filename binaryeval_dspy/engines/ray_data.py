@@ -80,7 +80,8 @@ FLUSH_SECONDS = 0.5
 #: further task start cost 0.5-1 s (768 requests at 64 in flight, 0.5 s latency: 0.96 of
 #: the ideal throughput with one block per task, 0.92 with two, 0.76 with four).
 MAX_BLOCK_ROWS = 1024
-_ENV_DEFAULTS_LOCAL = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+#: Environment variables `ray_session` sets for Ray's processes (and restores afterwards).
+_RAY_ENVIRONMENT = ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")
 #: Idle worker processes a local Ray keeps (Ray's default is one per CPU and kills the others
 #: after 1 s idle; the transport runs more tasks than CPUs, and re-starting a worker costs
 #: 2-15 s of CPU on a busy 2-core machine). 16 covers 256 requests in flight at batch size 16.
@@ -290,7 +291,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     if ray.is_initialized():
         yield
         return
-    saved = {name: os.environ.get(name) for name in _ENV_DEFAULTS_LOCAL}
+    saved = {name: os.environ.get(name) for name in _RAY_ENVIRONMENT}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     temp_dir = None
@@ -305,11 +306,9 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         options["address"] = address
     try:
         ray.init(**options)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+        yield
     finally:
+        ray.shutdown()  # also after a start interrupted half-way; a no-op when nothing started
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -395,21 +394,18 @@ class _Connections:
 
         connection, reused = self._connection()
         try:
-            connection.request("POST", self.path, body=data, headers=headers)
-            response = connection.getresponse()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            connection.close()
-            if not reused:
-                raise
-            connection.request("POST", self.path, body=data, headers=headers)
-            response = connection.getresponse()
-        except BaseException:
-            connection.close()  # reopened by the next request
-            raise
-        try:
+            try:
+                connection.request("POST", self.path, body=data, headers=headers)
+                response = connection.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if not reused:
+                    raise
+                connection.close()  # closed by the server while idle: reopen, send again
+                connection.request("POST", self.path, body=data, headers=headers)
+                response = connection.getresponse()
             text = response.read().decode("utf-8", errors="replace")
         except BaseException:
-            connection.close()
+            connection.close()  # reopened by the next request
             raise
         if response.will_close:
             connection.close()
@@ -585,8 +581,9 @@ def send_requests(requests: Iterable[PreparedRequest], target: HttpTarget, *, in
     completion order, a batch at a time, while later requests are still out: journal each
     one as it comes. Every request gets exactly one reply; a failed request is a reply with
     ``error`` set, never an exception. Closing the generator (``break``, Ctrl-C, an
-    exception in the caller) stops the dataset: requests not yet answered are dropped and
-    Ray stays usable (and can be shut down).
+    exception in the caller) stops the dataset: its tasks are cancelled, which ends their
+    worker processes (requests out at that moment get no reply; the next run starts new
+    workers, some seconds), and Ray stays usable and can be shut down.
 
     Args:
         requests: the calls to make (consumed lazily, `window` at a time); custom_ids unique
