@@ -24,8 +24,8 @@ arrays. At most ``in_flight`` requests are out at once: ``in_flight // batch_siz
 concurrent tasks of ``batch_size`` threads each. Tasks are stateless functions, so the
 warm worker processes of one run serve the next (an actor pool would start anew per run).
 
-The worker-side functions need only what Ray itself installs (``requests``, ``pyarrow``)
-and are shipped by value, so a cluster joined with ``address=`` needs no copy of
+The worker-side functions need only the standard library and ``pyarrow`` (installed with
+``ray[data]``) and are shipped by value, so a cluster joined with ``address=`` needs no copy of
 binaryeval-dspy on its workers.
 
 Example (needs a served model at the URL)::
@@ -45,6 +45,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -74,11 +75,13 @@ MAX_RETRY_WAIT = 60.0
 ERROR_TEXT_CHARS = 300
 #: Seconds a finished reply may wait in its worker for others to be sent back with it.
 FLUSH_SECONDS = 0.5
-#: Blocks per task and window (more: better balance between tasks; fewer: fewer task starts).
-BLOCKS_PER_TASK = 4
-#: Most requests in one block (one Ray task).
+#: Most requests in one block, i.e. one Ray task. A window is cut into one block per task
+#: while it has at most ``tasks x MAX_BLOCK_ROWS`` requests: on a busy 2-core machine each
+#: further task start cost 0.5-1 s (768 requests at 64 in flight, 0.5 s latency: 0.96 of
+#: the ideal throughput with one block per task, 0.92 with two, 0.76 with four).
 MAX_BLOCK_ROWS = 1024
-_ENV_DEFAULTS_LOCAL = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+#: Environment variables `ray_session` sets for Ray's processes (and restores afterwards).
+_RAY_ENVIRONMENT = ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")
 #: Idle worker processes a local Ray keeps (Ray's default is one per CPU and kills the others
 #: after 1 s idle; the transport runs more tasks than CPUs, and re-starting a worker costs
 #: 2-15 s of CPU on a busy 2-core machine). 16 covers 256 requests in flight at batch size 16.
@@ -155,8 +158,8 @@ class RequestReply:
         error: None on success; otherwise what the last attempt got, e.g. ``"HTTP 500:
             <first 300 chars of the reply>"``, ``"timeout after 600 s"``, ``"connection
             error: ..."``, ``"HTTP 200: reply is not a JSON object: ..."``.
-        status: the last HTTP status received, or None when no response came (timeout,
-            connection error).
+        status: the HTTP status of the last attempt, or None when it got no response
+            (timeout, connection error).
         attempts: HTTP attempts made (1 = no retry). Failed attempts reached the endpoint
             too: count them as calls in usage.
         seconds: wall time of this request in the worker, retries and waits included.
@@ -288,7 +291,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     if ray.is_initialized():
         yield
         return
-    saved = {name: os.environ.get(name) for name in _ENV_DEFAULTS_LOCAL}
+    saved = {name: os.environ.get(name) for name in _RAY_ENVIRONMENT}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     temp_dir = None
@@ -303,11 +306,9 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         options["address"] = address
     try:
         ray.init(**options)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+        yield
     finally:
+        ray.shutdown()  # also after a start interrupted half-way; a no-op when nothing started
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -319,7 +320,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
 
 # --------------------------------------------------------------------------- worker side
 # Runs in Ray workers. Shipped by value (see `send_requests`): uses only the standard
-# library, `requests` and `pyarrow` (both installed with ray[data]), and no project code.
+# library and `pyarrow` (installed with ray[data]), and no project code.
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -345,10 +346,82 @@ def _retry_wait(target: HttpTarget, attempt: int, retry_after: float | None) -> 
     return min(target.backoff * 2 ** (attempt - 1), MAX_RETRY_WAIT) * random.uniform(0.5, 1.0)
 
 
-def _send_one(session: Any, target: HttpTarget, custom_id: str, body_json: str) -> dict[str, Any]:
-    """POST one request with retries; returns its reply row. Never raises."""
-    import requests
+class _Connections:
+    """Keep-alive HTTP connections to one target, one per thread (``http.client``, standard library).
 
+    ``http.client`` costs about a third of the CPU per request of ``requests`` here (0.3 vs
+    1.1 ms), which decides the throughput of a busy 2-core machine. No proxy support.
+    """
+
+    def __init__(self, target: HttpTarget) -> None:
+        from urllib.parse import urlsplit
+
+        url = urlsplit(target.url)
+        self.target = target
+        self.path = url.path + (f"?{url.query}" if url.query else "")
+        self.https = url.scheme == "https"
+        self.host, self.port = url.hostname or "", url.port
+        self.local = threading.local()
+        self.opened: list[Any] = []
+        self.lock = threading.Lock()
+
+    def _connection(self) -> tuple[Any, bool]:
+        """This thread's connection, and whether it has served a request already."""
+        import http.client
+
+        connection = getattr(self.local, "connection", None)
+        if connection is not None:
+            return connection, True
+        if self.https:
+            import ssl
+
+            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.target.timeout,
+                                                     context=ssl.create_default_context())
+        else:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.target.timeout)
+        self.local.connection = connection
+        with self.lock:
+            self.opened.append(connection)
+        return connection, False
+
+    def post(self, data: bytes, headers: dict[str, str]) -> tuple[int, str | None, str]:
+        """POST once: (status, Retry-After header, body text). Raises on no response.
+
+        A kept-alive connection the server closed meanwhile is reopened and the request
+        sent again once, uncounted (the request never reached the server), as urllib3 does.
+        """
+        import http.client
+
+        connection, reused = self._connection()
+        try:
+            try:
+                connection.request("POST", self.path, body=data, headers=headers)
+                response = connection.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if not reused:
+                    raise
+                connection.close()  # closed by the server while idle: reopen, send again
+                connection.request("POST", self.path, body=data, headers=headers)
+                response = connection.getresponse()
+            text = response.read().decode("utf-8", errors="replace")
+        except BaseException:
+            connection.close()  # reopened by the next request
+            raise
+        if response.will_close:
+            connection.close()
+        return response.status, response.getheader("Retry-After"), text
+
+    def close(self) -> None:
+        with self.lock:
+            for connection in self.opened:
+                connection.close()
+
+
+def _send_one(connections: _Connections, custom_id: str, body_json: str) -> dict[str, Any]:
+    """POST one request with retries; returns its reply row. Never raises."""
+    import http.client
+
+    target = connections.target
     started = time.monotonic()
     headers = {"Content-Type": "application/json", **dict(target.headers)}
     if target.api_key:
@@ -360,21 +433,20 @@ def _send_one(session: Any, target: HttpTarget, custom_id: str, body_json: str) 
         status: int | None = None
         retry_after: float | None = None
         try:
-            response = session.post(target.url, data=data, headers=headers, timeout=target.timeout)
-        except requests.Timeout:
+            status, retry_after_header, text = connections.post(data, headers)
+        except TimeoutError:
             error, retried = f"timeout after {target.timeout:g} s", True
-        except requests.RequestException as exc:
+        except (OSError, http.client.HTTPException) as exc:
             error, retried = f"connection error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}", True
         except Exception as exc:  # noqa: BLE001 - a bug or an odd environment: still a row, never a crash
             error, retried = f"client error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}", False
         else:
-            status = response.status_code
             if 200 <= status < 300:
-                return {"custom_id": custom_id, "body": response.text, "error": None, "status": status,
+                return {"custom_id": custom_id, "body": text, "error": None, "status": status,
                         "attempts": attempts, "seconds": time.monotonic() - started}
-            error = f"HTTP {status}: {response.text[:ERROR_TEXT_CHARS]}"
+            error = f"HTTP {status}: {text[:ERROR_TEXT_CHARS]}"
             retried = status in RETRIED_STATUSES
-            retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
+            retry_after = _retry_after_seconds(retry_after_header)
         if not retried or attempts > target.max_retries:
             return {"custom_id": custom_id, "body": None, "error": error, "status": status,
                     "attempts": attempts, "seconds": time.monotonic() - started}
@@ -413,47 +485,51 @@ def _send_block(batch: dict[str, Any], target: HttpTarget, threads: int, flush_r
         function's own set-up, becomes an ``error`` in the rows not yet yielded. If the
         task is cancelled, requests not yet started are dropped.
     """
-    from concurrent.futures import FIRST_COMPLETED, wait
+    import queue
 
     ids = [str(value) for value in batch["custom_id"]]
     unsent = dict.fromkeys(ids)
-    pool = None
+    pool = connections = None
     try:
-        import requests
-
         bodies = [str(value) for value in batch["body"]]
-        session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=threads, max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+        connections = _Connections(target)
+        finished: queue.SimpleQueue = queue.SimpleQueue()
         pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(ids))))
-        pending = {pool.submit(_send_one, session, target, cid, body): cid for cid, body in zip(ids, bodies)}
+        for custom_id, body in zip(ids, bodies):
+            future = pool.submit(_send_one, connections, custom_id, body)
+            future.add_done_callback(lambda done, custom_id=custom_id: finished.put((custom_id, done)))
         ready: list[dict[str, Any]] = []
-        oldest = 0.0
-        while pending:
+        oldest, remaining = 0.0, len(ids)
+        while remaining:
             waited = time.monotonic() - oldest if ready else 0.0
-            done, _ = wait(pending, timeout=max(0.01, FLUSH_SECONDS - waited), return_when=FIRST_COMPLETED)
-            for future in done:
-                custom_id = pending.pop(future)
-                try:
-                    ready.append(future.result())
-                except Exception as exc:  # noqa: BLE001 - _send_one never raises; so that no row is ever lost
-                    ready.append(_failed_row(custom_id, exc))
-                if len(ready) == 1:
-                    oldest = time.monotonic()
-            if ready and (len(ready) >= flush_rows or not pending or time.monotonic() - oldest >= FLUSH_SECONDS):
-                table = _packed(ready)
-                for row in ready:
-                    unsent.pop(row["custom_id"], None)
-                ready = []
+            if ready and waited >= FLUSH_SECONDS:
+                table, ready = _packed(ready), []
                 yield table
-        session.close()
+                continue
+            try:
+                custom_id, future = finished.get(timeout=FLUSH_SECONDS - waited)
+            except queue.Empty:
+                continue
+            remaining -= 1
+            try:
+                row = future.result()
+            except Exception as exc:  # noqa: BLE001 - _send_one never raises; so that no row is ever lost
+                row = _failed_row(custom_id, exc)
+            if not ready:
+                oldest = time.monotonic()
+            ready.append(row)
+            unsent.pop(custom_id, None)
+            if len(ready) >= flush_rows or not remaining:
+                table, ready = _packed(ready), []
+                yield table
     except Exception as exc:  # noqa: BLE001 - the task never fails: the rows not yet sent back get the error
         if unsent:
             yield _packed([_failed_row(custom_id, exc) for custom_id in unsent])
     finally:
         if pool is not None:  # on cancellation: start nothing more, do not wait for the running ones
             pool.shutdown(wait=False, cancel_futures=True)
+        if connections is not None:
+            connections.close()
 
 
 # --------------------------------------------------------------------------- driver side
@@ -505,8 +581,9 @@ def send_requests(requests: Iterable[PreparedRequest], target: HttpTarget, *, in
     completion order, a batch at a time, while later requests are still out: journal each
     one as it comes. Every request gets exactly one reply; a failed request is a reply with
     ``error`` set, never an exception. Closing the generator (``break``, Ctrl-C, an
-    exception in the caller) stops the dataset: requests not yet answered are dropped and
-    Ray stays usable (and can be shut down).
+    exception in the caller) stops the dataset: its tasks are cancelled, which ends their
+    worker processes (requests out at that moment get no reply; the next run starts new
+    workers, some seconds), and Ray stays usable and can be shut down.
 
     Args:
         requests: the calls to make (consumed lazily, `window` at a time); custom_ids unique
@@ -516,8 +593,7 @@ def send_requests(requests: Iterable[PreparedRequest], target: HttpTarget, *, in
         batch_size: requests each Ray task keeps out at once (>= 1), and replies sent back
             together; ``in_flight // batch_size`` tasks run at once (at least one; with
             ``in_flight < batch_size``, one task of ``in_flight`` threads). Each task takes
-            a block of requests (up to `MAX_BLOCK_ROWS`, about `BLOCKS_PER_TASK` blocks per
-            task and window).
+            a block of requests: a window's share, up to `MAX_BLOCK_ROWS`.
         num_cpus_per_task: CPUs reserved per task (None: ``min(0.5, cluster CPUs / tasks)``).
         window: requests per dataset (>= 1); see `RayEngineSettings.window`.
 
@@ -565,14 +641,19 @@ def _data_context(ray_data: Any) -> Iterator[None]:
     On the current `DataContext` (read when a dataset is created): every output row of
     `_send_block` is its own block, so it reaches the driver as soon as it is yielded (a
     one-byte target block size; the default, 128 MiB, would hold a task's replies until
-    the task ends), and no progress bars. On the handlers of the ``ray.data`` logger (its
+    the task ends); no per-operator resource reservation (Ray Data's allocator otherwise
+    starts one task, and the others only once the first one's outputs are measured, about
+    a second later: the task pool's size already bounds the tasks); and no progress bars.
+    On the handlers of the ``ray.data`` logger (its
     records do not propagate further): no per-execution INFO lines on the console.
     """
     context = ray_data.DataContext.get_current()
-    saved = (context.enable_progress_bars, context.print_on_execution_start, context.target_max_block_size)
+    saved = (context.enable_progress_bars, context.print_on_execution_start, context.target_max_block_size,
+             context.op_resource_reservation_enabled)
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     context.target_max_block_size = 1
+    context.op_resource_reservation_enabled = False
     quiet = _QuietRayData()
     handlers = list(logging.getLogger("ray.data").handlers)
     for handler in handlers:
@@ -580,8 +661,8 @@ def _data_context(ray_data: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        (context.enable_progress_bars, context.print_on_execution_start,
-         context.target_max_block_size) = saved
+        (context.enable_progress_bars, context.print_on_execution_start, context.target_max_block_size,
+         context.op_resource_reservation_enabled) = saved
         for handler in handlers:
             handler.removeFilter(quiet)
 
@@ -592,7 +673,7 @@ def _stream(ray_data: Any, requests: Iterator[PreparedRequest], target: HttpTarg
     with _data_context(ray_data):
         while chunk := list(islice(requests, window)):
             rows = _rows(chunk)
-            block_rows = min(max(math.ceil(len(rows) / (tasks * BLOCKS_PER_TASK)), threads), MAX_BLOCK_ROWS)
+            block_rows = min(max(math.ceil(len(rows) / tasks), threads), MAX_BLOCK_ROWS)
             blocks = math.ceil(len(rows) / block_rows)
             dataset = ray_data.from_items(rows, override_num_blocks=blocks)
             dataset = dataset.map_batches(

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -43,8 +44,9 @@ from tests.fake_endpoint import (
     user_text,
 )
 
-# Ray Data 2.60 sets a deprecated field of its own DataContext when creating one.
-pytestmark = pytest.mark.filterwarnings("ignore:`use_arrow_tensor_v2` is deprecated:DeprecationWarning")
+# Ray Data 2.60 sets deprecated fields of its own DataContext (use_polars, use_push_based_shuffle,
+# ...) when copying one, each a DeprecationWarning from ray.data.context.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-NEVER-IN-A-ROW-7f3a"
@@ -97,11 +99,13 @@ class _TextHandler(BaseHTTPRequestHandler):
     """A server FakeEndpoint cannot play: a 500 with a plain-text body, a 200 that is not JSON."""
 
     protocol_version = "HTTP/1.1"
+    seen_headers: ClassVar[list[tuple[str | None, str | None]]] = []  # (Authorization, X-Run) per request
 
     def log_message(self, format, *args) -> None:
         pass
 
     def do_POST(self) -> None:
+        self.seen_headers.append((self.headers.get("Authorization"), self.headers.get("X-Run")))
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = user_text(body)
         if text == "text-500":
@@ -187,6 +191,7 @@ def test_the_local_session_is_quiet_and_sized_for_the_machine():
 @pytest.mark.ray
 @pytest.mark.usefixtures("ray_cluster")
 def test_every_reply_maps_back_to_its_request(endpoint):
+    """Shuffled latencies, 3 windows (40 requests, 16 per dataset), 4 tasks of 2 threads."""
     texts = [f"q{i:02d}" for i in range(40)]
     latencies = [0.02 * i for i in range(len(texts))]
     random.Random(7).shuffle(latencies)
@@ -194,7 +199,7 @@ def test_every_reply_maps_back_to_its_request(endpoint):
     endpoint.latency = lambda body: latency_of[user_text(body)]
     target = HttpTarget(endpoint.base_url, api_key=SECRET, headers=(("X-Run", "test"),))
 
-    replies = list(send_requests([_request(t) for t in texts], target, in_flight=8, batch_size=2))
+    replies = list(send_requests([_request(t) for t in texts], target, in_flight=8, batch_size=2, window=16))
 
     by_id = _by_id(replies)
     assert sorted(by_id) == sorted(f"id-{t}" for t in texts)
@@ -242,8 +247,9 @@ def test_persistent_failures_become_error_rows_and_the_others_succeed(endpoint):
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/v1"
         texts = ["text-500", "not-json", "fine"]
-        by_id = _by_id(list(send_requests([_request(t) for t in texts], HttpTarget(base, max_retries=1, backoff=0.01),
-                                          in_flight=4, batch_size=2)))
+        target = HttpTarget(base, api_key=SECRET, max_retries=1, backoff=0.01, headers=(("X-Run", "r1"),))
+        _TextHandler.seen_headers.clear()
+        by_id = _by_id(list(send_requests([_request(t) for t in texts], target, in_flight=4, batch_size=2)))
     finally:
         server.shutdown()
         server.server_close()
@@ -253,6 +259,9 @@ def test_persistent_failures_become_error_rows_and_the_others_succeed(endpoint):
     assert not_json.body is None and not_json.status == 200 and not_json.attempts == 1
     assert not_json.error.startswith("HTTP 200: reply is not a JSON object: <html>")
     assert by_id["id-fine"].ok and _content(by_id["id-fine"]) == "echo: fine"
+    assert set(_TextHandler.seen_headers) == {(f"Bearer {SECRET}", "r1")}  # sent, on every attempt
+    assert len(_TextHandler.seen_headers) == 4
+    assert all(SECRET not in repr(reply) for reply in by_id.values())
 
 
 @pytest.mark.ray
@@ -289,9 +298,11 @@ def test_bad_requests_are_refused_before_anything_is_sent(endpoint):
 @pytest.mark.ray
 @pytest.mark.usefixtures("ray_cluster")
 def test_replies_stream_before_the_last_request_is_answered(endpoint):
+    """One task of two threads: one thread holds the slow request, the other sends the rest,
+    whose replies must reach the driver while that task is still running."""
     endpoint.latency = lambda body: 5.0 if user_text(body) == "slow" else 0.05
     texts = ["slow"] + [f"fast-{i}" for i in range(11)]
-    stream = send_requests([_request(t) for t in texts], HttpTarget(endpoint.base_url), in_flight=4, batch_size=2)
+    stream = send_requests([_request(t) for t in texts], HttpTarget(endpoint.base_url), in_flight=2, batch_size=2)
 
     first = next(stream)
     answered_at_first = len(endpoint.outcomes)
@@ -299,8 +310,9 @@ def test_replies_stream_before_the_last_request_is_answered(endpoint):
 
     assert first.custom_id != "id-slow" and first.ok
     assert answered_at_first < len(texts)  # the slow request was still out
-    assert rest[-1].custom_id == "id-slow" and rest[-1].ok
-    assert len(_by_id([first, *rest])) == len(texts)
+    by_id = _by_id([first, *rest])
+    assert len(by_id) == len(texts) and all(reply.ok for reply in by_id.values())
+    assert by_id["id-slow"].seconds >= 5.0
 
 
 @pytest.mark.ray
