@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.lm.pricing import cost_line
+from binaryeval_dspy.reports.render import markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:
@@ -183,18 +184,15 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool
 
 
 def summary_markdown(summary: RunSummary) -> str:
-    """The summary as a Markdown table, LM named in the heading, the notes about the judge
-    (`judge_notes`) right below it."""
+    """The summary as a Markdown table (`markdown_table`: dimension names escaped), LM named
+    in the heading, the notes about the judge (`judge_notes`) right below it."""
     low, high = summary.scale
-    lines = [
-        f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | items used | yes | no | unparsed |"
-         f" error | {p_yes_header(summary)} |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for d in summary.dimensions:
-        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {used_cell(d)} | {d.yes} | "
-                     f"{d.no} | {d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
+    header = ["dimension", "mean yes-rate [0,1]", f"mean score [{low:g},{high:g}]", "items used", "yes", "no",
+              "unparsed", "error", p_yes_header(summary)]
+    rows = [[d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no),
+             str(d.unparsed), str(d.error), _fmt(d.mean_p_yes)] for d in summary.dimensions]
+    lines = [f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
+             *markdown_table(header, rows, ["---", *["---:"] * (len(header) - 1)])]
     for note in summary.notes:  # beside the table, before the cost lines
         lines += ["", f"**Note:** {note}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
