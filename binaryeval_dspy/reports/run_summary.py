@@ -1,7 +1,7 @@
 """Summaries of a run, rebuilt from its stored results without calling any LM.
 
-Every stored item is counted, whatever its status (``scored``, ``empty_output``,
-``error``); means are taken over the judged items that have a score for the cell, shown
+Every stored item is counted, whatever its status (``scored``, ``unscored``,
+``empty_output``, ``error``); means are taken over the judged items that have a score for the cell, shown
 as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
 
 This module computes the summary (`summarize_results`) and saves it (`write_summary`);
@@ -82,7 +82,7 @@ class DimensionSummary(BaseModel):
 
     Attributes:
         dimension: dimension name ("overall" for all questions).
-        mean_score: mean yes-rate over the judged items (status ``scored``) with a
+        mean_score: mean yes-rate over the items with a score (status ``scored``) with a
             defined score in this dimension, in [0, 1]; None if there is none. A NaN
             score is left out like a missing one, never counted as 0.
         mean_scaled: the same mean on the run's [a, b] scale.
@@ -149,8 +149,10 @@ class RunSummary(BaseModel):
         items_incomplete: items with at least one question whose LM call failed, or that
             could not be judged (status ``error``); their scores use the questions
             answered (rerun the command to ask the rest).
-        items_by_status: items per status: ``scored`` (judged), ``empty_output`` (empty
-            output, no LM call, no score) and ``error`` (could not be judged, no score).
+        items_by_status: items per status: ``scored`` (judged, with a score),
+            ``unscored`` (judged, but no answer could be read into a score: every answer
+            unparsed), ``empty_output`` (empty output, no LM call, no score) and ``error``
+            (could not be judged, no score).
         questions_answered / questions_total: answered (yes, no, unparsed) and asked
             questions over all items.
         embedded_lm: True when the LM is the embedded llama.cpp model (its P(yes) and

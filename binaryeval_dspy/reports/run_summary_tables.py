@@ -59,7 +59,8 @@ def usage_line(summary: RunSummary) -> str:
 
 
 def status_line(summary: RunSummary) -> str:
-    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``, with how
+    """Items per status, e.g. ``4 items: scored: 1, unscored: 1, empty_output: 2, error: 0``
+    (``unscored``: judged, no readable answer), with how
     many items are incomplete (some questions unanswered) when any are."""
     counts = summary.items_by_status or {"scored": summary.items}
     line = f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
@@ -147,7 +148,8 @@ def summary_table(summary: RunSummary) -> Table:
 
 def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool = False) -> Table:
     """A rich table with one row per item (first `max_rows`): scaled scores per dimension;
-    an item without a score (``empty_output``, ``error``) shows its status and "—".
+    an item without a score (``unscored``, ``empty_output``, ``error``) shows its status
+    and "—".
 
     When the LM returned log-probabilities, a ``P(yes)`` column (the item's mean P(yes)
     over all questions, in [0, 1]) ranks items even where every hard verdict is the

@@ -3,7 +3,8 @@
 `run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge,
 the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
 it runs items through `binaryeval_dspy.lm.call_pool.map_items`. Every item ends as a
-stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
+stored row: judged (``scored``, or ``unscored`` when no answer could be read into a
+score), ``empty_output`` (nothing to judge: no LM call) or
 ``error`` (could not be judged: retried by the next run); those rows are made in
 `binaryeval_dspy.runs.item_rows`, and the outcome of a call is an `EvaluationOutcome`
 (`binaryeval_dspy.runs.evaluation_outcome`), both re-exported here.

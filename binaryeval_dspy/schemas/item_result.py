@@ -15,10 +15,11 @@ from binaryeval_dspy.schemas.versioned import SchemaVersion
 ITEM_RESULT_SCHEMA_VERSION = 1
 #: what to do with a item result from an older version
 _OLDER_FIX = "judge the items again with this version, into a new run directory (--out)"
-#: What became of an item: judged (with whatever answers it got), skipped because its
-#: output is empty (no LM call, no score), or not judged at all (no LM answer).
-ITEM_STATUSES = ("scored", "empty_output", "error")
-ItemStatus = Literal["scored", "empty_output", "error"]
+#: What became of an item: judged with a score (or, without a score card, a decided
+#: label), judged without one (no readable answer), skipped because its output is empty
+#: (no LM call, no score), or not judged at all (no LM answer).
+ITEM_STATUSES = ("scored", "unscored", "empty_output", "error")
+ItemStatus = Literal["scored", "unscored", "empty_output", "error"]
 
 
 def text_hash(text: str) -> str:
@@ -103,12 +104,18 @@ class ItemResult(BaseModel):
             Set from `verdicts`, never by hand; written to JSON only when False.
         questions_answered: for an incomplete item, how many questions got an answer
             (yes, no or unparsed); None (and not written) for a complete one.
-        status: ``"scored"`` (judged; not written, and assumed for files written before
-            this field existed), ``"empty_output"`` (the output is empty or only
+        status: ``"scored"`` (judged and has a score: its score card's overall score is
+            defined, or, in a run without scores (aggregation "verdict"), its named
+            verdict has a label; not written, and assumed for files written before this
+            field existed), ``"unscored"`` (judged, but no answer could be read into a
+            score: every answer unparsed, or no label decided; no score, left out of
+            every mean, counted), ``"empty_output"`` (the output is empty or only
             whitespace and invisible characters: no LM call, no verdicts, no score;
             complete) or ``"error"`` (the item could not be judged: every LM question
             failed, or judging it raised; incomplete, so a rerun tries it again). An item
-            whose LM questions all failed is set to ``"error"`` automatically.
+            whose LM questions all failed is set to ``"error"``, and a judged item
+            without a score to ``"unscored"``, automatically (files written before
+            ``"unscored"`` existed are read the same way).
         error: for status ``"error"``, the error's type and message (the first failed
             call's when questions failed).
         lm: for status ``"error"``, the LM that failed.
@@ -148,6 +155,8 @@ class ItemResult(BaseModel):
         asked = [v for v in self.verdicts if v.source == "lm"]
         if self.status == "scored" and asked and not any(v.answered for v in asked):
             self.status = "error"  # every LM question failed: nothing was judged
+        if self.status == "scored" and not self.has_score:
+            self.status = "unscored"  # judged, but no readable answer gave it a score
         if self.status == "error" and self.error is None:
             self.error = next((v.error for v in self.verdicts if v.verdict == "error" and v.error),
                               "the item could not be judged")
@@ -157,8 +166,17 @@ class ItemResult(BaseModel):
         return self
 
     @property
+    def has_score(self) -> bool:
+        """True when the item has a score: its score card's overall score is defined (some
+        answer was read as yes or no), or, without a score card (aggregation "verdict"),
+        its named verdict has a label."""
+        if self.score_card is not None:
+            return self.score_card.overall is not None
+        return self.named_verdict is not None and self.named_verdict.label is not None
+
+    @property
     def scored(self) -> bool:
-        """True for a judged item (status ``"scored"``): its score card counts in means."""
+        """True for an item with a score (status ``"scored"``): its score card counts in means."""
         return self.status == "scored"
 
     @property
