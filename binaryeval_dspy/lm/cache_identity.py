@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -34,7 +36,7 @@ import dspy
 from dspy.clients import execution as _execution
 from dspy.clients._deprecation import warn_legacy_lm, warn_openai_messages
 from dspy.utils.callback import with_callbacks
-from dspy.utils.exceptions import LMError, is_retryable_lm_error
+from dspy.utils.exceptions import LMError, LMProviderError, LMUnexpectedError, is_retryable_lm_error
 
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import (
@@ -49,6 +51,7 @@ from binaryeval_dspy.lm.schema_format import (
     is_openai_schema,
     rejects_response_format,
 )
+from binaryeval_dspy.lm.usage import record_failed_request
 
 logger = logging.getLogger(__name__)
 # Serializes schema-dialect probes (rare: only until an LM's first schema call settles it).
@@ -263,26 +266,47 @@ class CacheScopedLM(dspy.LM):
         return probe
 
     def _run(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
-        call = _execution.prepare(runner, prompt, messages, kwargs)
+        """One call: DSPy's prepare, execute and finalize, with DSPy's retries made here one
+        attempt at a time, so that every request answered with an error is counted
+        (`_failed_attempt`); the retry rule and delays are DSPy's."""
+        retries = runner.num_retries
+        single = runner._single_attempt() if retries else runner
+        call = _execution.prepare(single, prompt, messages, kwargs)
         if not call.managed:  # pragma: no cover - only for LM subclasses overriding forward
             warn_legacy_lm()
         warn_openai_messages(self, messages)
         if call.cache:
             _scoped(call, cache_identity_of(self, kwargs))
-        result = _execution.execute(runner, call)
+        for attempt in range(retries + 1):
+            try:
+                result = _execution.execute(single, call)
+                break
+            except Exception as exc:
+                if not _failed_attempt(self, exc, attempt, retries):
+                    raise
+                time.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=False)
         return mark_cut_replies(result, _execution.finalize(self, call, result))
 
     async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         import asyncio
 
-        call = await asyncio.to_thread(_execution.prepare, runner, prompt, messages, kwargs, asynchronous=True)
+        retries = runner.num_retries
+        single = runner._single_attempt() if retries else runner
+        call = await asyncio.to_thread(_execution.prepare, single, prompt, messages, kwargs, asynchronous=True)
         if not call.managed:  # pragma: no cover
             warn_legacy_lm()
         warn_openai_messages(self, messages)
         if call.cache:
             _scoped(call, cache_identity_of(self, kwargs))
-        result = await _execution.aexecute(runner, call)
+        for attempt in range(retries + 1):
+            try:
+                result = await _execution.aexecute(single, call)
+                break
+            except Exception as exc:
+                if not _failed_attempt(self, exc, attempt, retries):
+                    raise
+                await asyncio.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=True)
         return mark_cut_replies(result, _execution.finalize(self, call, result))
 
@@ -444,3 +468,24 @@ __all__ = [
     "CACHE_SCOPE_FIELD", "CacheScopedLM", "cache_identity_of", "endpoint_identity", "engine_identity",
     "ensure_cache_identity", "normalize_base_url",
 ]
+
+
+def _failed_attempt(lm: Any, exc: BaseException, attempt: int, retries: int) -> bool:
+    """Count one request that the provider answered with an error (`LMProviderError`: a
+    server error, a rate limit, a timeout, a refused request; `LMUnexpectedError`: a reply
+    that could not be read) as a failed call in the usage tracker, and say whether to try
+    again: a retryable error (`is_retryable_lm_error`, DSPy's rule) with attempts left.
+    Errors raised before any request went out (configuration, an unsupported feature, a
+    connection that could not be made) are not counted."""
+    if isinstance(exc, (LMProviderError, LMUnexpectedError)):
+        record_failed_request(lm.model)
+    return attempt < retries and is_retryable_lm_error(exc)
+
+
+def _retry_delay(exc: BaseException, attempt: int) -> float:
+    """Seconds before the next attempt, as DSPy waits: the provider's ``retry_after`` hint
+    when it is a finite number >= 0, else 2 ** attempt seconds, at most 60."""
+    hint = getattr(exc, "retry_after", None)
+    if isinstance(hint, (int, float)) and not isinstance(hint, bool) and math.isfinite(hint) and hint >= 0:
+        return float(hint)
+    return float(min(2 ** min(attempt, 6), 60))

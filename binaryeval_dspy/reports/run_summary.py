@@ -137,7 +137,11 @@ class RunSummary(BaseModel):
         scale: the [a, b] interval of the scaled scores.
         dimensions: one `DimensionSummary` per dimension, then "overall".
         lm_calls / prompt_tokens / completion_tokens: summed over items (calls answered
-            from DSPy's cache cost nothing and are not counted).
+            from DSPy's cache cost nothing and are not counted). `lm_calls` are the calls
+            that got a reply.
+        failed_calls: requests that got an error instead of a reply (server errors, rate
+            limits, timeouts; retried by DSPy or not), summed over items; ``lm_calls +
+            failed_calls`` is every request the endpoint received for the stored items.
         tokens_per_item: mean prompt + completion tokens per item.
         seconds_per_item: mean wall time per item, in seconds.
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
@@ -183,6 +187,7 @@ class RunSummary(BaseModel):
     seconds_per_item: float
     cached_prompt_tokens: int = 0
     cache_write_tokens: int = 0
+    failed_calls: int = 0
     cost: RunCost | None = None
     adapter_fallbacks: int = 0
     items_incomplete: int = 0
@@ -289,6 +294,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
         cached_prompt_tokens=sum(r.usage.cached_prompt_tokens for r in results),
         cache_write_tokens=sum(r.usage.cache_write_tokens for r in results),
+        failed_calls=sum(r.usage.failed_calls for r in results),
         adapter_fallbacks=sum(r.usage.adapter_fallbacks for r in results),
         items_incomplete=sum(1 for r in results if not r.complete),
         questions_answered=sum(r.answered_count for r in results),

@@ -46,6 +46,15 @@ def prompt_tokens_phrase(summary: RunSummary) -> str:
     return text
 
 
+def calls_phrase(summary: RunSummary) -> str:
+    """``34 LM calls (32 answered, 2 failed)``: every request sent, with the failed ones
+    (errors instead of a reply, retried or not) apart; ``32 LM calls`` when none failed."""
+    if not summary.failed_calls:
+        return f"{summary.lm_calls:,} LM calls"
+    return (f"{summary.lm_calls + summary.failed_calls:,} LM calls ({summary.lm_calls:,} answered, "
+            f"{summary.failed_calls:,} failed)")
+
+
 def usage_line(summary: RunSummary) -> str:
     """One line of usage: calls, tokens (prompt per item and its cached part, completion
     per item), fallbacks, and each item's own latency (mean seconds from its first call to
@@ -53,7 +62,7 @@ def usage_line(summary: RunSummary) -> str:
     tokens = summary.prompt_tokens + summary.completion_tokens
     n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
-    return (f"{summary.lm_calls:,} LM calls, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
+    return (f"{calls_phrase(summary)}, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
             f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
             "item's first call to its score (items overlap with --concurrency > 1: not the run's time per item)")
 
@@ -198,7 +207,9 @@ def summary_markdown(summary: RunSummary) -> str:
     for note in summary.notes:  # beside the table, before the cost lines
         lines += ["", f"**Note:** {note}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
-    lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
+    calls = (f"{summary.lm_calls + summary.failed_calls} ({summary.lm_calls} answered, {summary.failed_calls} failed)"
+             if summary.failed_calls else str(summary.lm_calls))
+    lines += ["", (f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
                    f"{prompt_tokens_phrase(summary)}); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "

@@ -13,6 +13,7 @@ score), ``empty_output`` (nothing to judge: no LM call) or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from binaryeval_dspy.runs.item_rows import (
     item_result,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 logger = logging.getLogger(__name__)
@@ -167,20 +168,38 @@ def evaluate_items(
     padding = cache_padding_for(lm, calls_per_item=lm_question_count(program.question_set),
                                 warm=in_flight == 1 or warm_prefix_in_effect(lm, warm_prefix, in_flight))
     journal = AnswerJournal(run_dir.path / ANSWERS, manifest.question_set_hash)
+    recovered: dict[str, Usage] = {}  # usage of journaled answers and failed calls an earlier session spent
 
     def plan(item: dspy.Example, stored: ItemResult | None) -> ItemWork:
-        previous = merge_answers(stored.verdicts if stored is not None else (), journal.answers(item))
+        kept = stored.verdicts if stored is not None else ()
+        recovered[str(item.item_id)] = journal.recovered_usage(item, kept)
+        previous = merge_answers(kept, journal.answers(item))
         return with_journal(journal, item, program.item_work(item.input, item.output, previous))
+
+    def with_recovered(item: dspy.Example, done: ItemDone) -> ItemDone:
+        """`done` with the usage its journaled answers cost in an earlier session added in."""
+        extra = recovered.pop(str(item.item_id), None)
+        return dataclasses.replace(done, usage=done.usage + extra) if extra is not None else done
+
+    def on_stored(result: Any, status: str) -> None:
+        """An item's row is stored: its journal lines are now in it (answers and usage; a
+        ``failed`` row holds the usage but not the answers, which stay for the rerun)."""
+        if result is not None:
+            journal.drop([result.item_id], keep_answers=status == "failed")
+        if on_progress is not None:
+            on_progress(result, status)
 
     with padding_installed(lm, padding):
         outcome = run_resumable(
             items, run_dir, manifest,
             plan=plan,
-            package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
+            package=lambda item, done, stored: item_result(program, item, with_recovered(item, done), stored,
+                                                           lm=manifest.lm),
             empty_result=lambda item: empty_item_result(program, item),
-            failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
+            failed_result=lambda item, done, stored: failed_item_result(program, item, with_recovered(item, done),
+                                                                        stored, lm=manifest.lm),
             check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
-            lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
+            lm=lm, on_progress=on_stored, concurrency=concurrency, fail_on_errors=fail_on_errors,
             max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
             warm_prefix=warm_prefix, budget=budget,
         )

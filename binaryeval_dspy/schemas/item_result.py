@@ -33,7 +33,8 @@ class Usage(BaseModel):
     Calls answered from DSPy's own cache cost nothing and are not counted.
 
     Attributes:
-        lm_calls: calls that reached a model (each retry in another adapter format counts).
+        lm_calls: calls that reached a model and got a reply (each retry in another adapter
+            format counts).
         prompt_tokens: their prompt (input) tokens, cached ones included.
         completion_tokens: their completion (output) tokens.
         cached_prompt_tokens: the part of `prompt_tokens` the provider served from its
@@ -45,6 +46,10 @@ class Usage(BaseModel):
         cache_write_tokens: the part of `prompt_tokens` the provider wrote to its prompt
             cache (Anthropic's ``cache_creation_input_tokens``, billed at 1.25x input); 0
             when the provider reports none.
+        failed_calls: requests that got an error instead of a reply (a server error, a
+            rate limit, a timeout), whether DSPy retried them or the call then failed; not
+            in `lm_calls`, so ``lm_calls + failed_calls`` is the requests an endpoint
+            received. Tokens the provider reported for them are in the token counts.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +60,7 @@ class Usage(BaseModel):
     cached_prompt_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     adapter_fallbacks: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     cache_write_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    failed_calls: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
