@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.reports.render import Document, Section, Table, markdown_cell, to_html, to_markdown
+from binaryeval_dspy.reports.render import (
+    Document,
+    Section,
+    Table,
+    markdown_cell,
+    to_html,
+    to_markdown,
+)
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.conftest import judge_script
 from tests.test_benchmark_run import DIMS, data_dir, scripted, tasks_dir  # noqa: F401  (fixtures)
