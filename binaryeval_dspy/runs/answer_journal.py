@@ -192,6 +192,7 @@ def with_journal(journal: AnswerJournal, item: Any, work: ItemWork) -> ItemWork:
                 tracker = dspy.settings.usage_tracker
                 journal.write(item, value, usage_from_tracker(tracker) if tracker is not None else None)
             return value
+        run.__wrapped__ = call  # type: ignore[attr-defined]  # engines that prepare requests find the judge call
         return run
 
     work.calls = [journaled(call) for call in work.calls]

@@ -47,8 +47,8 @@ def test_a_killed_ray_run_loses_no_answer_and_asks_none_again(tmp_path, fake_end
     write = answer_journal.AnswerJournal.write
     journaled: list[tuple[str, str]] = []
 
-    def write_then_die(self, item, verdict):
-        write(self, item, verdict)
+    def write_then_die(self, item, verdict, *args, **kwargs):
+        write(self, item, verdict, *args, **kwargs)
         journaled.append((str(item.item_id), verdict.question_id))
         if len(journaled) == 9:
             raise Killed

@@ -17,8 +17,8 @@ import pytest
 from binaryeval_dspy.runs import answer_journal
 from binaryeval_dspy.runs.answer_journal import ANSWERS
 from binaryeval_dspy.schemas.item_result import Usage
+from tests.engines.test_remote_faults import evaluate, stored, write_inputs
 from tests.fake_endpoint import HttpFault, user_text
-from tests.test_remote_faults import evaluate, stored, write_inputs
 
 FLAKY = HttpFault(500, "Internal server error (scripted)", retry_after=0)
 DOWN = HttpFault(503, "Service unavailable (scripted)", retry_after=0)

@@ -19,8 +19,8 @@ from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.named_verdict import NamedVerdict
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
+from tests.cli.test_cli import fake_lm  # noqa: F401  (fixture)
 from tests.fakes import field_value
-from tests.test_cli import fake_lm  # noqa: F401  (fixture)
 
 
 def script(system: str, user: str):

@@ -25,9 +25,9 @@ from binaryeval_dspy.reports.render import (
     to_markdown,
 )
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
+from tests.cli.test_cli import fake_lm  # noqa: F401  (fixture)
 from tests.conftest import judge_script
-from tests.test_benchmark_run import DIMS, data_dir, scripted, tasks_dir  # noqa: F401  (fixtures)
-from tests.test_cli import fake_lm  # noqa: F401  (fixture)
+from tests.reports.test_benchmark_run import DIMS, data_dir, scripted, tasks_dir  # noqa: F401  (fixtures)
 
 HOSTILE = "a|b\nc `d` <script>alert(1)</script> e\\|f"
 
