@@ -137,8 +137,11 @@ class RayEngine:
                                           body=request_body(messages, options, model=self.model, provider="openai"))
 
         replies = send_requests(prepared(), target, in_flight=self.in_flight)
+        began, first, count = time.perf_counter(), None, 0
         try:
             for reply in replies:
+                count += 1
+                first = first if first is not None else time.perf_counter() - began
                 while no_calls:
                     if not self._finish(no_calls.pop(0), on_done):
                         return
@@ -161,6 +164,9 @@ class RayEngine:
             close = getattr(replies, "close", None)
             if close is not None:
                 close()
+            if count:
+                self.notes.append(f"Ray Data: {count} replies in {time.perf_counter() - began:.1f} s, the first "
+                                  f"after {first:.1f} s (its workers' start-up and one request)")
 
     @staticmethod
     def _finish(entry: _Open, on_done: Callable[[ItemDone], None]) -> bool:
