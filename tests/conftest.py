@@ -184,3 +184,13 @@ def ray_cluster() -> Iterator[None]:
 
     with ray_session(num_cpus=2):
         yield
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the tests that use the shared local Ray (the ``ray_cluster`` fixture) last, in their
+    own order: Ray Data changes process-wide pandas/pyarrow state that a later test reading a
+    dataset with pandas trips on, and the Ray session is then started once, at the end."""
+    uses_ray = [item for item in items if "ray_cluster" in getattr(item, "fixturenames", ())]
+    if uses_ray:
+        others = [item for item in items if "ray_cluster" not in getattr(item, "fixturenames", ())]
+        items[:] = others + uses_ray
