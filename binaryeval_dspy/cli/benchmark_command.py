@@ -28,6 +28,7 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
@@ -168,7 +169,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
     in_flight = 1 if handle is None or handle.embedded else concurrency
-    with ItemProgress(console, in_flight=in_flight) as progress:
+    with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
         tasks: dict[str, int] = {}
 
         def on_start(method: str, total: int) -> None:
@@ -176,7 +177,9 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 
         def on_progress(method: str, result, status: str) -> None:
             note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]
-            progress.update(tasks[method], status, note="" if status == "skipped" else note)
+            usage = getattr(result, "usage", None)
+            progress.update(tasks[method], status, note="" if status == "skipped" else note,
+                            calls=getattr(usage, "lm_calls", None))
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]

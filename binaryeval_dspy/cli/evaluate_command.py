@@ -30,6 +30,7 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
@@ -157,7 +158,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter, {in_flight} call(s) in flight), "
                          f"aggregation '{aggregation}' -> {out_dir}"))
-    with ItemProgress(console, in_flight=in_flight) as progress:
+    with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
         task = progress.add_task("items", total=len(items))
 
         def on_progress(result, status):
@@ -166,7 +167,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                 note = progress_note(result)
             if status not in ("done", "skipped"):
                 note = f"{note} ({status})" if note else status
-            progress.update(task, status, note=note)
+            progress.update(task, status, note=note, calls=result.usage.lm_calls if result is not None else None)
 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, on_progress=on_progress,
                                  concurrency=concurrency, fail_on_errors=fail_on_errors)
