@@ -63,6 +63,20 @@ def _methods(value: str) -> list[str]:
     return [m for m in METHODS if m in chosen]
 
 
+def default_run_dir(benchmark: str, methods: list[str], lm_spec: str | None, *, limit: int | None,
+                    sample: str | None, seed: int) -> Path:
+    """``runs/<benchmark>[-<methods>]-<lm>-<selection>``: what ran and on which LM.
+
+    The methods are named (joined by ``+``) unless all of `METHODS` run; the LM is
+    `lm_spec` as a slug, or ``no-lm`` when `lm_spec` is None (no chosen method uses an
+    LM); the selection is ``<limit>-<sample>-s<seed>`` or ``all``. E.g.
+    ``runs/summeval-rouge-no-lm-4-head-s0``, ``runs/summeval-local-all``.
+    """
+    selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
+    which = "" if list(methods) == list(METHODS) else "-" + "+".join(methods)
+    return Path("runs") / f"{benchmark}{which}-{slug(lm_spec) if lm_spec else 'no-lm'}-{selection}"
+
+
 def _shown_path(path: Path) -> str:
     """`path` relative to the working directory when it lies under it (reports stay portable), else as given."""
     try:
@@ -104,7 +118,9 @@ _print_main_table = print_main_table  # the name before it was public
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Benchmark data folder (default: $BINEVAL_DATA_DIR, else the data shipped with the package).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory (default: runs/<benchmark>-<lm>-<selection>). Rerun to resume or add methods.")
+              help="Run directory (default: runs/<benchmark>[-<methods>]-<lm>-<selection>, the methods named unless "
+                   "all run, the LM 'no-lm' when none of them uses one). Rerun to resume, or with the same --out to add "
+                   "methods.")
 @click.option("--questions", "questions_choice", default=MANUAL, show_default=True,
               help="BinEval question set: 'manual', 'generated' (made by this --lm with benchmark-questions) "
                    "or a path.")
@@ -159,8 +175,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                           "will report n/a there.[/yellow]")
     lm_name = handle.name if handle is not None else NO_LM
     if out_dir is None:
-        selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
-        out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
+        out_dir = default_run_dir(spec.name, chosen, lm_spec if handle is not None else None, limit=limit,
+                                  sample=sample, seed=seed)
     run = BenchmarkRun(out_dir)
     prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
                 question_set_source=_shown_path(question_path) if question_path else "", rubric=rubric,

@@ -195,13 +195,14 @@ class SessionCounter:
         return moving_eta(tuple(self.recent), self.total - self.completed, now - since)
 
     def rate_text(self, now: float) -> str:
-        """``0.12 items/s (8.1 s per item)``, or ``no item finished yet``."""
-        elapsed = now - self.started
-        units = _plural(self.unit, 2)
-        if not self.done or elapsed <= 0:
-            return f"no {self.unit} finished yet ({elapsed:.0f} s so far)"
-        per_item = elapsed / self.done
-        return f"{self.done / elapsed:.2f} {units}/s ({per_item:.1f} s per {self.unit})"
+        """``0.12 items/s (8.1 s per item)`` over the items finished in this session (the one
+        still running is not counted), or ``no item finished yet``."""
+        if not self.done or self.last_done_at is None:
+            return f"no {self.unit} finished yet ({now - self.started:.0f} s so far)"
+        elapsed = self.last_done_at - self.started
+        if elapsed <= 0:
+            return f"{self.done} {_plural(self.unit, self.done)} in no measurable time"
+        return f"{self.done / elapsed:.2f} {_plural(self.unit, 2)}/s ({elapsed / self.done:.1f} s per {self.unit})"
 
 
 def revised_estimate(counter: SessionCounter, now: float, eta: float, was: float) -> str:
