@@ -23,7 +23,11 @@ from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.cli.run_speed import SpeedCheck, questions_forecast
 from binaryeval_dspy.lm import llama_engine
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.llama_engine import LlamaCppEngine, choose_llama_threads, default_llama_threads
+from binaryeval_dspy.lm.llama_engine import (
+    LlamaCppEngine,
+    choose_llama_threads,
+    default_llama_threads,
+)
 from tests.fakes import scripted_lm
 from tests.test_first_hour import QUESTIONS, always_yes, evaluate_args, flat, write_items
 from tests.test_question_provenance import TASK, draft, script_for

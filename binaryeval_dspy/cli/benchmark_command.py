@@ -28,12 +28,12 @@ from binaryeval_dspy.cli.common import (
     slug,
 )
 from binaryeval_dspy.cli.item_progress import ItemProgress
-from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
     report_statistics_options,
 )
+from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.meta_eval.benchmark_run import (

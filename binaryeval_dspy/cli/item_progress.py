@@ -50,7 +50,7 @@ RECENT_ITEMS = 5
 REVISE_RATIO = 1.5
 REVISE_MIN_SECONDS = 30.0
 #: The speed check waits for this many LM calls and seconds of this session.
-SPEED_CHECK_MIN_CALLS = 3
+SPEED_CHECK_MIN_CALLS = 2
 SPEED_CHECK_MIN_SECONDS = 5.0
 
 
@@ -339,7 +339,7 @@ class ItemProgress:
                                                         fast_before=counter.done - 1, unit=counter.unit))
                 elif counter.announced is not None and remaining > 0:
                     messages += self._revision(counter, now)
-                messages += self._speed(counter, now)
+                messages += self._speed()
             counter.note = note
             if self._bar is not None:
                 self._bar.update(key, completed=counter.completed, note=escape(note))
@@ -370,14 +370,16 @@ class ItemProgress:
         counter.announced = (eta, now)
         return [revised_estimate(counter, now, eta, was)]
 
-    def _speed(self, counter: SessionCounter, now: float) -> list[str]:
-        """The speed check's hint, once per run (the lock is held)."""
-        if self.speed_check is None or self.speed_hinted or counter.calls < SPEED_CHECK_MIN_CALLS:
+    def _speed(self) -> list[str]:
+        """The speed check's hint, once per run (the lock is held). Calls and time are summed
+        over every task (each task's time from its start to its last finished step)."""
+        if self.speed_check is None or self.speed_hinted:
             return []
-        elapsed = (counter.last_done_at or now) - counter.started
-        if elapsed < SPEED_CHECK_MIN_SECONDS:
+        calls = sum(c.calls for c in self.counters.values())
+        elapsed = sum((c.last_done_at or c.started) - c.started for c in self.counters.values() if c.calls)
+        if calls < SPEED_CHECK_MIN_CALLS or elapsed < SPEED_CHECK_MIN_SECONDS:
             return []
-        hint = self.speed_check(elapsed * self.in_flight / counter.calls)
+        hint = self.speed_check(elapsed * self.in_flight / calls)
         if not hint:
             return []
         self.speed_hinted = True

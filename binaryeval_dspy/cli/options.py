@@ -43,7 +43,7 @@ def remember_llama_threads(ctx: click.Context, _param: click.Parameter, value: i
 
 
 def llama_threads() -> int | None:
-    """The --llama-threads value of the running command (None: $BINEVAL_LLAMA_THREADS, else every core)."""
+    """The --llama-threads value of the running command (None: $BINEVAL_LLAMA_THREADS, else the load's free cores)."""
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(_LLAMA_THREADS_KEY) if ctx is not None else None
 
@@ -53,9 +53,9 @@ def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None, expose_value=False,
         callback=remember_llama_threads,
-        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else every core). "
-             "1 is much faster on a busy machine, where llama.cpp's threads wait on each other. No effect on "
-             "served or hosted models.")(func)
+        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else the cores the "
+             "load average leaves free, recorded with the reason in the run's manifest). 1 is much faster on a busy "
+             "machine, where llama.cpp's threads wait on each other. No effect on served or hosted models.")(func)
 
 
 def request_timeout() -> float | None:
