@@ -27,7 +27,7 @@ from binaryeval_dspy.cli.common import (
     run_options,
     slug,
 )
-from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
@@ -318,8 +318,11 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
         spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
         target = task.generated_questions(lm_tag(handle))
         check_writable_file(target)
-        generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements)
-        with console.status(f"{folder}: generating questions with {handle.name}..."), handle.context():
+        with ItemProgress(console, speed_check=speed_check_for(handle, generation=True)) as progress, \
+                handle.context():
+            console.print(f"{folder}: generating questions with {escape(handle.name)}", highlight=False)
+            generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements,
+                                          on_step=GenerationSteps(progress, infer_dimensions=False))
             try:
                 pred = generator(task_prompt=prompt)
             except BinEvalError:

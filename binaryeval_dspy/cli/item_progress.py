@@ -15,6 +15,9 @@ a slow item is still running). Either way:
   estimate" line says so (`revised_estimate`);
 * given a `speed_check`, the time per LM call is compared with what the model and
   machine should give, and one hint is printed when it is several times slower.
+
+Besides items, it counts other steps: `GenerationSteps` feeds it question generation
+(requirements drafted, requirements decomposed), and `bineval optimize` its optimizers.
 """
 
 from __future__ import annotations
@@ -407,3 +410,35 @@ class ItemProgress:
                 counter = self.counters[self._current]
                 if counter.completed < counter.total:
                     self._line(self._current)
+
+
+class GenerationSteps:
+    """`QuestionGenerator`'s ``on_step`` for `ItemProgress`: the requirement list (and the
+    dimension inference) as a first task of countable steps, then one step per requirement
+    decomposed, noting the questions kept so far; every step is one LM call.
+
+    Args:
+        progress: the command's `ItemProgress`.
+        infer_dimensions: whether the dimensions are inferred (one more LM call).
+    """
+
+    def __init__(self, progress: ItemProgress, *, infer_dimensions: bool) -> None:
+        self.progress = progress
+        self.infer_dimensions = infer_dimensions
+        name = "requirements and dimensions" if infer_dimensions else "requirements"
+        self.first = progress.add_task(name, total=2 if infer_dimensions else 1, unit="step")
+        self.requirements = 0
+        self.decomposed: int | None = None
+
+    def __call__(self, step: str, count: int, fallbacks: int = 0) -> None:
+        if step == "requirements":
+            self.requirements = count
+            self.progress.update(self.first, "done", note=f"{count} requirements drafted", calls=1)
+        elif step == "dimensions":
+            if self.infer_dimensions:
+                self.progress.update(self.first, "done", note=f"{count} dimensions", calls=1)
+            self.decomposed = self.progress.add_task("requirements decomposed", total=self.requirements,
+                                                     unit="requirement")
+        elif step == "requirement" and self.decomposed is not None:
+            self.progress.update(self.decomposed, "done", calls=1,
+                                 note=f"{count} questions kept ({fallbacks} fallback templates)")

@@ -25,7 +25,7 @@ from binaryeval_dspy.cli.common import (
     out_console,
     quiet_libraries,
 )
-from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.run_speed import questions_forecast, speed_check_for
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module
@@ -106,38 +106,6 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
     _print_provenance(question_set)
     console.print(escape(f"Wrote {out_path} (hash {question_set.content_hash}; {pred.merged} duplicate questions "
                          "merged). Review and edit it before evaluating: it is plain JSON."))
-
-
-class GenerationSteps:
-    """`QuestionGenerator`'s ``on_step`` for `ItemProgress`: the requirement list (and the
-    dimension inference) as a first task of countable steps, then one step per requirement
-    decomposed, noting the questions kept so far; every step is one LM call.
-
-    Args:
-        progress: the command's `ItemProgress`.
-        infer_dimensions: whether the dimensions are inferred (one more LM call).
-    """
-
-    def __init__(self, progress: ItemProgress, *, infer_dimensions: bool) -> None:
-        self.progress = progress
-        self.infer_dimensions = infer_dimensions
-        name = "requirements and dimensions" if infer_dimensions else "requirements"
-        self.first = progress.add_task(name, total=2 if infer_dimensions else 1, unit="step")
-        self.requirements = 0
-        self.decomposed: int | None = None
-
-    def __call__(self, step: str, count: int, fallbacks: int = 0) -> None:
-        if step == "requirements":
-            self.requirements = count
-            self.progress.update(self.first, "done", note=f"{count} requirements drafted", calls=1)
-        elif step == "dimensions":
-            if self.infer_dimensions:
-                self.progress.update(self.first, "done", note=f"{count} dimensions", calls=1)
-            self.decomposed = self.progress.add_task("requirements decomposed", total=self.requirements,
-                                                     unit="requirement")
-        elif step == "requirement" and self.decomposed is not None:
-            self.progress.update(self.decomposed, "done", calls=1,
-                                 note=f"{count} questions kept ({fallbacks} fallback templates)")
 
 
 def _print_provenance(question_set: QuestionSet) -> None:
