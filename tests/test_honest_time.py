@@ -220,3 +220,27 @@ def test_a_rouge_only_benchmark_names_no_lm_and_no_price(tmp_path, monkeypatch):
     cost_row = next(line for line in report.splitlines() if line.startswith("| ROUGE-L | 4 |"))
     per_item, total = (float(cell) for cell in cost_row.strip("| ").split(" | ")[-2:])
     assert total == pytest.approx(per_item * 4, abs=0.02)  # the total is the items' times, in seconds too
+
+
+def test_the_bineval_command_frees_the_model_when_it_ends(monkeypatch):
+    from binaryeval_dspy.cli import main as main_module
+
+    closed = []
+
+    class Model:
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(llama_engine, "_MODELS", {("m.gguf", 1): Model()})
+    monkeypatch.setattr(main_module.sys, "argv", ["bineval", "--version"])
+    with pytest.raises(SystemExit):
+        main_module.main()
+    assert closed == [True] and llama_engine._MODELS == {}
+
+
+def test_pytest_prints_why_tests_are_skipped():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    settings = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "-rs" in settings["tool"]["pytest"]["ini_options"]["addopts"].split()
