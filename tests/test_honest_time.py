@@ -244,3 +244,20 @@ def test_pytest_prints_why_tests_are_skipped():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     settings = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert "-rs" in settings["tool"]["pytest"]["ini_options"]["addopts"].split()
+
+
+def test_a_first_item_that_drags_on_gets_the_hint_before_it_ends(monkeypatch):
+    monkeypatch.setattr(run_speed, "machine_load", lambda: (4.0, 2))
+    now, clock = fake_clock()
+    console = Console(record=True, width=300)
+    check = SpeedCheck(expected=0.7, embedded=True, threads=2)
+    with ItemProgress(console, plain=True, every_seconds=0, speed_check=check, clock=clock) as progress:
+        progress.add_task("items", total=2, calls_each=12)
+        now[0] += 20.0  # 12 calls should take about 8 s
+        progress.check_speed()
+        assert "--llama-threads" not in console.export_text(clear=False)  # 20 / 12 s per call: not 4x yet
+        now[0] += 100.0  # 120 s and the item is still running: at least 10 s per call
+        progress.check_speed()
+        progress.check_speed()
+    text = flat(console.export_text())
+    assert text.count("--llama-threads 1") == 1 and "10.0 s each" in text

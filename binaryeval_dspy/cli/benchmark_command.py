@@ -189,7 +189,9 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
         tasks: dict[str, int] = {}
 
         def on_start(method: str, total: int) -> None:
-            tasks[method] = progress.add_task(f"{METHOD_TITLES[method]:<14}", total=total)
+            each = (len(question_set.questions) - len(question_set.code_checked) or None
+                    if method == "bineval" and question_set is not None else None)
+            tasks[method] = progress.add_task(f"{METHOD_TITLES[method]:<14}", total=total, calls_each=each)
 
         def on_progress(method: str, result, status: str) -> None:
             note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]

@@ -159,7 +159,9 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                          f"{handle.name} ({handle.adapter_name} adapter, {in_flight} call(s) in flight), "
                          f"aggregation '{aggregation}' -> {out_dir}"))
     with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
-        task = progress.add_task("items", total=len(items))
+        # in score mode an item makes at most one call per LM question (verdict modes add a pick and refutations)
+        each = (n_q - n_code) or None if aggregation == "score" else None
+        task = progress.add_task("items", total=len(items), calls_each=each)
 
         def on_progress(result, status):
             note = ""

@@ -169,6 +169,8 @@ class SessionCounter:
         unit: what one step of the task is ("item", "requirement").
         recent: seconds between the last `RECENT_ITEMS` finished items (`moving_eta`).
         calls: LM calls of this session's finished items, as reported to `ItemProgress.update`.
+        calls_each: the fewest LM calls one step makes (None: unknown), so that a step still
+            running bounds the time per call from below.
         announced: the last estimate printed (seconds left) and when (`clock` time).
     """
 
@@ -184,6 +186,7 @@ class SessionCounter:
     unit: str = "item"
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITEMS), repr=False)
     calls: int = 0
+    calls_each: float | None = None
     announced: tuple[float, float] | None = None
     last_line_done: int = field(default=0, repr=False)
 
@@ -285,7 +288,7 @@ class ItemProgress:
     def __enter__(self) -> Self:
         if self._bar is not None:
             self._bar.__enter__()
-        elif self.every_seconds and self.every_seconds > 0:
+        if self.every_seconds and self.every_seconds > 0 and (self._bar is None or self.speed_check is not None):
             self._ticker = threading.Thread(target=self._tick, name="progress-lines", daemon=True)
             self._ticker.start()
         return self
@@ -302,16 +305,16 @@ class ItemProgress:
                     if counter.done and counter.last_line_done != counter.done:
                         self._line(key)
 
-    def add_task(self, description: str, total: int, *, unit: str = "item") -> int:
-        """Start timing a loop of `total` steps (each one `unit`: "item", "requirement");
-        returns its key for `update`."""
+    def add_task(self, description: str, total: int, *, unit: str = "item", calls_each: float | None = None) -> int:
+        """Start timing a loop of `total` steps (each one `unit`: "item", "requirement", and
+        making at least `calls_each` LM calls when known); returns its key for `update`."""
         with self._lock:
             if self._bar is not None:
                 key = self._bar.add_task(description, total=total, note="")
             else:
                 key = len(self.counters)
             self.counters[key] = SessionCounter(description=description, total=total, started=self.clock(),
-                                                unit=unit)
+                                                unit=unit, calls_each=calls_each)
             self._current = key
             self._last_line = self.clock()
         return key
@@ -374,15 +377,29 @@ class ItemProgress:
         return [revised_estimate(counter, now, eta, was)]
 
     def _speed(self) -> list[str]:
-        """The speed check's hint, once per run (the lock is held). Calls and time are summed
-        over every task (each task's time from its start to its last finished step)."""
+        """The speed check's hint, once per run (the lock is held).
+
+        The time per call is the larger of: the finished steps' time over their calls (summed
+        over every task, each from its start to its last finished step), and, with one call
+        in flight, the running step's time over the fewest calls it makes (`calls_each`), a
+        lower bound that lets a first item that drags on get its hint before it ends.
+        """
         if self.speed_check is None or self.speed_hinted:
             return []
+        now = self.clock()
+        candidates = []
         calls = sum(c.calls for c in self.counters.values())
         elapsed = sum((c.last_done_at or c.started) - c.started for c in self.counters.values() if c.calls)
-        if calls < SPEED_CHECK_MIN_CALLS or elapsed < SPEED_CHECK_MIN_SECONDS:
+        if calls >= SPEED_CHECK_MIN_CALLS and elapsed >= SPEED_CHECK_MIN_SECONDS:
+            candidates.append(elapsed * self.in_flight / calls)
+        current = self.counters.get(self._current) if self._current is not None else None
+        if current is not None and current.calls_each and self.in_flight == 1 and current.completed < current.total:
+            running = now - (current.last_done_at if current.last_done_at is not None else current.started)
+            if running >= SPEED_CHECK_MIN_SECONDS:
+                candidates.append(running / current.calls_each)
+        if not candidates:
             return []
-        hint = self.speed_check(elapsed * self.in_flight / calls)
+        hint = self.speed_check(max(candidates))
         if not hint:
             return []
         self.speed_hinted = True
@@ -402,14 +419,24 @@ class ItemProgress:
         self._last_line = now
 
     def _tick(self) -> None:
-        """Plain mode: a line every `every_seconds` even while an item is still running."""
+        """While a step runs: the speed check, and in plain mode a line every `every_seconds`."""
         while not self._stop.wait(min(self.every_seconds, 5.0)):
+            self.check_speed()
+            if self._bar is not None:
+                continue
             with self._lock:
                 if self._current is None or self.clock() - self._last_line < self.every_seconds:
                     continue
                 counter = self.counters[self._current]
                 if counter.completed < counter.total:
                     self._line(self._current)
+
+    def check_speed(self) -> None:
+        """Run the speed check now (the ticker does it every few seconds) and print its hint."""
+        with self._lock:
+            messages = self._speed()
+        for message in messages:
+            self.console.print(escape(message), highlight=False)
 
 
 class GenerationSteps:
@@ -426,7 +453,7 @@ class GenerationSteps:
         self.progress = progress
         self.infer_dimensions = infer_dimensions
         name = "requirements and dimensions" if infer_dimensions else "requirements"
-        self.first = progress.add_task(name, total=2 if infer_dimensions else 1, unit="step")
+        self.first = progress.add_task(name, total=2 if infer_dimensions else 1, unit="step", calls_each=1)
         self.requirements = 0
         self.decomposed: int | None = None
 
@@ -438,7 +465,7 @@ class GenerationSteps:
             if self.infer_dimensions:
                 self.progress.update(self.first, "done", note=f"{count} dimensions", calls=1)
             self.decomposed = self.progress.add_task("requirements decomposed", total=self.requirements,
-                                                     unit="requirement")
+                                                     unit="requirement", calls_each=1)
         elif step == "requirement" and self.decomposed is not None:
             self.progress.update(self.decomposed, "done", calls=1,
                                  note=f"{count} questions kept ({fallbacks} fallback templates)")
