@@ -58,14 +58,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # a reproducible 
 
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.lm.adapters import choose_adapter
-from binaryeval_dspy.lm.cache_padding import (
-    MESSAGE_OVERHEAD,
-    CachePadding,
-    cache_padding_for,
-    padding_installed,
-)
+from binaryeval_dspy.lm.cache_padding import CachePadding, cache_padding_for, padding_installed
 from binaryeval_dspy.lm.factory import make_lm
-from binaryeval_dspy.lm.pricing import ModelPrice, format_usd, model_price, price_source
+from binaryeval_dspy.lm.price_map import ModelPrice, model_price, price_source
+from binaryeval_dspy.lm.pricing import format_usd
 from binaryeval_dspy.lm.prompt_cache import (
     CacheRules,
     cache_rules,
@@ -73,6 +69,7 @@ from binaryeval_dspy.lm.prompt_cache import (
     render_messages,
     servable,
 )
+from binaryeval_dspy.lm.provider_tokenizer import MESSAGE_OVERHEAD
 from binaryeval_dspy.lm.provider_tokenizer import ProviderTokenizer as Tokenizer
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import QuestionSet

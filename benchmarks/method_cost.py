@@ -20,7 +20,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from binaryeval_dspy.meta_eval.benchmark_run import METHOD_TITLES, BenchmarkRun
+from binaryeval_dspy.meta_eval.benchmark_files import METHOD_TITLES, BenchmarkRun
 
 
 def method_rows(run: BenchmarkRun) -> list[list[str]]:

@@ -46,6 +46,7 @@ __all__ = [  # noqa: RUF022 - grouped by concept, not sorted
     "score_verdicts",
     "affine_scale",
     "RunDirectory",
+    "RunSettings",
     "evaluate_items",
     "rejudge_items",
     "register_check",
@@ -111,6 +112,7 @@ _EXPORTS: dict[str, str] = {
                      "OptimizationHistory"], "binaryeval_dspy.schemas"),
     **dict.fromkeys(["score_verdicts", "affine_scale"], "binaryeval_dspy.scoring"),
     **dict.fromkeys(["RunDirectory", "evaluate_items", "rejudge_items"], "binaryeval_dspy.runs"),
+    "RunSettings": "binaryeval_dspy.settings",
     **dict.fromkeys(["register_check", "CheckResult"], "binaryeval_dspy.checks"),
     **dict.fromkeys(["BinEvalOptimizer"], "binaryeval_dspy.optimizers"),
     **dict.fromkeys(["pearson", "spearman", "kendall", "summary_level_correlation",
@@ -185,3 +187,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictPolicy,
     )
     from binaryeval_dspy.scoring import affine_scale, score_verdicts
+    from binaryeval_dspy.settings import RunSettings

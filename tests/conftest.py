@@ -185,3 +185,14 @@ def llama_server(tmp_path_factory) -> Iterator[LlamaServer]:
     (skips without the `server` extra; see tests/llama_server.py)."""
     with running_llama_server(tmp_path_factory.mktemp("llama-server")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One local Ray (2 CPUs) for every test that needs one, started once per test session
+    (10-20 s) by the Ray engine's own `ray_session`; skips without the `ray` extra."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    from binaryeval_dspy.engines.ray_data import ray_session
+
+    with ray_session(num_cpus=2):
+        yield

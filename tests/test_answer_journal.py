@@ -13,6 +13,7 @@ from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_an
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.settings import RunSettings
 from tests.conftest import judge_script
 from tests.test_empty_and_failed_items import ANSWERS as SCRIPTED_ANSWERS
 from tests.test_empty_and_failed_items import manifest
@@ -43,7 +44,8 @@ def test_answers_of_a_killed_run_are_not_asked_again(tmp_path, small_question_se
     run_dir = RunDirectory(tmp_path / "run")
     items = _items(2)  # 6 questions; the 5th call kills the run
     with pytest.raises(_Killed):
-        evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle, concurrency=concurrency)
+        evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle,
+                       settings=RunSettings(concurrency=concurrency))
     # The loop re-raises the kill at once, but calls already past the script in other workers
     # still return and are journaled (a real SIGKILL would stop them at some point too): count
     # the answers once those workers are gone.
@@ -56,7 +58,8 @@ def test_answers_of_a_killed_run_are_not_asked_again(tmp_path, small_question_se
     answered |= {(r.item_id, v.question_id) for r in run_dir.read_results() if r.complete for v in r.verdicts}
     # The rerun asks only the questions with no answer anywhere (journal or results.jsonl).
     state.update(calls=0, kill_at=-1)
-    again = evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle, concurrency=concurrency)
+    again = evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle,
+                       settings=RunSettings(concurrency=concurrency))
     assert state["calls"] == 6 - len(answered)
     rows = {r.item_id: r for r in run_dir.read_results()}
     assert all(r.complete for r in rows.values()) and set(rows) == {"i0", "i1"}

@@ -24,9 +24,12 @@ from binaryeval_dspy.lm.batch_api import BatchAPI, batch_target
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
-from binaryeval_dspy.runs.batch_run import BatchStore, batch_status, run_batch
+from binaryeval_dspy.runs.batch_journal import BatchStore
+from binaryeval_dspy.runs.batch_run import run_batch
+from binaryeval_dspy.runs.batch_status import batch_status
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from tests.fake_batch_endpoint import BatchScript, FakeBatchEndpoint, fail_questions
 from tests.fake_endpoint import format_fields, request_field

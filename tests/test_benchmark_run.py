@@ -296,6 +296,6 @@ def test_report_text_fits_the_run(tmp_path, data_dir, tasks_dir, scripted):
 
 
 def test_p_values_are_shown_at_the_bootstrap_resolution():
-    from binaryeval_dspy.reports.benchmark_report import _fmt_p
-    assert _fmt_p(0.0, 1000) == "p<0.001" and _fmt_p(0.0004, 1000) == "p<0.001"
-    assert _fmt_p(0.044, 1000) == "p=0.044" and _fmt_p(float("nan"), 1000) == "p=n/a"
+    from binaryeval_dspy.reports.formatting import fmt_p
+    assert fmt_p(0.0, 1000) == "p<0.001" and fmt_p(0.0004, 1000) == "p<0.001"
+    assert fmt_p(0.044, 1000) == "p=0.044" and fmt_p(float("nan"), 1000) == "p=n/a"

@@ -21,22 +21,22 @@ from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.cache_padding import (
     FILLER_BEGINS,
     FILLER_ENDS,
-    MESSAGE_OVERHEAD,
     CachePadding,
-    ProviderTokenizer,
     cache_padding_for,
     decide_padding,
     filler_block,
     padding_installed,
 )
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
-from binaryeval_dspy.lm.pricing import model_price
+from binaryeval_dspy.lm.price_map import model_price
 from binaryeval_dspy.lm.prompt_cache import CacheRules, cache_rules, field_header, render_messages
+from binaryeval_dspy.lm.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs import evaluation
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
+from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion
 from tests.conftest import judge_script
@@ -109,10 +109,8 @@ def test_does_not_pad_without_prices():
 # ------------------------------------------------------------------ which runs may pad
 
 
-def hosted(model: str, policy: str = "auto") -> LMHandle:
-    handle = make_lm(model, cache=False)  # never called
-    handle.cache_padding = policy
-    return handle
+def hosted(model: str) -> LMHandle:
+    return make_lm(model, cache=False)  # never called
 
 
 def test_auto_pads_hosted_openai_and_anthropic_models_with_cache_prices():
@@ -124,14 +122,13 @@ def test_auto_pads_hosted_openai_and_anthropic_models_with_cache_prices():
 
 
 def test_never_pads_with_off_local_served_unpriced_or_uncached_models(scripted_handle):
-    assert cache_padding_for(hosted("openai/gpt-5-mini", "off"), calls_per_item=12) is None
     assert cache_padding_for(hosted("openai/gpt-5-mini"), calls_per_item=12, policy="off") is None
     handle, _ = scripted_handle(judge_script({}))  # a custom engine
     assert cache_padding_for(handle, calls_per_item=12) is None
     served = make_lm("http://127.0.0.1:9/v1", model="qwen", cache=False)  # a base URL, never contacted
     assert cache_padding_for(served, calls_per_item=12) is None
-    served.price_model = "gpt-5-mini"  # priced as a hosted model, still a local server
-    assert cache_padding_for(served, calls_per_item=12) is None
+    # priced as a hosted model (the run's price_model setting), still a local server
+    assert cache_padding_for(served, calls_per_item=12, price_model="gpt-5-mini") is None
     embedded = LMHandle(lm=CacheScopedLM("openai/gpt-5-mini", cache=False), adapter=None, name="x.gguf",
                         embedded=True)
     assert cache_padding_for(embedded, calls_per_item=12) is None
@@ -156,8 +153,8 @@ def test_a_hosted_id_sent_to_a_base_url_from_the_environment_is_not_padded(monke
 def test_a_price_model_of_another_provider_does_not_decide_padding():
     haiku = hosted("anthropic/claude-haiku-4-5")
     assert cache_padding_for(haiku, calls_per_item=12) is not None
-    haiku.price_model = "gpt-5-mini"  # OpenAI's 1,024-token rule would leave Haiku's 4,096 minimum unmet
-    assert cache_padding_for(haiku, calls_per_item=12) is None
+    # OpenAI's 1,024-token rule would leave Haiku's 4,096 minimum unmet
+    assert cache_padding_for(haiku, calls_per_item=12, price_model="gpt-5-mini") is None
 
 
 def test_evaluate_items_does_not_pad_when_the_questions_start_together(monkeypatch, tmp_path):
@@ -172,7 +169,7 @@ def test_evaluate_items_does_not_pad_when_the_questions_start_together(monkeypat
     qs = four_questions()
     for warm, run in ((True, "a"), (False, "b")):
         evaluate_items(BinEval(qs, logprobs="off"), items_for(tmp_path, 1), RunDirectory(tmp_path / run),
-                       manifest(qs, handle.name), lm=handle, concurrency=4, warm_prefix=warm)
+                       manifest(qs, handle.name), lm=handle, settings=RunSettings(concurrency=4, warm_prefix=warm))
     assert [s["warm"] for s in seen] == [True, False]
     assert all(s["calls_per_item"] == 4 for s in seen)
 
@@ -285,7 +282,7 @@ def test_live_calls_carry_the_filler_end_to_end(tmp_path):
     items = items_for(tmp_path, 2)
     with padding_installed(handle, padding):  # a scripted engine is never padded by itself: put it on
         evaluate_items(BinEval(qs, logprobs="off"), items, RunDirectory(tmp_path / "run"), manifest(qs, handle.name),
-                       lm=handle, concurrency=4)
+                       lm=handle, settings=RunSettings(concurrency=4))
     assert handle.adapter.cache_padding is None  # removed after the run
     assert len(engine.requests) == 8
     for item in items:

@@ -49,7 +49,7 @@ def test_shortcut_matches_token_by_token_decoding_on_real_items():
     from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
 
     handle = make_lm("local", cache=False)
-    engine = handle.lm._engine_spec
+    engine = handle.lm.engine
     questions = QuestionSet.load(EXAMPLE / "questions.json")
     picked = questions.questions[:4]
     items = load_items(EXAMPLE / "items.jsonl", input_field="source", output_field="summary", id_field="id", limit=2)

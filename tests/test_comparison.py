@@ -151,7 +151,7 @@ def test_row_rank_correlation_equals_scipy_spearman():
     import numpy as np
     from scipy.stats import spearmanr
 
-    from binaryeval_dspy.comparison.report import _row_rank_correlation
+    from binaryeval_dspy.comparison.results import _row_rank_correlation
 
     rng = np.random.default_rng(1)
     x, y = rng.integers(0, 5, (3, 40)), rng.normal(size=(3, 40))

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.data.paths import resolve_data_file
+from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.metrics import (
     DEFAULT_CONSTANT_PREDICTIONS,

@@ -23,7 +23,8 @@ from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
+from binaryeval_dspy.lm.price_map import model_price, price_source
+from binaryeval_dspy.lm.pricing import estimate_cost
 from binaryeval_dspy.lm.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
@@ -32,6 +33,7 @@ from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 from tests.conftest import judge_script
 from tests.fakes import field_value
 
@@ -107,7 +109,7 @@ def test_an_items_questions_share_a_byte_identical_prefix_up_to_the_question(tmp
     qs = four_questions()
     items = items_for(tmp_path, 2)
     evaluate_items(BinEval(qs, explanations=explanations, logprobs="off"), items, RunDirectory(tmp_path / "run"),
-                   manifest(qs, handle.name), lm=handle, concurrency=4)
+                   manifest(qs, handle.name), lm=handle, settings=RunSettings(concurrency=4))
     assert len(engine.requests) == 8
     systems = {r["system"] for r in engine.requests}
     assert len(systems) == 1  # instructions and field descriptions: the same for every item
@@ -147,7 +149,7 @@ def test_warm_prefix_sends_an_items_first_question_before_the_others_start(tmp_p
     handle = recording_handle(engine, CountingJSONAdapter())
     qs = four_questions()
     outcome = evaluate_items(BinEval(qs, logprobs="off"), items_for(tmp_path, 3), RunDirectory(tmp_path / "run"),
-                             manifest(qs, handle.name), lm=handle, concurrency=8, warm_prefix=True)
+                             manifest(qs, handle.name), lm=handle, settings=RunSettings(concurrency=8, warm_prefix=True))
     assert outcome.new_items == 3 and not outcome.incomplete
     by_item: dict[str, list[dict]] = {}
     for r in engine.requests:
@@ -169,7 +171,7 @@ def test_without_warm_prefix_an_items_questions_start_together(tmp_path):
     handle = recording_handle(engine, CountingJSONAdapter())
     qs = four_questions()
     evaluate_items(BinEval(qs, logprobs="off"), items_for(tmp_path, 1), RunDirectory(tmp_path / "run"),
-                   manifest(qs, handle.name), lm=handle, concurrency=8, warm_prefix=False)
+                   manifest(qs, handle.name), lm=handle, settings=RunSettings(concurrency=8, warm_prefix=False))
     calls = sorted(engine.requests, key=lambda r: r["start"])
     assert calls[1]["start"] < calls[0]["end"]
 
@@ -280,7 +282,7 @@ def test_max_cost_with_calls_in_flight_stores_their_items(tmp_path, small_questi
     items = items_for(tmp_path, 8)
     run_dir = RunDirectory(tmp_path / "run")
     outcome = evaluate_items(BinEval(small_question_set, logprobs="off"), items, run_dir,
-                             manifest(small_question_set, handle.name), lm=handle, concurrency=4, budget=budget)
+                             manifest(small_question_set, handle.name), lm=handle, settings=RunSettings(concurrency=4), budget=budget)
     assert outcome.stopped_early and "--max-cost" in outcome.stopped_early
     assert len(engine.calls) == 10  # the 11th would pass the budget (calls in flight count at the mean)
     assert budget.spent_usd <= 10.5 * per_call
@@ -350,7 +352,7 @@ def test_anthropic_request_marks_the_items_shared_part_for_the_cache(tmp_path, e
         handle = LMHandle(lm=lm, adapter=adapter, name="anthropic/claude-haiku-4-5", embedded=False)
         qs = four_questions()
         outcome = evaluate_items(BinEval(qs, logprobs="off"), items_for(tmp_path, 1), RunDirectory(tmp_path / "run"),
-                                 manifest(qs, handle.name), lm=handle, concurrency=2)
+                                 manifest(qs, handle.name), lm=handle, settings=RunSettings(concurrency=2))
     assert outcome.new_items == 1 and not outcome.incomplete, outcome.first_error
     assert len(bodies) == 4
     shared_parts = set()

@@ -23,7 +23,8 @@ How a fenced block is treated, by its info string and its first line:
   namespace each. Shell blocks are split into commands at ``&&``, ``;`` and new lines
   (a trailing ``\\`` continues a line); ``bineval ...`` runs through click's CliRunner and
   must exit 0; ``python FILE``, ``python -m MODULE`` and ``python -c CODE`` run in this
-  process; ``cd``, ``export NAME=value`` and ``NAME=value command`` work as in a shell,
+  process; ``pytest ARGS`` runs a page's example tests in this process with the bineval
+  plugin and must pass; ``cd``, ``export NAME=value`` and ``NAME=value command`` work as in a shell,
   ``> FILE`` redirects the output. Set-up commands are skipped by rule: ``python3 -m
   venv``, ``. .venv/bin/activate`` / ``source``, ``pip install`` and ``python -m pytest``.
   Any other command fails the test: add a rule here or mark the block.
@@ -341,6 +342,12 @@ def run_shell_block(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
                                           f"{result.output}\n{detail}"
             if target is not None:
                 Path(target).write_text(result.output, encoding="utf-8")
+        elif words[0] == "pytest":  # a docs page's example tests, with the bineval plugin, in this process
+            import litellm  # noqa: F401 - imported first inside pytest.main, it breaks importlib.metadata after
+
+            with output_to(target):
+                code = pytest.main([*words[1:], *bineval_plugin_args(), "-p", "no:cacheprovider", "-q"])
+            assert code == 0, f"{block.where}: `{command}` exited {code}"
         elif words[0] in ("python", "python3"):
             with monkeypatch.context() as patch:
                 for name, value in env.items():
@@ -350,6 +357,15 @@ def run_shell_block(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
         else:
             raise AssertionError(f"{block.where}: no rule to run `{command}`; add one to tests/test_docs.py "
                                  "or mark the block '# needs ...'")
+
+
+def bineval_plugin_args() -> list[str]:
+    """``-p binaryeval_dspy.pytest_plugin`` unless the installed package's entry point loads it already."""
+    import importlib.metadata
+
+    installed = any(ep.value == "binaryeval_dspy.pytest_plugin"
+                    for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", "binaryeval_dspy.pytest_plugin"]
 
 
 def run_python_block(block: Block) -> None:

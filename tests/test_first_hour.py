@@ -258,7 +258,7 @@ def test_a_missing_provider_key_is_an_error_before_the_first_item(tmp_path, monk
 
 
 def test_only_provider_ids_are_checked_for_keys(monkeypatch):
-    from binaryeval_dspy.lm.factory import missing_provider_keys
+    from binaryeval_dspy.lm.provider_keys import missing_provider_keys
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert missing_provider_keys("openai/gpt-4o-mini") == ["OPENAI_API_KEY"]

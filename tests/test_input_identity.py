@@ -19,12 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.data.items import check_csv_header, load_items
+from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.data.rows import check_csv_header
 from binaryeval_dspy.data.scored_items import load_scored_items
 from binaryeval_dspy.errors import InputError, QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from tests.conftest import judge_script

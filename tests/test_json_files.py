@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun
+from binaryeval_dspy.meta_eval.benchmark_files import BenchmarkRun
 from binaryeval_dspy.runs.run_directory import RunDirectory
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from binaryeval_dspy.comparison.report import RESULT_SCHEMA_VERSION, OptimizerResult, load_results
+from binaryeval_dspy.comparison.results import RESULT_SCHEMA_VERSION, OptimizerResult, load_results
 from binaryeval_dspy.schemas.versioned import schema_version_fix, schema_version_message
 
 NEWER = ("this optimizer result was written by a newer binaryeval-dspy (schema_version 99; this version "

@@ -33,7 +33,7 @@ from binaryeval_dspy.data import (
     load_topical_chat,
     resolve_data_file,
 )
-from binaryeval_dspy.data.items import read_jsonl_rows
+from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 
 PACKAGE_DATA = Path(str(resources.files("binaryeval_dspy") / "benchmark_data"))

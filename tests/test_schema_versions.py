@@ -15,9 +15,9 @@ from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.errors import InputError, QuestionSetError
 from binaryeval_dspy.ifbench.evaluation import IFBenchResult
-from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun, BenchmarkRunConfig
+from binaryeval_dspy.meta_eval.benchmark_files import BenchmarkRun, BenchmarkRunConfig
 from binaryeval_dspy.meta_eval.method_run import MethodItemResult
-from binaryeval_dspy.runs.batch_run import BatchState, BatchStore
+from binaryeval_dspy.runs.batch_journal import BatchState, BatchStore
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.optimization_history import OptimizationHistory

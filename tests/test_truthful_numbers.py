@@ -20,7 +20,8 @@ from binaryeval_dspy.comparison import (
     comparison_markdown,
     run_comparison,
 )
-from binaryeval_dspy.comparison.report import OptimizerResult, metrics_from_records, rows
+from binaryeval_dspy.comparison.report_tables import rows
+from binaryeval_dspy.comparison.results import OptimizerResult, metrics_from_records
 from binaryeval_dspy.comparison.runners import runner_lms
 from binaryeval_dspy.optimizers import BinEvalOptimizer
 from binaryeval_dspy.optimizers.bineval_optimizer.optimizer import best_iteration

@@ -4,7 +4,8 @@ import dspy
 import pytest
 
 from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.lm.call_pool import ItemDone, map_items
+from binaryeval_dspy.lm.call_pool import map_items
+from binaryeval_dspy.lm.item_work import ItemDone
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.item_rows import item_result
 from binaryeval_dspy.schemas.question_set import QuestionSet

@@ -19,11 +19,14 @@ from pathlib import Path
 import click
 
 from binaryeval_dspy.cli.benchmark_command import print_main_table
-from binaryeval_dspy.cli.common import console, friendly_errors, slug
+from binaryeval_dspy.cli.console import console
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import slug
 from binaryeval_dspy.cli.options import report_statistics_options
 from binaryeval_dspy.meta_eval.agreement import load_agreement_scores
 from binaryeval_dspy.meta_eval.predictions import parse_prediction_option
-from binaryeval_dspy.reports.benchmark_report import MISSING_FILE, write_benchmark_report
+from binaryeval_dspy.reports.agreement_tables import MISSING_FILE
+from binaryeval_dspy.reports.benchmark_report import write_benchmark_report
 
 
 @click.command("agreement")

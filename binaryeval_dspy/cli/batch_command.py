@@ -18,23 +18,25 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import console, friendly_errors, leave_after_interrupt, out_console
-from binaryeval_dspy.runs.batch_run import (
+from binaryeval_dspy.cli.console import console, out_console
+from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
+from binaryeval_dspy.cli.run_outcome import record_endpoint_outcome, report_results
+from binaryeval_dspy.runs.batch_journal import iso
+from binaryeval_dspy.runs.batch_run import BatchRunOutcome, run_batch
+from binaryeval_dspy.runs.batch_status import (
     REQUEST_STATES,
-    BatchRunOutcome,
     BatchStatusReport,
     batch_status,
-    iso,
     resolve_submission,
-    run_batch,
 )
+from binaryeval_dspy.settings import RunSettings
 
 #: Exit status of a batch run whose requests still wait for the provider (EX_TEMPFAIL).
 EXIT_WAITING = 75
 
 
 def evaluate_in_batch(program: Any, items: list, run_dir: Any, manifest: Any, handle: Any, *, question_set: Any,
-                      aggregation: str, pressure_test: str, fail_on_errors: bool,
+                      aggregation: str, pressure_test: str, settings: RunSettings,
                       api_key_env: str | None = None) -> None:
     """Run one batch invocation of ``bineval evaluate`` and report it; exits with its status.
 
@@ -42,20 +44,19 @@ def evaluate_in_batch(program: Any, items: list, run_dir: Any, manifest: Any, ha
         SystemExit: always (0, 1, 75 or 130; see the module docstring).
         BinEvalError: as `run_batch` (shown by the command's error handler).
     """
-    from binaryeval_dspy.cli.evaluate_command import record_endpoint_outcome, report_results
-
     n_q, n_code = len(question_set.questions), len(question_set.code_checked)
     console.print(escape(f"Batch mode: {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter) through the provider's batch API -> "
                          f"{run_dir.path}"))
-    outcome = run_batch(program, items, run_dir, manifest, handle, api_key_env=api_key_env,
+    outcome = run_batch(program, items, run_dir, manifest, handle, api_key_env=api_key_env, settings=settings,
                         on_event=lambda line: console.print(f"[dim]{escape(line)}[/dim]", highlight=False))
     evaluation = outcome.evaluation
     wanted = {str(i.item_id) for i in items}
     results = [r for r in evaluation.results if r.item_id in wanted]
     if results and (evaluation.new_items or outcome.finished):
         report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                       pressure_test=pressure_test, embedded=handle.embedded, **_batch_pricing(report_results, handle))
+                       pressure_test=pressure_test, embedded=handle.embedded, batch=True,
+                       price_model=settings.price_model_for(handle))
     record_endpoint_outcome(run_dir, evaluation, handle)
     _print_outcome(outcome, run_dir.path, wanted)
     if evaluation.interrupted:
@@ -66,22 +67,9 @@ def evaluate_in_batch(program: Any, items: list, run_dir: Any, manifest: Any, ha
         raise SystemExit(1)
     if not outcome.finished:
         raise SystemExit(EXIT_WAITING)
-    if fail_on_errors and evaluation.incomplete:
+    if settings.fail_on_errors and evaluation.incomplete:
         raise SystemExit(1)
     raise SystemExit(0)
-
-
-def _batch_pricing(report: Any, handle: Any) -> dict[str, Any]:
-    """``batch=True`` (and the LM's price name) for a `report_results` that prices runs, else nothing."""
-    import inspect
-
-    accepted = inspect.signature(report).parameters
-    extra: dict[str, Any] = {}
-    if "batch" in accepted:
-        extra["batch"] = True
-    if "price_model" in accepted and callable(getattr(handle, "priced_as", None)):
-        extra["price_model"] = handle.priced_as()
-    return extra
 
 
 def _print_outcome(outcome: BatchRunOutcome, out: Path, wanted: set[str]) -> None:

@@ -15,36 +15,30 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    check_writable_file,
-    console,
-    friendly_errors,
-    leave_after_interrupt,
-    lm_options,
-    out_console,
-    quiet_libraries,
-    run_options,
-    slug,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
+from binaryeval_dspy.cli.file_arguments import check_writable_file, slug
 from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
+    lm_options,
     report_statistics_options,
+    run_options,
+    with_run_settings,
 )
 from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
-from binaryeval_dspy.meta_eval.benchmark_run import (
+from binaryeval_dspy.meta_eval.benchmark_files import (
     LM_METHODS,
     METHOD_TITLES,
     METHODS,
     NO_LM,
     BenchmarkRun,
-    prepare_run,
-    run_benchmark,
 )
+from binaryeval_dspy.meta_eval.benchmark_run import prepare_run, run_benchmark
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
 from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
@@ -52,6 +46,7 @@ from binaryeval_dspy.reports.benchmark_report import rerender_from_metrics, writ
 from binaryeval_dspy.reports.render import Table as ReportTable
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
+from binaryeval_dspy.settings import RunSettings
 
 
 def _methods(value: str) -> list[str]:
@@ -134,12 +129,12 @@ _print_main_table = print_main_table  # the name before it was public
 @run_options
 @lm_options
 @friendly_errors
+@with_run_settings
 def benchmark_command(name: str, methods: str, limit: int | None, sample: str | None, seed: int,
                       data_dir: Path | None, out_dir: Path | None, questions_choice: str, tasks_dir: Path | None,
                       logprobs: str, n_resamples: int, constant_predictions: str, no_figures: bool,
-                      concurrency: int, fail_on_errors: bool,
                       no_explanations: bool, lm_spec: str, lm_model: str | None,
-                      api_key_env: str | None, max_tokens: int) -> None:
+                      api_key_env: str | None, max_tokens: int, settings: RunSettings) -> None:
     """Run BinEval and the baselines on benchmark NAME with one LM and write the report."""
     quiet_libraries()
     spec = get_benchmark(name)
@@ -164,7 +159,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
             absent = ", ".join(d for d in spec.dimensions if d not in covered)
             console.print(f"[yellow]The rubric has no criteria for {absent}: the G-Eval- and UniEval-style "
                           "baselines will report n/a there.[/yellow]")
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens) if LM_METHODS & set(chosen) else None
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings) if LM_METHODS & set(chosen) else None
     question_path = question_set = None
     if task is not None and "bineval" in chosen:
         question_path = task.question_set_path(questions_choice, handle)
@@ -184,7 +179,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                 methods=chosen, limit=limit, sample=sample, seed=seed,
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
-    in_flight = 1 if handle is None or handle.embedded else concurrency
+    in_flight = settings.in_flight(handle)
     with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
         tasks: dict[str, int] = {}
 
@@ -201,8 +196,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
-                                 on_method_start=on_start, on_progress=on_progress, concurrency=concurrency,
-                                 explanations=not no_explanations, fail_on_errors=fail_on_errors)
+                                 on_method_start=on_start, on_progress=on_progress, settings=settings,
+                                 explanations=not no_explanations)
     failed = {m: o.failed for m, o in outcomes.items() if o.failed}
     interrupted = any(o.interrupted for o in outcomes.values())
     md_path, html_path, report = write_benchmark_report(run, n_resamples=n_resamples, seed=seed,
@@ -236,7 +231,7 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
     if interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         leave_after_interrupt(130)
-    if stopped or (fail_on_errors and incomplete):
+    if stopped or (settings.fail_on_errors and incomplete):
         raise SystemExit(1)
 
 
@@ -246,9 +241,10 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
               help="Re-render report.md / report.html / figures from RUN_DIR/metrics.json alone, without reading "
                    "or recomputing the run (the default when RUN_DIR has metrics.json but no benchmark.json).")
 @report_statistics_options("method scores")
+@click.pass_context
 @friendly_errors
-def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: int, constant_predictions: str,
-                   no_figures: bool) -> None:
+def report_command(ctx: click.Context, run_dir: Path, from_metrics: bool, n_resamples: int, seed: int,
+                   constant_predictions: str, no_figures: bool) -> None:
     """Rebuild report.md / report.html of a benchmark run without calling any LM.
 
     By default every number is recomputed from the run's files (benchmark.json, items
@@ -261,7 +257,6 @@ def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: in
     """
     has_run = (run_dir / "benchmark.json").is_file()
     if from_metrics or (not has_run and (run_dir / "metrics.json").is_file()):
-        ctx = click.get_current_context()
         options = {"n_resamples": "--bootstrap", "seed": "--seed", "constant_predictions": "--constant-predictions",
                    "no_figures": "--no-figures"}
         ignored = [flag for name, flag in options.items()
@@ -291,9 +286,10 @@ def report_command(run_dir: Path, from_metrics: bool, n_resamples: int, seed: in
 @click.option("--max-requirements", default=8, show_default=True, type=click.IntRange(min=1))
 @lm_options
 @friendly_errors
+@with_run_settings
 def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, max_requirements: int,
                                 lm_spec: str, lm_model: str | None, api_key_env: str | None,
-                                max_tokens: int) -> None:
+                                max_tokens: int, settings: RunSettings) -> None:
     """Generate the question set of each benchmark's task prompt with --lm (all benchmarks by default).
 
     Writes <tasks dir>/<benchmark>/questions.generated-<lm>.json beside the task prompt.
@@ -315,7 +311,7 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
             raise InputError("the task prompt file is empty", path=task.task_prompt,
                              fix="write the instructions the evaluated outputs were written for.")
         prompts[folder] = (task, prompt)
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
     for folder, (task, prompt) in prompts.items():
         spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
         target = task.generated_questions(lm_tag(handle))

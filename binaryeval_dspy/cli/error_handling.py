@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -14,16 +15,37 @@ from rich.markup import escape
 from binaryeval_dspy.cli.console import console
 from binaryeval_dspy.errors import BinEvalError
 
+#: Run settings (`binaryeval_dspy.settings.RunSettings` fields) as the command line spells them.
+SETTING_FLAGS = {
+    "engine": "--engine", "ray_address": "--ray-address", "concurrency": "--concurrency",
+    "fail_on_errors": "--fail-on-errors", "timeout": "--timeout", "adapter": "--adapter",
+    "llama_threads": "--llama-threads", "max_cost": "--max-cost", "price_model": "--price-model",
+    "warm_prefix": "--warm-prefix", "cache_padding": "--cache-padding",
+}
+# A setting is recognised by its field name with an underscore (max_cost), or by a one-word
+# name right after "setting" ("bad run setting concurrency"), never as an ordinary word.
+_SETTING_NAME = re.compile(
+    r"(?<![\w-])(" + "|".join(n for n in SETTING_FLAGS if "_" in n) + r")(?![\w-])"
+    r"|(?<=setting )(" + "|".join(n for n in SETTING_FLAGS if "_" not in n) + r")(?![\w-])")
+
+
+def with_flag_names(text: str) -> str:
+    """`text` (a library message naming run settings, e.g. ``max_cost``) with each setting
+    named by its command-line flag (``--max-cost``): the one place settings become flags."""
+    return _SETTING_NAME.sub(lambda m: SETTING_FLAGS[m.group(1) or m.group(2)], text)
+
 
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn project errors into a one-line red message and exit code 2, Ctrl-C into 130."""
+    """Turn project errors into a one-line red message and exit code 2, Ctrl-C into 130;
+    run settings named in the message are shown as their flags (`with_flag_names`)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except BinEvalError as exc:
-            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/bold red] {escape(with_flag_names(str(exc)))}", highlight=False,
+                          soft_wrap=True)
             raise SystemExit(2) from exc
         except KeyboardInterrupt as exc:
             console.print("[yellow]Interrupted.[/yellow]")

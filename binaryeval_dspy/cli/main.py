@@ -38,6 +38,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions."),
     "report": ("binaryeval_dspy.cli.benchmark_command", "report_command",
                "Rebuild report.md / report.html of a benchmark run without calling any LM."),
+    "view": ("binaryeval_dspy.cli.view_command", "view_command",
+             ("Write one HTML page showing RUN (evaluate, verdict mode, rejudge, benchmark or optimizer "
+              "comparison); with RUN2, what changed from RUN2 to RUN.")),
 }
 
 

@@ -8,25 +8,24 @@ from pathlib import Path
 import click
 import dspy
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    console,
-    friendly_errors,
-    lm_options,
-    out_console,
-    quiet_libraries,
-    slug,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import slug
 from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.options import lm_options, with_run_settings
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import (
     OPTIMIZERS,
     ComparisonBudgets,
     run_comparison,
 )
-from binaryeval_dspy.comparison.report import comparison_table, load_results, write_comparison
+from binaryeval_dspy.comparison.report import write_comparison
+from binaryeval_dspy.comparison.report_tables import comparison_table
+from binaryeval_dspy.comparison.results import load_results
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
+from binaryeval_dspy.settings import RunSettings
 
 
 def _names(value: str) -> list[str]:
@@ -124,6 +123,7 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
               help="Use DSPy's response cache. Off by default so every optimizer pays for its own calls.")
 @lm_options
 @friendly_errors
+@with_run_settings
 def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Path | None, limit: int | None,
                      seed: int, questions_path: Path | None, questions_per_dimension: int,
                      target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
@@ -131,7 +131,7 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                      max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
                      copro_depth: int, gepa_metric_calls: int, simba_metric_calls: int | None, threads: int,
                      report_only: bool, cache: bool, lm_spec: str,
-                     lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
+                     lm_model: str | None, api_key_env: str | None, max_tokens: int, settings: RunSettings) -> None:
     """Optimize a prompt with the BinEval loop and compare it with MIPROv2, COPRO, GEPA and SIMBA."""
     quiet_libraries()
     if report_only:
@@ -168,10 +168,12 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
         if not instructions:
             raise InputError("the file is empty", path=target_instructions, field="--target-instructions",
                              fix="write the starting instructions into it, or drop the option to use the defaults.")
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
     handle.lm.cache = cache
-    prompt_handle = build_lm(prompt_lm, lm_model, api_key_env, max_tokens, "--prompt-lm") if prompt_lm else None
-    source_handle = build_lm(source_lm, lm_model, api_key_env, max_tokens, "--source-lm") if source_lm else None
+    prompt_handle = (build_lm(prompt_lm, lm_model, api_key_env, max_tokens, settings, "--prompt-lm")
+                     if prompt_lm else None)
+    source_handle = (build_lm(source_lm, lm_model, api_key_env, max_tokens, settings, "--source-lm")
+                     if source_lm else None)
     for extra in (prompt_handle, source_handle):
         if extra is not None:
             extra.lm.cache = cache

@@ -1,14 +1,13 @@
 """Options shared by the commands: the click decorators and where the running command keeps their values.
 
-`lm_options` and `run_options` add the LM and run options; the options a command does not
-receive as arguments (--adapter, --timeout, --llama-threads, --max-cost, --warm-prefix,
---cache-padding, --price-model) are kept in the click context and read back by `build_lm`
-(`binaryeval_dspy.cli.common`) through `adapter_policy`, `request_timeout`,
-`llama_threads` and `cost_settings`.
+`lm_options` and `run_options` add the LM and run options; `with_run_settings` gathers
+the run options into one `binaryeval_dspy.settings.RunSettings` that the command receives
+as ``settings`` and passes down explicitly (to `build_lm` and the run).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -18,88 +17,60 @@ import click
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.lm.cache_padding import CACHE_PADDING_POLICIES
+from binaryeval_dspy.settings import ENGINES, RunSettings
 
-_ADAPTER_KEY = "bineval_adapter"
-_TIMEOUT_KEY = "bineval_timeout"
-_LLAMA_THREADS_KEY = "bineval_llama_threads"
-
-
-def remember_adapter(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """Keep --adapter in the command's context, where `build_lm` reads it."""
-    ctx.meta[_ADAPTER_KEY] = value
-    return value
-
-
-def remember_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
-    """Keep --timeout in the command's context, where `build_lm` reads it."""
-    ctx.meta[_TIMEOUT_KEY] = value
-    return value
+#: Command parameters that make up a `RunSettings` (parameter name -> settings field).
+SETTING_PARAMS = {
+    "engine": "engine", "ray_address": "ray_address", "concurrency": "concurrency",
+    "fail_on_errors": "fail_on_errors", "request_timeout": "timeout", "adapter": "adapter",
+    "llama_threads": "llama_threads", "max_cost": "max_cost", "warm_prefix": "warm_prefix",
+    "cache_padding": "cache_padding", "price_model": "price_model",
+}
 
 
-def remember_llama_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
-    """Keep --llama-threads in the command's context, where `build_lm` reads it."""
-    ctx.meta[_LLAMA_THREADS_KEY] = value
-    return value
+def with_run_settings(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Gather the command's run options (`SETTING_PARAMS`) into one `RunSettings`, passed to
+    the command as ``settings``; the command never sees them one by one.
 
+    Put it right above the command function (below the option decorators and
+    `friendly_errors`), so a bad combination is reported like any other error.
 
-def llama_threads() -> int | None:
-    """The --llama-threads value of the running command (None: $BINEVAL_LLAMA_THREADS, else the load's free cores)."""
-    ctx = click.get_current_context(silent=True)
-    return ctx.meta.get(_LLAMA_THREADS_KEY) if ctx is not None else None
+    Raises:
+        ConfigError: the options do not make valid settings (the field is named;
+            `friendly_errors` shows it with the flag's name).
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {field: kwargs.pop(param) for param, field in SETTING_PARAMS.items() if param in kwargs}
+        settings = RunSettings(**{field: value for field, value in given.items() if value is not None})
+        return func(*args, settings=settings, **kwargs)
+
+    return wrapper
 
 
 def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --llama-threads (CPU threads of the embedded llama.cpp model), read by `build_lm`."""
+    """Add --llama-threads (CPU threads of the embedded llama.cpp model; ``llama_threads``)."""
     return click.option(
-        "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None, expose_value=False,
-        callback=remember_llama_threads,
+        "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None,
         help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else the cores the "
              "load average leaves free, recorded with the reason in the run's manifest). 1 is much faster on a busy "
              "machine, where llama.cpp's threads wait on each other. No effect on served or hosted models.")(func)
 
 
-def request_timeout() -> float | None:
-    """The --timeout value of the running command (None: the client's default)."""
-    ctx = click.get_current_context(silent=True)
-    return ctx.meta.get(_TIMEOUT_KEY) if ctx is not None else None
-
-
-def adapter_policy() -> str:
-    """The --adapter value of the running command ("auto" outside a command)."""
-    ctx = click.get_current_context(silent=True)
-    value = ctx.meta.get(_ADAPTER_KEY) if ctx is not None else None
-    return str(value) if value else "auto"
-
-
-_MAX_COST_KEY = "bineval_max_cost"
-_WARM_PREFIX_KEY = "bineval_warm_prefix"
-_PRICE_MODEL_KEY = "bineval_price_model"
-_CACHE_PADDING_KEY = "bineval_cache_padding"
-
-
-def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-        ctx.meta[key] = value
-        return value
-
-    return callback
-
-
-def cost_settings() -> dict[str, Any]:
-    """The running command's --max-cost (USD or None), --warm-prefix (True, False or None for
-    the default), --price-model (a LiteLLM id or None) and --cache-padding (``auto``, ``off``);
-    all None outside such a command."""
-    ctx = click.get_current_context(silent=True)
-    meta = ctx.meta if ctx is not None else {}
-    return {"max_cost": meta.get(_MAX_COST_KEY), "warm_prefix": meta.get(_WARM_PREFIX_KEY),
-            "price_model": meta.get(_PRICE_MODEL_KEY), "cache_padding": meta.get(_CACHE_PADDING_KEY)}
-
-
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --concurrency (alias --threads), --fail-on-errors, --no-explanations, and the cost
-    options --max-cost, --warm-prefix/--no-warm-prefix, --cache-padding and --price-model (read
-    by `build_lm`)."""
+    """Add --engine, --ray-address, --concurrency (alias --threads), --fail-on-errors,
+    --no-explanations, and the cost options --max-cost, --warm-prefix/--no-warm-prefix,
+    --cache-padding and --price-model (gathered by `with_run_settings`)."""
     decorators = [
+        click.option("--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+                     help="What sends the LM calls. 'auto': 'local' for the embedded model, 'live' otherwise. "
+                          "'local': one call at a time. 'live': --concurrency calls in flight to an endpoint. "
+                          "'batch': the provider's batch API (same as --batch; docs/batch.md). 'ray': Ray Data, "
+                          "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md)."),
+        click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+                     help="With --engine ray: the Ray cluster to join ('auto', 'ray://host:10001'). Default: start "
+                          "a local Ray for this run and stop it afterwards."),
         click.option("--concurrency", "--threads", "concurrency", default=1, show_default=True,
                      type=click.IntRange(min=1),
                      help="LM calls in flight across items and questions (served and hosted models; 8-64 is "
@@ -112,23 +83,21 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Ask for the verdict alone (no explanation): about 2x faster per item on the embedded "
                           "model, fewer tokens everywhere; P(yes) is still recorded when the LM returns log-probabilities."),
         click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
-                     metavar="USD", expose_value=False, callback=_remember(_MAX_COST_KEY),
+                     metavar="USD",
                      help="Stop before the estimated cost of this command's LM calls passes USD (prices from "
                           "LiteLLM's price map; checked before each call with the mean cost per call so far). "
                           "Everything judged is stored; exit status 1. See docs/cost.md."),
-        click.option("--warm-prefix/--no-warm-prefix", "warm_prefix", default=None, expose_value=False,
-                     callback=_remember(_WARM_PREFIX_KEY),
+        click.option("--warm-prefix/--no-warm-prefix", "warm_prefix", default=None,
                      help="Send each item's first question alone and the rest after it, so the provider's prompt "
                           "cache is written before the others read it. Default: on for hosted models (a LiteLLM "
                           "id) with --concurrency > 1."),
         click.option("--cache-padding", "cache_padding", type=click.Choice(CACHE_PADDING_POLICIES),
-                     default="auto", show_default=True, expose_value=False, callback=_remember(_CACHE_PADDING_KEY),
+                     default="auto", show_default=True,
                      help="'auto': when an item's shared prompt prefix is under the provider's cache minimum "
                           "(OpenAI, Anthropic) and padding it up to the minimum is cheaper at the model's prices, "
                           "add a marked filler block before the question so the prefix gets cached. No effect on "
                           "local, served or unpriced models. 'off': never. See docs/cost.md."),
-        click.option("--price-model", "price_model", default=None, metavar="MODEL", expose_value=False,
-                     callback=_remember(_PRICE_MODEL_KEY),
+        click.option("--price-model", "price_model", default=None, metavar="MODEL",
                      help="Estimate cost at this LiteLLM model's prices (e.g. gpt-4o-mini), e.g. for a base URL "
                           "that proxies a hosted model. Default: the --lm model's own prices."),
     ]
@@ -150,11 +119,9 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
                      help="Completion cap per LM call."),
         click.option("--timeout", "request_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-                     expose_value=False, callback=remember_timeout,
                      help="Seconds one request to a served or hosted model may take before it fails (it is then "
                           "retried; a call that still fails is an 'error' verdict). Default: LiteLLM's, 600."),
         click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default="auto", show_default=True,
-                     expose_value=False, callback=remember_adapter, is_eager=True,
                      help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
                           "where the endpoint supports it (OpenAI, vLLM, llama.cpp server, embedded models), "
                           "chat fields otherwise. 'json' or 'chat' force one. Never retried in the other format."),

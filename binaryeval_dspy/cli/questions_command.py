@@ -16,21 +16,18 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from binaryeval_dspy.cli.common import (
-    build_lm,
-    check_writable_file,
-    console,
-    friendly_errors,
-    lm_options,
-    out_console,
-    quiet_libraries,
-)
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.file_arguments import check_writable_file
 from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
+from binaryeval_dspy.cli.options import lm_options, with_run_settings
 from binaryeval_dspy.cli.run_speed import questions_forecast, speed_check_for
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module
 from binaryeval_dspy.programs.question_generator import QuestionGenerator, normalize_dimension
 from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.settings import RunSettings
 
 
 @click.command("questions")
@@ -43,8 +40,10 @@ from binaryeval_dspy.schemas.question_set import QuestionSet
 @click.option("--max-requirements", default=12, show_default=True, type=click.IntRange(min=1))
 @lm_options
 @friendly_errors
+@with_run_settings
 def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | None, max_requirements: int,
-                      lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int) -> None:
+                      lm_spec: str, lm_model: str | None, api_key_env: str | None, max_tokens: int,
+                      settings: RunSettings) -> None:
     """Generate binary questions from the task prompt in TASK_PROMPT_FILE.
 
     Prints the questions, a provenance summary (generated / merged / fallback templates /
@@ -74,7 +73,7 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
         if not dims:
             raise InputError(f"no usable dimension name in {dimensions!r}", field="--dimensions",
                              fix="give comma-separated names such as coherence,fluency (letters, digits, _).")
-    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens)
+    handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
     if handle.embedded:
         choice = getattr(handle.engine, "thread_choice", None)
         calls = 1 + (0 if dims else 1) + max_requirements

@@ -8,20 +8,16 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import (
+from binaryeval_dspy.cli.common import build_lm, endpoint_config
+from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
+from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.options import (
     ADAPTER_POLICIES,
-    build_lm,
     checks_module_option,
-    console,
-    endpoint_config,
-    friendly_errors,
     llama_threads_option,
     load_checks_modules,
-    out_console,
-    quiet_libraries,
-    remember_adapter,
 )
-from binaryeval_dspy.cli.evaluate_command import (
+from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,
     record_endpoint_outcome,
     report_results,
@@ -30,11 +26,13 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
+from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
-from binaryeval_dspy.runs.run_directory import RunDirectory, items_file_identity
+from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
 
 def default_rejudge_dir(previous: Path) -> Path:
@@ -112,8 +110,8 @@ def changes_summary(report: RejudgeReport) -> str:
 @click.option("--lm-model", default=None, help="Model name served at a base URL given as --lm.")
 @click.option("--api-key-env", default=None, help="Environment variable holding the key for a base URL.")
 @click.option("--max-tokens", default=None, type=click.IntRange(min=16), help="Completion cap (default: the run's).")
-@click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default=None, expose_value=False,
-              callback=remember_adapter, is_eager=True, help="Adapter policy (default: the one the run used).")
+@click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default=None,
+              help="Adapter policy (default: the one the run used).")
 @click.option("--concurrency", "--threads", "concurrency", default=None, type=click.IntRange(min=1),
               help="LM calls in flight across items and questions (default: the run's).")
 @click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
@@ -124,8 +122,8 @@ def changes_summary(report: RejudgeReport) -> str:
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
                     lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
-                    concurrency: int | None, fail_on_errors: bool, restart: bool,
-                    checks_modules: tuple[str, ...]) -> None:
+                    adapter: str | None, concurrency: int | None, fail_on_errors: bool, restart: bool,
+                    llama_threads: int | None, checks_modules: tuple[str, ...]) -> None:
     """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
 
     Unchanged items are copied, changed and new ones judged again, and the command
@@ -162,15 +160,15 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)
-    ctx = click.get_current_context()
-    if ctx.meta.get("bineval_adapter") is None and config.get("adapter"):
-        ctx.meta["bineval_adapter"] = config["adapter"]  # the run's adapter unless --adapter says otherwise
+    settings = RunSettings(adapter=adapter or config.get("adapter") or "auto",  # the run's unless --adapter says
+                           concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
+                           cache_padding=config.get("cache_padding") or "auto")
     spec = lm_spec or config.get("lm_spec")
     if not spec:
         raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}).",
                             fix="pass the same --lm again.")
     handle = build_lm(str(spec), lm_model or config.get("lm_model"), api_key_env or config.get("api_key_env"),
-                      max_tokens or int(config.get("max_tokens") or 512))
+                      max_tokens or int(config.get("max_tokens") or 512), settings)
     if handle.name != old.lm:
         raise RunStateError(f"{run_dir_path} was judged by {old.lm!r}, this command would use {handle.name!r}: "
                             "re-judging with another LM would mix two evaluators.",
@@ -178,7 +176,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
-                  **endpoint_config(handle)}
+                  **endpoint_config(handle, settings)}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(
@@ -196,12 +194,13 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
                   f"{handle.name}, frozen question set {question_set.content_hash} -> {out_dir}")
     with console.status("judging changed items..."):
         outcome = rejudge_items(program, items, previous, run_dir, manifest, aggregation=aggregation, lm=handle,
-                                concurrency=concurrency, fail_on_errors=fail_on_errors)
+                                settings=settings)
     report = outcome.report
     judged = {c.item_id for c in report.items
               if c.status in ("rejudged", "completed", "new", "incomplete", "error")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, print_only=judged, price_model=handle.priced_as())
+                   pressure_test=pressure_test, print_only=judged,
+                   price_model=settings.price_model_for(handle))
     out_console.print(changes_table(report))
     console.print(f"{escape(changes_summary(report))} Previous run left untouched; new run: {run_dir.path} "
                   "(rejudge.json lists every item).", highlight=False)

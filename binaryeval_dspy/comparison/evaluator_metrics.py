@@ -27,7 +27,7 @@ import dspy
 
 from binaryeval_dspy.data import normalized_human_scores
 from binaryeval_dspy.errors import BinEvalError
-from binaryeval_dspy.programs.bineval_metric import CountingMetric, MetricStatus
+from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 

@@ -31,12 +31,8 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.comparison.report import (
-    OptimizerResult,
-    load_results,
-    metrics_from_records,
-    write_comparison,
-)
+from binaryeval_dspy.comparison.report import write_comparison
+from binaryeval_dspy.comparison.results import OptimizerResult, load_results, metrics_from_records
 from binaryeval_dspy.comparison.runners import (
     RUNNERS,
     Budgets,

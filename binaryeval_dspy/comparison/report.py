@@ -14,8 +14,7 @@ A test item the evaluator or the judge could not score, or whose generation fail
 left out of the averages and counted, never averaged in as a zero.
 
 The saved results and their metrics live in `binaryeval_dspy.comparison.results`, the
-table's rows and cells in `binaryeval_dspy.comparison.report_tables`; their names are
-importable from here too.
+table's rows and cells in `binaryeval_dspy.comparison.report_tables`.
 """
 
 from __future__ import annotations
@@ -24,47 +23,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.comparison import results as _results
-from binaryeval_dspy.comparison.report_tables import comparison_table, cost_cell, row_lms, rows
-from binaryeval_dspy.comparison.results import (
-    RESULT_SCHEMA_VERSION,
-    MetricValue,
-    OptimizerResult,
-    bootstrap_ci,
-    evaluator_metrics,
-    generator_metrics,
-    load_results,
-    metrics_from_records,
-    primary_metric,
-    scored_items,
-)
-from binaryeval_dspy.lm.pricing import price_source
+from binaryeval_dspy.comparison.report_tables import rows
+from binaryeval_dspy.comparison.results import OptimizerResult, load_results
+from binaryeval_dspy.lm.price_map import price_source
 from binaryeval_dspy.reports.render import BulletList, Document, MarkdownText, Section, to_markdown
 from binaryeval_dspy.reports.render import Table as DocumentTable
 from binaryeval_dspy.schemas.optimization_history import OptimizationHistory
 
 __all__ = [
     "OPRO_NOTE",
-    "RESULT_SCHEMA_VERSION",
-    "MetricValue",
-    "OptimizerResult",
     "bineval_history_section",
-    "bootstrap_ci",
     "comparison_markdown",
-    "comparison_table",
-    "cost_cell",
-    "evaluator_metrics",
-    "generator_metrics",
-    "load_results",
-    "metrics_from_records",
-    "primary_metric",
-    "row_lms",
-    "rows",
-    "scored_items",
     "write_comparison",
 ]
-
-_row_rank_correlation = _results._row_rank_correlation  # moved to `results`; still importable from here
 
 OPRO_NOTE = (
     "COPRO is DSPy's OPRO-style optimizer and stands in for OPRO here. It differs from OPRO "

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from binaryeval_dspy.comparison.evaluator_metrics import HumanAgreementMetric, SourceAgreementMetric
 from binaryeval_dspy.comparison.splits import Split
 from binaryeval_dspy.data import normalized_human_scores
-from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.data.json_files import validation_error
+from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm import LMHandle, lm_context
 from binaryeval_dspy.optimizers import BinEvalOptimizer

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.data.items import read_jsonl_rows
+from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import InputError, UnknownNameError
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.data.benchmark_rows import require_rows
-from binaryeval_dspy.data.items import read_jsonl_rows
 from binaryeval_dspy.data.paths import resolve_data_file
+from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.ifbench import bind_prompt_checkers
 

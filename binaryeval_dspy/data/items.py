@@ -15,13 +15,7 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.data.rows import (  # noqa: F401 - the row readers were defined here: re-exported
-    _check_encodable,
-    _existing,
-    check_csv_header,
-    read_csv_rows,
-    read_jsonl_rows,
-)
+from binaryeval_dspy.data.rows import check_encodable, existing_file, read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
 
@@ -65,14 +59,26 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
             f"the {role} is empty", path=path, line=line, field=name,
             fix=f"remove the row or fill in its {role}; an empty {role} cannot be judged.",
         )
-    _check_encodable(value, path=path, line=line, field=name)
+    check_encodable(value, path=path, line=line, field=name)
     return value
 
 
-def _to_example(
+def item_from_row(
     row: dict[str, Any], *, path: Path, line: int, input_field: str, output_field: str, id_field: str | None,
     empty_output: str = "record",
 ) -> dspy.Example:
+    """One item (`dspy.Example` with ``item_id``, ``input``, ``output``, ``line`` and the row's other
+    fields; inputs ``input`` and ``output``) from a row read at `path`, `line`.
+
+    The row's own ``input`` / ``output`` keys give way to the mapped fields; reserved names
+    among the extra fields are kept as ``row_<name>``. Without `id_field` the id is
+    ``line-<line>``. `empty_output`: ``record`` keeps an empty output (the item gets status
+    ``empty_output``, no LM call); ``fail`` makes it an error.
+
+    Raises:
+        InputError: a mapped field or the id is missing, empty or of the wrong type, or
+            holds text that is not valid Unicode (naming file, line and field).
+    """
     input_text = _field_value(row, input_field, path=path, line=line, role="input")
     output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output)
     if id_field:
@@ -85,7 +91,7 @@ def _to_example(
                 path=path, line=line, field=id_field,
             )
         item_id = str(row[id_field])
-        _check_encodable(item_id, path=path, line=line, field=id_field)
+        check_encodable(item_id, path=path, line=line, field=id_field)
     else:
         item_id = f"line-{line}"
     extra = {k: v for k, v in row.items() if k not in {input_field, output_field, "input", "output"}}
@@ -97,7 +103,12 @@ def _to_example(
     )
 
 
-def _check_ids(examples: list[dspy.Example], path: Path, id_field: str | None) -> None:
+def check_unique_ids(examples: list[dspy.Example], path: Path, id_field: str | None) -> None:
+    """Refuse a second item with an id already used (results are matched to items by id).
+
+    Raises:
+        InputError: naming the file, the line of the repeat, the first line and `id_field`.
+    """
     seen: dict[str, int] = {}
     for ex in examples:
         if ex.item_id in seen:
@@ -114,11 +125,11 @@ def _examples(rows: Iterable[tuple[int, dict[str, Any]]], path: Path, *, input_f
     """Items from numbered rows (JSONL or CSV), at most `limit`, ids checked unique, none empty."""
     examples: list[dspy.Example] = []
     for number, row in rows:
-        examples.append(_to_example(row, path=path, line=number, input_field=input_field,
-                                    output_field=output_field, id_field=id_field, empty_output=empty_output))
+        examples.append(item_from_row(row, path=path, line=number, input_field=input_field,
+                                      output_field=output_field, id_field=id_field, empty_output=empty_output))
         if limit is not None and len(examples) >= limit:
             break
-    _check_ids(examples, path, id_field)
+    check_unique_ids(examples, path, id_field)
     _check_not_empty(examples, path)
     return examples
 
@@ -155,7 +166,7 @@ def load_jsonl(
             ``empty_output="fail"``, an id that is not a string or integer, a duplicate
             id, an unknown `empty_output`, or no items at all; names file, line and field.
     """
-    path = _existing(path)
+    path = existing_file(path)
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
     return _examples(read_jsonl_rows(path), path, input_field=input_field, output_field=output_field,
@@ -178,7 +189,7 @@ def load_csv(
     line 1 with the column (`check_csv_header`): no header, a column without a
     name, a name used twice, or no column for the input, output or id field.
     """
-    path = _existing(path)
+    path = existing_file(path)
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
     _, rows = read_csv_rows(path, {input_field: "input", output_field: "output",

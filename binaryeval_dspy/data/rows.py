@@ -19,7 +19,7 @@ from binaryeval_dspy.errors import InputError
 _SHORT_ROW = object()  # csv.DictReader's filler for cells missing from a short row
 
 
-def _check_encodable(value: str, *, path: Path, line: int, field: str) -> None:
+def check_encodable(value: str, *, path: Path, line: int, field: str) -> None:
     """Refuse text that cannot be written back as UTF-8 (e.g. a lone surrogate)."""
     try:
         value.encode("utf-8")
@@ -85,7 +85,7 @@ def check_csv_header(path: str | Path, required: Mapping[str, str]) -> list[str]
         InputError: missing file, not UTF-8, no header, an empty or duplicated column
             name, or a required column missing; names the file, line 1 and the column.
     """
-    path = _existing(path)
+    path = existing_file(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
@@ -123,8 +123,8 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                              fix="each line must be one JSON object ({...}).")
         for key, value in row.items():  # JSON escapes of lone surrogates (\ud800) would fail on hashing or saving
             shown = key.encode("utf-8", "replace").decode("utf-8")
-            _check_encodable(key, path=path, line=number, field=shown)
-            _check_encodable(json.dumps(value, ensure_ascii=False), path=path, line=number, field=shown)
+            check_encodable(key, path=path, line=number, field=shown)
+            check_encodable(json.dumps(value, ensure_ascii=False), path=path, line=number, field=shown)
         yield number, row
 
 
@@ -197,7 +197,12 @@ def _utf8_lines(path: Path):
                                  fix="save the file as UTF-8.") from exc
 
 
-def _existing(path: str | Path) -> Path:
+def existing_file(path: str | Path) -> Path:
+    """`path` as a `Path`, once it names an existing file.
+
+    Raises:
+        InputError: nothing is there, or it is a directory (naming the path).
+    """
     path = Path(path)
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "file not found"

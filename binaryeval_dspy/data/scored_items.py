@@ -16,7 +16,8 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.data.benchmark_rows import lookup, require_score
-from binaryeval_dspy.data.items import _check_ids, _to_example, check_csv_header, load_items
+from binaryeval_dspy.data.items import check_unique_ids, item_from_row, load_items
+from binaryeval_dspy.data.rows import check_csv_header
 from binaryeval_dspy.data.sampling import SampleMethod, select_items
 from binaryeval_dspy.errors import InputError
 
@@ -245,10 +246,10 @@ def load_hub_items(
     data = _open_dataset(name, split, revision)
     items = []
     for number, row in enumerate(data, start=1):
-        ex = _to_example(dict(row), path=Path(name), line=number, input_field=input_field,
-                         output_field=output_field, id_field=id_field)
+        ex = item_from_row(dict(row), path=Path(name), line=number, input_field=input_field,
+                           output_field=output_field, id_field=id_field)
         items.append(_attach(ex, source=name, human=human, doc_field=doc_field, system_field=system_field,
                              reference_field=reference_field))
-    _check_ids(items, Path(name), id_field)
+    check_unique_ids(items, Path(name), id_field)
     return select_items(items, limit, sample=sample, seed=seed,
                         group=lambda ex: ex.doc_id, stratum=lambda ex: ex.system_id)

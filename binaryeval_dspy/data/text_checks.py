@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 from binaryeval_dspy.errors import ArgumentTypeError
 
@@ -53,3 +54,15 @@ def is_empty_output(text: str | None) -> bool:
         raise ArgumentTypeError("bad text for is_empty_output", expected="a string or None",
                                 received=type(text).__name__, fix="pass the output text itself.")
     return not visible_text(text)
+
+
+
+def item_output_is_empty(item: Any) -> bool:
+    """True when an item (a `dspy.Example` or mapping) has an ``output`` field that is None or a
+    text `is_empty_output` finds empty: the item is stored as ``empty_output`` with no LM call.
+    An item without an ``output`` field is not empty (it is not an output under evaluation).
+    The one rule for every engine and the batch run."""
+    if "output" not in item:
+        return False
+    output = item["output"]
+    return output is None or (isinstance(output, str) and is_empty_output(output))

@@ -16,13 +16,17 @@ from binaryeval_dspy._lazy import lazy_exports
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(["ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter", "schema_support"], "binaryeval_dspy.lm.adapters"),
-    **dict.fromkeys(["CacheScopedLM", "cache_identity_of", "engine_identity", "ensure_cache_identity", "normalize_base_url"], "binaryeval_dspy.lm.cache_identity"),
+    **dict.fromkeys(["AdapterStats"], "binaryeval_dspy.lm.adapter_stats"),
+    **dict.fromkeys(["ADAPTER_POLICIES", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter", "schema_support"], "binaryeval_dspy.lm.adapters"),
+    **dict.fromkeys(["CacheScopedLM", "ensure_cache_identity"], "binaryeval_dspy.lm.cache_identity"),
     **dict.fromkeys(["lm_context"], "binaryeval_dspy.lm.context"),
     **dict.fromkeys(["CostBudget"], "binaryeval_dspy.lm.cost_budget"),
-    **dict.fromkeys(["LMHandle", "LOCAL", "make_lm"], "binaryeval_dspy.lm.factory"),
+    **dict.fromkeys(["cache_identity_of", "engine_identity", "normalize_base_url"], "binaryeval_dspy.lm.endpoint_identity"),
+    **dict.fromkeys(["LMHandle", "make_lm"], "binaryeval_dspy.lm.factory"),
     **dict.fromkeys(["LlamaCppEngine"], "binaryeval_dspy.lm.llama_engine"),
-    **dict.fromkeys(["estimate_cost", "model_price", "price_source"], "binaryeval_dspy.lm.pricing"),
+    **dict.fromkeys(["model_price", "price_source"], "binaryeval_dspy.lm.price_map"),
+    **dict.fromkeys(["estimate_cost"], "binaryeval_dspy.lm.pricing"),
+    **dict.fromkeys(["LOCAL"], "binaryeval_dspy.lm.provider_keys"),
     **dict.fromkeys(["find_smollm2_gguf"], "binaryeval_dspy.lm.smollm2"),
 }
 
@@ -53,24 +57,25 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
+    from binaryeval_dspy.lm.adapter_stats import AdapterStats
     from binaryeval_dspy.lm.adapters import (
         ADAPTER_POLICIES,
-        AdapterStats,
         CountingChatAdapter,
         CountingJSONAdapter,
         choose_adapter,
         schema_support,
     )
-    from binaryeval_dspy.lm.cache_identity import (
-        CacheScopedLM,
-        cache_identity_of,
-        engine_identity,
-        ensure_cache_identity,
-        normalize_base_url,
-    )
+    from binaryeval_dspy.lm.cache_identity import CacheScopedLM, ensure_cache_identity
     from binaryeval_dspy.lm.context import lm_context
     from binaryeval_dspy.lm.cost_budget import CostBudget
-    from binaryeval_dspy.lm.factory import LOCAL, LMHandle, make_lm
+    from binaryeval_dspy.lm.endpoint_identity import (
+        cache_identity_of,
+        engine_identity,
+        normalize_base_url,
+    )
+    from binaryeval_dspy.lm.factory import LMHandle, make_lm
     from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
-    from binaryeval_dspy.lm.pricing import estimate_cost, model_price, price_source
+    from binaryeval_dspy.lm.price_map import model_price, price_source
+    from binaryeval_dspy.lm.pricing import estimate_cost
+    from binaryeval_dspy.lm.provider_keys import LOCAL
     from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf

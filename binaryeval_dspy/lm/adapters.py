@@ -321,7 +321,7 @@ def schema_support(lm: Any) -> bool:
 def _is_embedded(lm: Any, spec: str | None) -> bool:
     from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
 
-    if isinstance(getattr(lm, "_engine_spec", None), LlamaCppEngine):
+    if isinstance(getattr(lm, "engine", None), LlamaCppEngine):
         return True
     return spec is not None and (spec.strip() == "local" or spec.strip().endswith(".gguf"))
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.cache_identity import endpoint_identity
+from binaryeval_dspy.lm.endpoint_identity import endpoint_identity
 from binaryeval_dspy.lm.factory import OPENAI_COMPATIBLE, LMHandle
 
 #: Providers whose batches can be created here (LiteLLM provider names).
@@ -71,11 +71,15 @@ class BatchTarget:
     api_key_env: str | None
 
 
-def batch_target(handle: LMHandle, *, api_key_env: str | None = None) -> BatchTarget:
+def batch_target(handle: LMHandle, *, api_key_env: str | None = None, engine: str = "batch") -> BatchTarget:
     """Where `handle`'s batches go, or a refusal naming what is supported.
+
+    Also where the ``ray`` engine sends its prepared requests (an OpenAI-compatible
+    endpoint: the same forms, without needing the batch API itself).
 
     Args:
         handle: the LM of the run (from `make_lm`).
+        engine: the engine asking (``batch`` or ``ray``), named in refusals.
         api_key_env: the ``--api-key-env`` of a base-URL LM (the key's variable), if any.
 
     Raises:
@@ -87,8 +91,9 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None) -> BatchTa
     kwargs = dict(getattr(lm, "kwargs", {}) or {})
     if handle.embedded:
         raise LMConfigError(
-            f"--batch needs a provider's batch API, but {handle.name} is an embedded model run in this process.",
-            fix="drop --batch, or use --lm openai/<model> (or an OpenAI-compatible base URL with a batch API).")
+            f"the {engine} engine sends requests to an endpoint, but {handle.name} is an embedded model run in this "
+            "process.", fix="use the local engine, or a served model (openai/<model>, or an OpenAI-compatible base "
+                            "URL).")
     provider, _, wire = model.partition("/")
     if provider in (OPENAI_COMPATIBLE, "openai") and kwargs.get("api_base"):
         api_base = str(kwargs["api_base"])
@@ -100,10 +105,16 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None) -> BatchTa
                            model=wire, api_key_env="OPENAI_API_KEY")
     extra = (" LiteLLM can read Anthropic Message Batches but cannot create them (not implemented in LiteLLM "
              f"{_litellm_version()})." if provider == "anthropic" else "")
+    if engine != "batch":
+        raise LMConfigError(
+            f"the {engine} engine: {handle.name} has no OpenAI-compatible endpoint it can reach. Supported: an "
+            "openai/<model> id, or an OpenAI-compatible base URL with a model name (vLLM, llama.cpp's server, a "
+            "LiteLLM proxy in front of any provider).", fix="use one of those, or the live engine.")
     raise LMConfigError(
-        f"--batch: {handle.name} is not reachable through a batch API here.{extra} Supported: --lm openai/<model> "
-        "(OpenAI's Batch API), or an OpenAI-compatible base URL with --lm-model whose server implements /v1/files "
-        "and /v1/batches (e.g. a LiteLLM proxy).", fix="use one of those, or drop --batch for live calls.")
+        f"the batch engine: {handle.name} is not reachable through a batch API here.{extra} Supported: an "
+        "openai/<model> id (OpenAI's Batch API), or an OpenAI-compatible base URL with a model name whose server "
+        "implements /v1/files and /v1/batches (e.g. a LiteLLM proxy).",
+        fix="use one of those, or the live engine.")
 
 
 def _litellm_version() -> str:
@@ -242,9 +253,9 @@ class BatchAPI:
 
     @staticmethod
     def _litellm() -> Any:
-        from dspy.clients.lm import _get_litellm
+        from binaryeval_dspy.lm.dspy_internals import litellm_module
 
-        return _get_litellm()
+        return litellm_module()
 
     def upload(self, path: Path) -> str:
         """Upload a requests JSONL file (purpose ``batch``); returns its file id."""

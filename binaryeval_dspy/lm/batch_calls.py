@@ -35,7 +35,7 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError, LMConfigError
-from binaryeval_dspy.lm.adapters import AdapterStats
+from binaryeval_dspy.lm.adapter_stats import AdapterStats
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
@@ -153,9 +153,9 @@ def request_body(messages: list[dict], options: dict[str, Any], *, model: str, p
     Raises:
         LMConfigError: the provider does not take one of the options.
     """
-    from dspy.clients.lm import _get_litellm
+    from binaryeval_dspy.lm.dspy_internals import litellm_module
 
-    litellm = _get_litellm()
+    litellm = litellm_module()
     from litellm.llms.base_llm.base_utils import type_to_response_format_param
 
     params = {k: v for k, v in options.items() if k not in _CLIENT_KEYS and v is not None and k not in ("model",

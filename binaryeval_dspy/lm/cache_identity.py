@@ -31,18 +31,23 @@ import weakref
 from typing import Any
 
 import dspy
-from dspy.clients import execution as _execution
-from dspy.clients._deprecation import warn_legacy_lm, warn_openai_messages
-from dspy.utils.callback import with_callbacks
+from dspy.utils import with_callbacks
 from dspy.utils.exceptions import LMError, is_retryable_lm_error
 
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.endpoint_identity import (
-    cache_identity_of,
-    endpoint_identity,
-    engine_identity,
-    normalize_base_url,
+from binaryeval_dspy.lm.dspy_internals import (
+    aexecute_call,
+    execute_call,
+    finalize_call,
+    forget_cached_reply,
+    install_dspy_patches,
+    prepare_call,
+    scope_cache_key,
+    switch_route,
+    uses_response_cache,
+    warn_call_path,
 )
+from binaryeval_dspy.lm.endpoint_identity import cache_identity_of
 from binaryeval_dspy.lm.schema_format import (
     as_json_object,
     check_dialect,
@@ -51,28 +56,9 @@ from binaryeval_dspy.lm.schema_format import (
 )
 
 logger = logging.getLogger(__name__)
-# Serializes schema-dialect probes (rare: only until an LM's first schema call settles it).
-_PROBE_LOCK = threading.Lock()
-#: How long a call waits for another call's schema probe before probing itself (seconds).
-#: The probe is one attempt at the endpoint's own pace: a hung first request must not hold
-#: every other call for the whole timeout.
-PROBE_WAIT_SECONDS = 5.0
 
 #: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
-
-
-def _scoped(call: Any, identity: str) -> Any:
-    """Give a prepared DSPy call a cache key that also holds `identity`."""
-    original = call.key
-
-    def key(lm: Any, asynchronous: bool) -> dict[str, Any]:
-        out = dict(original(lm, asynchronous))
-        out[CACHE_SCOPE_FIELD] = identity
-        return out
-
-    call.key = key
-    return call
 
 
 def _has_no_text(result: Any) -> bool:
@@ -94,21 +80,12 @@ def _forget_empty_reply(lm: Any, call: Any, result: Any, *, asynchronous: bool) 
 
     An endpoint that answers 200 with no choices or an empty message has not answered: the
     question gets an ``error`` verdict, and a rerun must reach the endpoint again instead of
-    being served the same empty reply from the cache forever. Best effort: a cache laid out
-    differently is left alone.
+    being served the same empty reply from the cache forever. Best effort
+    (`dspy_internals.forget_cached_reply`).
     """
     if not getattr(call, "cache", False) or getattr(result, "cache_hit", False) or not _has_no_text(result):
         return
-    cache = getattr(dspy, "cache", None)
-    try:
-        key = cache.cache_key(call.key(lm, asynchronous), _execution.IGNORED_CACHE_KEYS)
-        if getattr(cache, "enable_memory_cache", False):
-            with cache._lock:
-                cache.memory_cache.pop(key, None)
-        if getattr(cache, "enable_disk_cache", False):
-            cache.disk_cache.delete(key)
-    except Exception as exc:  # noqa: BLE001 - never fail a call over cache housekeeping
-        logger.debug("could not drop an empty reply from DSPy's cache: %s", exc)
+    forget_cached_reply(lm, call, asynchronous=asynchronous)
 
 
 #: The key (and value) an output carries when its reply stopped at ``max_tokens``.
@@ -210,7 +187,7 @@ class CacheScopedLM(dspy.LM):
         only on the model id, its engine and the LM's settings, so the answer is kept until
         one of those changes (e.g. the switch to the ``json_object`` route).
         """
-        spec = getattr(self, "_engine_spec", None)
+        spec = getattr(self, "engine", None)
         key = (self.model, self.model_type, spec if isinstance(spec, str) else id(spec),
                repr(sorted(self.kwargs.items(), key=lambda kv: kv[0])))
         known = self.__dict__.get("_supported_params_memo")
@@ -240,7 +217,7 @@ class CacheScopedLM(dspy.LM):
         self.schema_dialect = "json_object"
         route = getattr(self, "json_object_route", None)
         if route is not None:  # a client that can carry the json_object + schema form
-            self.model, self._engine_spec = route
+            switch_route(self, *route)
         stats = getattr(self, "adapter_stats", None)
         if stats is not None:
             stats.add("format_retries")
@@ -263,54 +240,45 @@ class CacheScopedLM(dspy.LM):
         return probe
 
     def _run(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
-        call = _execution.prepare(runner, prompt, messages, kwargs)
-        if not call.managed:  # pragma: no cover - only for LM subclasses overriding forward
-            warn_legacy_lm()
-        warn_openai_messages(self, messages)
+        call = prepare_call(runner, prompt, messages, kwargs)
+        warn_call_path(self, call, messages)
         if call.cache:
-            _scoped(call, cache_identity_of(self, kwargs))
-        result = _execution.execute(runner, call)
+            scope_cache_key(call, CACHE_SCOPE_FIELD, cache_identity_of(self, kwargs))
+        result = execute_call(runner, call)
         _forget_empty_reply(runner, call, result, asynchronous=False)
-        return mark_cut_replies(result, _execution.finalize(self, call, result))
+        return mark_cut_replies(result, finalize_call(self, call, result))
 
     async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         import asyncio
 
-        call = await asyncio.to_thread(_execution.prepare, runner, prompt, messages, kwargs, asynchronous=True)
-        if not call.managed:  # pragma: no cover
-            warn_legacy_lm()
-        warn_openai_messages(self, messages)
+        call = await asyncio.to_thread(prepare_call, runner, prompt, messages, kwargs, asynchronous=True)
+        warn_call_path(self, call, messages)
         if call.cache:
-            _scoped(call, cache_identity_of(self, kwargs))
-        result = await _execution.aexecute(runner, call)
+            scope_cache_key(call, CACHE_SCOPE_FIELD, cache_identity_of(self, kwargs))
+        result = await aexecute_call(runner, call)
         _forget_empty_reply(runner, call, result, asynchronous=True)
-        return mark_cut_replies(result, _execution.finalize(self, call, result))
+        return mark_cut_replies(result, finalize_call(self, call, result))
 
     @with_callbacks
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         """As `dspy.LM.__call__`, with the cache key scoped to this LM's endpoint or engine.
 
-        While the schema dialect is unknown, one thread probes and the others wait for
-        its outcome, so a run with many calls in flight sends one refused request, not
-        one per worker. A thread waits at most `PROBE_WAIT_SECONDS` and then probes
-        itself: a probe that hangs until the timeout does not hold up the whole run.
+        While the schema dialect is unknown, every call is a probe: it goes out at once in
+        OpenAI's ``json_schema`` form, as one attempt; the first success settles the dialect
+        and a refusal of the form switches the LM to ``json_object`` and re-sends that call.
+        No call waits for another's probe, so the first round of a run is not held back by
+        one request (a server that refuses the form refuses at most the calls already in
+        flight, once each; a refusal is immediate and carries no tokens).
         """
         kwargs = self._shaped(kwargs)
         if self._probing(kwargs):
-            waited = _PROBE_LOCK.acquire(timeout=PROBE_WAIT_SECONDS)
             try:
-                kwargs = self._shaped(kwargs)  # another thread may have settled the dialect meanwhile
-                if self._probing(kwargs):
-                    try:
-                        outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
-                    except LMError as exc:
-                        kwargs = self._after_failed_probe(exc, kwargs)
-                    else:
-                        self.schema_dialect = "json_schema"
-                        return outputs
-            finally:
-                if waited:
-                    _PROBE_LOCK.release()
+                outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
+            except LMError as exc:
+                kwargs = self._after_failed_probe(exc, kwargs)
+            else:
+                self.schema_dialect = "json_schema"
+                return outputs
         return self._run(self, prompt, messages, kwargs)
 
     @with_callbacks
@@ -337,15 +305,6 @@ class CacheScopedLM(dspy.LM):
         return state
 
 
-def _uses_response_cache(lm: Any) -> bool:
-    """Whether DSPy would look `lm`'s calls up in its response cache at all."""
-    if not getattr(lm, "cache", False) or not getattr(lm, "_cache_responses", True):
-        return False
-    if not isinstance(lm, dspy.LM):
-        return False  # BaseLM subclasses with their own forward() are not cached by DSPy
-    return all(getattr(type(lm), name) is getattr(dspy.LM, name) for name in ("forward", "aforward"))
-
-
 def ensure_cache_identity(lm: dspy.BaseLM) -> dspy.BaseLM:
     """An LM whose DSPy cache entries are scoped to its endpoint or engine.
 
@@ -366,13 +325,18 @@ def ensure_cache_identity(lm: dspy.BaseLM) -> dspy.BaseLM:
         LMConfigError: `lm` is not a DSPy LM, or is a ``dspy.LM`` subclass with its own
             call path that uses the response cache (its cache key cannot be scoped
             from outside).
+
+    This is where an LM not built by `make_lm` enters the package (`BinEval` calls it through
+    `cache_scoped`), so it installs this package's DSPy patches first
+    (`dspy_internals.install_dspy_patches`, once per process).
     """
+    install_dspy_patches()
     if isinstance(lm, CacheScopedLM):
         return lm
     if not isinstance(lm, dspy.BaseLM):
         raise LMConfigError("cannot scope this LM's cache", expected="a dspy.LM", received=type(lm).__name__,
                             fix="pass dspy.LM(...) or make_lm(...).lm.")
-    if not _uses_response_cache(lm):
+    if not uses_response_cache(lm):
         return lm
     if type(lm) is not dspy.LM:
         raise LMConfigError(
@@ -426,21 +390,8 @@ def cache_scoped(lm: Any) -> Any:
         return scoped
 
 
-def _check_dspy_internals() -> None:
-    """Fail at import, not at the first cached call, if DSPy's call path moved."""
-    missing = [name for name in ("prepare", "execute", "aexecute", "finalize", "PreparedCall")
-               if not hasattr(_execution, name)]
-    if missing or not callable(getattr(getattr(_execution, "PreparedCall", None), "key", None)):
-        raise ImportError(
-            f"binaryeval_dspy.lm.cache_identity needs dspy.clients.execution.{{prepare, execute, aexecute, finalize, "
-            f"PreparedCall.key}} (DSPy 3.4); missing: {missing or ['PreparedCall.key']}. Install dspy>=3.4,<3.5."
-        )
-
-
-_check_dspy_internals()
-
-
 __all__ = [
-    "CACHE_SCOPE_FIELD", "CacheScopedLM", "cache_identity_of", "endpoint_identity", "engine_identity",
-    "ensure_cache_identity", "normalize_base_url",
+    "CACHE_SCOPE_FIELD",
+    "CacheScopedLM",
+    "ensure_cache_identity",
 ]

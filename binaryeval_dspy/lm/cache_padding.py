@@ -46,8 +46,7 @@ from typing import Any
 
 from binaryeval_dspy.errors import ConfigError, LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import provider_of
-from binaryeval_dspy.lm.price_map import ModelPrice
-from binaryeval_dspy.lm.pricing import model_price
+from binaryeval_dspy.lm.price_map import ModelPrice, model_price
 from binaryeval_dspy.lm.prompt_cache import (
     ANTHROPIC_RULES,
     OPENAI_RULES,
@@ -325,14 +324,16 @@ def check_policy(policy: str) -> str:
     return value
 
 
-def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = None, batch: bool = False,
-                      warm: bool = True) -> CachePadding | None:
+def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str = "auto", price_model: str | None = None,
+                      batch: bool = False, warm: bool = True) -> CachePadding | None:
     """The `CachePadding` a run with `handle` uses, or None when nothing may be padded.
 
     Args:
-        handle: the run's `LMHandle` (its ``cache_padding`` policy, ``lm``, prices).
+        handle: the run's `LMHandle` (its ``lm`` and what it is priced as).
         calls_per_item: the item's calls sharing a prefix (LM questions per item).
-        policy: ``auto`` or ``off``; None reads ``handle.cache_padding`` (default ``auto``).
+        policy: ``auto`` or ``off`` (the run's ``cache_padding`` setting).
+        price_model: the LiteLLM id the run prices calls at (`RunSettings.price_model_for`);
+            None: what `handle` is priced as by itself.
         batch: the run goes through a batch API: decide at batch prices, and only where
             LiteLLM lists a batch cached-input price.
         warm: each item's first call finishes before the others start (``--warm-prefix``,
@@ -348,10 +349,10 @@ def cache_padding_for(handle: Any, *, calls_per_item: int, policy: str | None = 
     Raises:
         LMConfigError: `policy` is neither ``auto`` nor ``off``.
     """
-    chosen = check_policy(policy if policy is not None else getattr(handle, "cache_padding", "auto") or "auto")
+    chosen = check_policy(policy)
     if chosen == "off" or not warm or calls_per_item < 2 or not is_hosted(handle):
         return None
-    model = handle.priced_as() if callable(getattr(handle, "priced_as", None)) else None
+    model = price_model or (handle.priced_as() if callable(getattr(handle, "priced_as", None)) else None)
     if model is None or provider_of(model) != provider_of(getattr(handle.lm, "model", "")):
         return None  # priced as another provider's model (--price-model): its cache rules do not apply
     price = model_price(model)

@@ -29,7 +29,7 @@ of it is done, so it cannot hand back items as they complete; the pool here is t
 standard library's `ThreadPoolExecutor`, nothing more.
 
 The item's vocabulary (`ItemWork`, `ItemDone`, `StopItems`, `CallBudget`) lives in
-`binaryeval_dspy.lm.item_work` and is re-exported here.
+`binaryeval_dspy.lm.item_work`.
 """
 
 from __future__ import annotations
@@ -48,13 +48,6 @@ import dspy
 
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.item_work import CallBudget, ItemDone, ItemWork, StopItems
-from binaryeval_dspy.lm.metadata_cache import (
-    memoize_input_serializers,
-    memoize_model_metadata,
-    memoize_model_routing,
-    memoize_proxy_environment,
-    memoize_response_schemas,
-)
 from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -131,11 +124,6 @@ def map_items(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError("bad concurrency", expected="an integer >= 1", received=repr(concurrency),
                           fix="pass concurrency=1, or the number of LM calls to run at once.")
-    memoize_model_metadata()  # DSPy's per-call metadata scan and schema build cost more CPU
-    memoize_response_schemas()  # than the rest of a call (see lm/metadata_cache.py)
-    memoize_input_serializers()
-    memoize_model_routing()
-    memoize_proxy_environment()
     if concurrency == 1:
         _map_sequential(items, plan, on_done, budget)
     else:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import threading
 
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.pricing import LOCAL, ModelPrice, format_usd, model_price, price_source
+from binaryeval_dspy.lm.price_map import LOCAL, ModelPrice, model_price, price_source
+from binaryeval_dspy.lm.pricing import format_usd
 from binaryeval_dspy.schemas.item_result import Usage
 
 

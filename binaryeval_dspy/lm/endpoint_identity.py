@@ -216,7 +216,7 @@ def cache_identity_of(lm: dspy.LM, options: Mapping[str, Any] | None = None) -> 
     Returns:
         The identity string (no credential in it; safe for manifests and logs).
     """
-    spec = getattr(lm, "_engine_spec", "auto")
+    spec = getattr(lm, "engine", "auto")
     if not isinstance(spec, str):
         return engine_identity(spec)
     merged = {**(getattr(lm, "kwargs", None) or {}), **dict(options or {})}

@@ -23,21 +23,22 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import dspy
 
 from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, AdapterStats, choose_adapter
-from binaryeval_dspy.lm.cache_identity import CacheScopedLM, cache_identity_of, normalize_base_url
-from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
-from binaryeval_dspy.lm.provider_keys import (  # the key checks were defined here: re-exported
-    _LITELLM_ID,
-    LOCAL,
-    check_provider_key,  # noqa: F401
-    missing_provider_keys,  # noqa: F401
+from binaryeval_dspy.lm.adapter_stats import AdapterStats
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, choose_adapter
+from binaryeval_dspy.lm.cache_identity import CacheScopedLM
+from binaryeval_dspy.lm.dspy_internals import (
+    install_dspy_patches,
+    is_openai_reasoning_model,
+    litellm_module,
 )
+from binaryeval_dspy.lm.endpoint_identity import cache_identity_of, normalize_base_url
+from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+from binaryeval_dspy.lm.provider_keys import LITELLM_ID, LOCAL
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
 
 
@@ -58,16 +59,6 @@ class LMHandle:
         adapter_reason: why that adapter was chosen (one sentence, for logs/manifests).
         adapter_stats: the adapter's counters (`AdapterStats`), or None for an adapter
             not built by `choose_adapter`.
-        price_model: the LiteLLM id to price this LM's calls as (``--price-model``);
-            None prices it by what it is (`priced_as`).
-        warm_prefix: send an item's first question alone before the rest
-            (``--warm-prefix`` / ``--no-warm-prefix``); None: on for a hosted model
-            with more than one call in flight (`prompt_cache.default_warm_prefix`).
-        cost_budget: the ``--max-cost`` budget (a `CostBudget`) runs with this LM
-            stop at, or None.
-        cache_padding: ``"auto"`` (pad an item's shared prompt prefix up to the provider's
-            cache minimum where that is cheaper) or ``"off"`` (``--cache-padding``; see
-            `binaryeval_dspy.lm.cache_padding`).
     """
 
     lm: dspy.LM
@@ -78,10 +69,6 @@ class LMHandle:
     adapter_name: str = ""
     adapter_reason: str = ""
     adapter_stats: AdapterStats | None = field(default=None, repr=False)
-    price_model: str | None = None
-    warm_prefix: bool | None = None
-    cost_budget: Any = field(default=None, repr=False)
-    cache_padding: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.adapter_name:
@@ -90,11 +77,10 @@ class LMHandle:
             self.adapter_stats = getattr(self.adapter, "stats", None)
 
     def priced_as(self) -> str | None:
-        """The model whose prices this LM's calls are estimated at: `price_model` if set,
-        ``"local"`` for the embedded model (costs 0), None for a served model reached by
-        base URL (unknown), else the LiteLLM id (see `binaryeval_dspy.lm.pricing`)."""
-        if self.price_model:
-            return self.price_model
+        """The model whose prices this LM's calls are estimated at by what it is: ``"local"``
+        for the embedded model (costs 0), None for a served model reached by base URL
+        (unknown), else the LiteLLM id (see `binaryeval_dspy.lm.pricing`). A run's
+        ``price_model`` setting overrides it (`RunSettings.price_model_for`)."""
         if self.embedded:
             return LOCAL
         kwargs = getattr(self.lm, "kwargs", None) or {}
@@ -166,9 +152,7 @@ def _declared_response_schema(lm: CacheScopedLM) -> bool | None:
     try:
         if lm.supports_response_schema:
             return None
-        from dspy.clients.lm import _get_litellm
-
-        return True if _get_litellm().supports_response_schema(model=lm.model) else None
+        return True if litellm_module().supports_response_schema(model=lm.model) else None
     except Exception:  # noqa: BLE001 - unknown provider/model: no declaration
         return None
 
@@ -191,8 +175,13 @@ def openai_compatible_provider() -> str:
     Returns:
         The provider id to prefix model names with (``bineval-openai-compatible``).
     """
-    from dspy._vendor.lm15.registry import AccessPolicy
-    from dspy.lm15 import ModelSupport, OpenAIChatCompat, ProviderDefinition, register_provider
+    from dspy.lm15 import (
+        AccessPolicy,
+        ModelSupport,
+        OpenAIChatCompat,
+        ProviderDefinition,
+        register_provider,
+    )
 
     with _PROVIDER_LOCK:
         definition = ProviderDefinition.chat(
@@ -210,11 +199,7 @@ def _sampling_for(spec: str, max_tokens: int) -> tuple[float | None, int]:
     OpenAI's reasoning models (o1/o3/o4, gpt-5...), which take only their default temperature
     and spend completion tokens on hidden reasoning; DSPy refuses them anything else. They
     get temperature None (the provider's 1.0) and a cap of at least 16,000 tokens."""
-    try:
-        from dspy.clients.lm import _is_openai_reasoning_model
-    except ImportError:  # another DSPy layout: no such rule to follow
-        return 0.0, max_tokens
-    if _is_openai_reasoning_model(spec):
+    if is_openai_reasoning_model(spec):
         return None, max(max_tokens, 16000)
     return 0.0, max_tokens
 
@@ -269,8 +254,10 @@ def make_lm(
             `timeout` is not a positive number, or `llama_threads` is not a positive integer.
 
     A LiteLLM id's API key is not checked here (it may be configured outside the
-    environment); `check_provider_key` does that, and the CLI calls it first.
+    environment); `check_provider_key` does that, and the CLI calls it first. The first
+    call installs this package's DSPy patches (`dspy_internals.install_dspy_patches`).
     """
+    install_dspy_patches()
     if not isinstance(spec, str) or not spec.strip():
         raise LMConfigError("--lm must be a non-empty string", expected="a model name, path or URL",
                             received=repr(spec), fix="e.g. --lm local.")
@@ -353,7 +340,7 @@ def make_lm(
         lm.json_object_route = (f"openai/{model}", "litellm")
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False),
                              policy, spec)
-    if _LITELLM_ID.match(spec):
+    if LITELLM_ID.match(spec):
         temperature, cap = _sampling_for(spec, max_tokens)
         lm = CacheScopedLM(spec, temperature=temperature, max_tokens=cap, cache=cache, **client)
         lm._declared_response_schema = _declared_response_schema(lm)

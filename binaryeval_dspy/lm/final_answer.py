@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import json_repair
-from dspy.adapters.utils import apply_output_field_defaults, parse_value
 from dspy.utils.exceptions import AdapterParseError
 
+from binaryeval_dspy.lm.dspy_internals import apply_output_field_defaults, parse_value
 from binaryeval_dspy.lm.verdict_text import normalize_label
 
 RAW_REPLY_LIMIT = 4000

@@ -40,9 +40,9 @@ PROVIDER_BATCH_DISCOUNT = 0.5
 
 
 def _litellm() -> Any:
-    from dspy.clients.lm import _get_litellm
+    from binaryeval_dspy.lm.dspy_internals import litellm_module
 
-    return _get_litellm()
+    return litellm_module()
 
 
 @functools.lru_cache(maxsize=1)

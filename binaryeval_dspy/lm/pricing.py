@@ -23,15 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from binaryeval_dspy.lm.price_map import (
-    BATCH_DISCOUNT_PROVIDERS,
-    LOCAL,
-    PROVIDER_BATCH_DISCOUNT,
-    CostParts,
-    ModelPrice,
-    model_price,
-    price_source,
-)
+from binaryeval_dspy.lm.price_map import LOCAL, model_price, price_source
 
 LOCAL_DISPLAY = "0 (local)"
 UNKNOWN_DISPLAY = "unknown"
@@ -208,7 +200,13 @@ def cost_line(cost: RunCost | None) -> str | None:
 
 
 __all__ = [
-    "BATCH_DISCOUNT_PROVIDERS", "LOCAL", "LOCAL_DISPLAY", "PROVIDER_BATCH_DISCOUNT", "UNKNOWN_DISPLAY", "CostParts",
-    "CostStatus", "ModelPrice", "RunCost", "cost_line", "estimate_cost", "format_usd", "model_price",
-    "price_model_for_name", "price_source", "run_cost",
+    "LOCAL_DISPLAY",
+    "UNKNOWN_DISPLAY",
+    "CostStatus",
+    "RunCost",
+    "cost_line",
+    "estimate_cost",
+    "format_usd",
+    "price_model_for_name",
+    "run_cost",
 ]

@@ -116,13 +116,13 @@ def cache_breakpoint_route(lm: Any) -> str | None:
 
 def _route(lm: Any) -> str | None:
     model = getattr(lm, "model", None)
-    spec = getattr(lm, "_engine_spec", None)
+    spec = getattr(lm, "engine", None)
     if not isinstance(model, str) or not model.lower().startswith("anthropic/") or not isinstance(spec, str):
         return None
     if spec == "litellm" or getattr(lm, "model_type", "chat") != "chat":
         return "litellm"
     try:
-        from dspy.clients.backend_selection import select_backend
+        from binaryeval_dspy.lm.dspy_internals import select_backend
 
         selection = select_backend(lm, {})
     except Exception:  # noqa: BLE001 - a model DSPy cannot place natively goes through LiteLLM
@@ -215,7 +215,7 @@ def is_hosted(handle: Any) -> bool:
     if handle is None or getattr(handle, "embedded", False):
         return False
     lm = getattr(handle, "lm", None)
-    if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
+    if not isinstance(getattr(lm, "engine", "auto"), str):
         return False  # a custom engine (in-process, scripted): no provider cache to warm
     kwargs = getattr(lm, "kwargs", None) or {}
     return endpoint_identity(getattr(lm, "model", ""), kwargs).startswith("provider-default=")
@@ -229,11 +229,8 @@ def default_warm_prefix(handle: Any, concurrency: int) -> bool:
 
 
 def warm_prefix_in_effect(handle: Any, warm_prefix: bool | None, concurrency: int) -> bool:
-    """Whether a run sends each item's first question alone: `warm_prefix` when given, else
-    ``handle.warm_prefix`` when set (``--warm-prefix`` / ``--no-warm-prefix``), else
-    `default_warm_prefix`."""
-    if warm_prefix is None:
-        warm_prefix = getattr(handle, "warm_prefix", None)
+    """Whether a run sends each item's first question alone: the run's `warm_prefix` setting
+    when given (True / False), else `default_warm_prefix`."""
     if warm_prefix is None:
         warm_prefix = default_warm_prefix(handle, concurrency)
     return bool(warm_prefix)

@@ -18,7 +18,7 @@ from binaryeval_dspy.errors import LMConfigError
 #: the embedded model's name on the command line (``--lm local``)
 LOCAL = "local"
 #: a LiteLLM model id: ``provider/model``
-_LITELLM_ID = re.compile(r"^[A-Za-z0-9_.\-]+/\S+$")
+LITELLM_ID = re.compile(r"^[A-Za-z0-9_.\-]+/\S+$")
 
 _CREDENTIAL_CHAIN_PREFIXES = ("bedrock", "sagemaker", "vertex_ai", "azure", "ollama", "watsonx", "snowflake",
                               "oci", "github_copilot", "hosted_vllm", "lm_studio", "llamafile", "custom")
@@ -40,16 +40,16 @@ def missing_provider_keys(spec: str) -> list[str]:
         a provider read from either of two names lists both.
     """
     spec = (spec or "").strip()
-    if (not _LITELLM_ID.match(spec) or spec == LOCAL or spec.endswith(".gguf")
+    if (not LITELLM_ID.match(spec) or spec == LOCAL or spec.endswith(".gguf")
             or spec.lower().startswith(("http://", "https://"))):
         return []
     provider = spec.split("/", 1)[0].lower()
     if provider.startswith(_CREDENTIAL_CHAIN_PREFIXES):
         return []
     try:
-        from dspy.clients.lm import _get_litellm
+        from binaryeval_dspy.lm.dspy_internals import litellm_module
 
-        litellm = _get_litellm()
+        litellm = litellm_module()
         if getattr(litellm, "api_key", None):
             return []
         report = litellm.validate_environment(model=spec)

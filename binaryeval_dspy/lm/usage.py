@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import dspy
-from dspy.utils.usage_tracker import UsageTracker
 
+from binaryeval_dspy.lm.dspy_internals import UsageTracker
 from binaryeval_dspy.schemas.item_result import Usage
 
 

@@ -1,15 +1,14 @@
 """Meta-evaluation: BinEval and baselines on human-rated benchmarks, with the same LM."""
 
 from binaryeval_dspy.meta_eval.agreement import load_agreement_scores
-from binaryeval_dspy.meta_eval.benchmark_run import (
+from binaryeval_dspy.meta_eval.benchmark_files import (
     LM_METHODS,
     METHOD_TITLES,
     METHODS,
     BenchmarkRun,
     BenchmarkRunConfig,
-    prepare_run,
-    run_benchmark,
 )
+from binaryeval_dspy.meta_eval.benchmark_run import prepare_run, run_benchmark
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, BenchmarkSpec, get_benchmark
 from binaryeval_dspy.meta_eval.method_run import (
     MethodItemResult,

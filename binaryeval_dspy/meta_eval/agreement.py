@@ -24,7 +24,7 @@ import dspy
 
 from binaryeval_dspy.data.scored_items import load_scored_items
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.meta_eval.benchmark_run import NO_LM, BenchmarkRun, BenchmarkRunConfig
+from binaryeval_dspy.meta_eval.benchmark_files import NO_LM, BenchmarkRun, BenchmarkRunConfig
 from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, BenchmarkSpec, get_benchmark
 from binaryeval_dspy.meta_eval.predictions import PredictionSet, load_predictions
 from binaryeval_dspy.meta_eval.run_scores import (

@@ -4,7 +4,7 @@
 resumed as asked; `run_benchmark` runs each requested method into its own directory
 of it, so a later call only runs what is missing. The directory's files
 (``benchmark.json``, ``items.jsonl``, ...) and `BenchmarkRun` are in
-`binaryeval_dspy.meta_eval.benchmark_files`, re-exported here.
+`binaryeval_dspy.meta_eval.benchmark_files`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import dspy
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.meta_eval.benchmark_files import (
-    BENCHMARK_RUN_SCHEMA_VERSION,
     LM_METHODS,
-    METHOD_TITLES,
     METHODS,
     NO_LM,
     ROUGE_LM_NAME,
@@ -33,22 +31,16 @@ from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
 from binaryeval_dspy.programs.rubric_judge import LogprobMode
 from binaryeval_dspy.programs.unieval import UniEvalJudge
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, evaluate_items
+from binaryeval_dspy.runs.evaluation import evaluate_items
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import refuse_unrelated_folder
 from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
-__all__ = [  # the run directory's files live in benchmark_files.py; imported from here as before
-    "BENCHMARK_RUN_SCHEMA_VERSION",
-    "LM_METHODS",
-    "METHODS",
-    "METHOD_TITLES",
-    "NO_LM",
-    "ROUGE_LM_NAME",
-    "BenchmarkRun",
-    "BenchmarkRunConfig",
+__all__ = [
     "ProgressHook",
     "prepare_run",
     "run_benchmark",
@@ -182,9 +174,8 @@ def run_benchmark(
     logprobs: LogprobMode = "auto",
     on_method_start: Callable[[str, int], None] | None = None,
     on_progress: ProgressHook | None = None,
-    concurrency: int = 1,
+    settings: RunSettings | None = None,
     explanations: bool = True,
-    fail_on_errors: bool = False,
 ) -> dict[str, EvaluationOutcome]:
     """Run each requested method over the items into its own directory of `run`.
 
@@ -201,10 +192,11 @@ def run_benchmark(
         logprobs: log-probability mode of the baselines.
         on_method_start: called with (method, number of items) before each method.
         on_progress: called with (method, result or None, status) after each item.
-        concurrency: LM calls in flight (BinEval: across items and questions; the
-            baselines: items at once). The embedded model always runs with 1.
+        settings: how to judge (`RunSettings`): the engine and calls in flight (BinEval:
+            across items and questions; the baselines: items at once; the embedded model
+            always one at a time), ``cache_padding``, and ``fail_on_errors`` (stop BinEval
+            at the first item with a failed call; the baselines ignore it).
         explanations: False runs BinEval verdict-only (see `BinEval`).
-        fail_on_errors: stop BinEval at the first item with a failed call.
 
     Returns:
         method -> `EvaluationOutcome` (results include earlier sessions). After Ctrl-C
@@ -215,6 +207,8 @@ def run_benchmark(
         InputError: unknown method, or an LM method without an LM.
         RunStateError: a method directory holds results of another LM or configuration.
     """
+    settings = settings or RunSettings()
+    baseline_settings = settings.model_copy(update={"fail_on_errors": False})  # a baseline item fails alone
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError(f"unknown method(s) {unknown}; expected some of {', '.join(METHODS)}", field="methods")
@@ -240,7 +234,7 @@ def run_benchmark(
                 config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
             config.update(adapter=handle.adapter_name, adapter_reason=handle.adapter_reason,  # type: ignore[union-attr]
-                          explanations=explanations, cache_padding=handle.cache_padding)  # type: ignore[union-attr]
+                          explanations=explanations, cache_padding=settings.cache_padding)  # type: ignore[union-attr]
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,
@@ -248,9 +242,8 @@ def run_benchmark(
             program = BinEval(question_set, explanations=explanations)
             if on_method_start:  # the progress clock and the method's wall time start together
                 on_method_start(method, len(items))
-            outcomes[method] = evaluate_items(program, _bineval_items(items), run.method_dir(method), manifest, lm=handle,
-                                              on_progress=progress, concurrency=concurrency,
-                                              fail_on_errors=fail_on_errors)
+            outcomes[method] = evaluate_items(program, _bineval_items(items), run.method_dir(method), manifest,
+                                              lm=handle, on_progress=progress, settings=settings)
             continue
         if method == "rouge":
             scorer = RougeL()
@@ -267,7 +260,7 @@ def run_benchmark(
             if on_method_start:
                 on_method_start(method, len(items))
             outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                          manifest, lm=None, on_progress=progress, concurrency=concurrency)
+                                          manifest, lm=None, on_progress=progress, settings=baseline_settings)
             continue
         judge: dspy.Module = (GEvalJudge if method == "geval" else UniEvalJudge)(
             rubric, dimensions=dims, logprobs=logprobs)
@@ -282,5 +275,5 @@ def run_benchmark(
         if on_method_start:
             on_method_start(method, len(items))
         outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
-                                      manifest, lm=handle, on_progress=progress, concurrency=concurrency)
+                                      manifest, lm=handle, on_progress=progress, settings=baseline_settings)
     return outcomes

@@ -20,15 +20,18 @@ import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import error_text
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, run_resumable
+from binaryeval_dspy.runs.evaluation import run_resumable
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ContextOverflow, ItemStatus, Usage, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.schemas.versioned import SchemaVersion
+from binaryeval_dspy.settings import RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +153,7 @@ def run_method(
     *,
     lm: LMHandle | None = None,
     on_progress: Callable[[MethodItemResult | None, str], None] | None = None,
-    concurrency: int = 1,
+    settings: RunSettings | None = None,
     max_consecutive_failures: int = 3,
 ) -> EvaluationOutcome:
     """Score every item not yet in `run_dir` with one method, appending as it goes.
@@ -159,7 +162,7 @@ def run_method(
     lock, stored items skipped, an item with an empty output stored with status
     ``empty_output`` and no score (the method is not called), an item the method could
     not score stored with status ``error`` (a rerun retries it), Ctrl-C keeps what is
-    done, `concurrency` items in flight (each item's calls in a row), and
+    done, ``settings``' engine and calls in flight (`RunSettings`), and
     `max_consecutive_failures` failures in a row stop the loop.
 
     Returns:
@@ -175,6 +178,6 @@ def run_method(
         package=lambda item, done, _stored: _method_result(method, item, done),
         empty_result=lambda item: _empty_result(method, item),
         failed_result=lambda item, done, _stored: _failed_result(method, item, done, manifest.lm),
-        lm=lm, on_progress=on_progress, concurrency=concurrency,
+        lm=lm, settings=settings, on_progress=on_progress,
         max_consecutive_failures=max_consecutive_failures,
     )

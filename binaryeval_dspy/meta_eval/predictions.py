@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from binaryeval_dspy.data.items import read_csv_rows, read_jsonl_rows
+from binaryeval_dspy.data.rows import read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 
 if TYPE_CHECKING:

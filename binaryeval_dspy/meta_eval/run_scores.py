@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from binaryeval_dspy.meta_eval.benchmark_run import (
+from binaryeval_dspy.meta_eval.benchmark_files import (
     METHOD_TITLES,
     METHODS,
     BenchmarkRun,

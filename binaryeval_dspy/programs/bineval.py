@@ -17,9 +17,10 @@ from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
 from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_adapter, reply_text
 from binaryeval_dspy.lm.cache_identity import cache_scoped
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT, parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.lm.logprobs import p_yes
 from binaryeval_dspy.lm.verdict_text import normalize_yes_no
 from binaryeval_dspy.programs.code_checks import answer_with_check

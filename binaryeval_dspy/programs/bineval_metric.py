@@ -30,11 +30,12 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.errors import BinEvalError, ConfigError
-from binaryeval_dspy.lm.call_pool import ItemDone, map_items
+from binaryeval_dspy.lm.call_pool import map_items
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.item_work import ItemDone
 from binaryeval_dspy.programs.bineval import BinEval, error_text
-from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricCounts, MetricStatus  # noqa: F401
+from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.score_card import ScoreCard
 from binaryeval_dspy.schemas.verdict import QuestionVerdict

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy.predict.parameter import Parameter
-
+from binaryeval_dspy.lm.dspy_internals import Parameter
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
 

@@ -15,7 +15,7 @@ import dspy
 
 from binaryeval_dspy import verdict_rules
 from binaryeval_dspy.errors import BinEvalError, ConfigError
-from binaryeval_dspy.lm.call_pool import ItemWork
+from binaryeval_dspy.lm.item_work import ItemWork
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
 from binaryeval_dspy.programs.pressure_test import PressureTest

@@ -29,8 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.meta_eval.benchmark_files import NO_LM
-from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun
+from binaryeval_dspy.meta_eval.benchmark_files import NO_LM, BenchmarkRun
 from binaryeval_dspy.meta_eval.run_scores import DERIVED_METHODS, RunScores, load_run_scores
 from binaryeval_dspy.metrics.correlation import DEFAULT_CONSTANT_PREDICTIONS, ConstantPredictions
 from binaryeval_dspy.reports.agreement_tables import agreement_intro, prediction_files_table

@@ -11,9 +11,6 @@ Three steps, each in its own module:
    ``figures/*.png`` and, for agreement reports, ``missing_predictions.json``), or
    `rerender_from_metrics`, which rebuilds ``report.md`` / ``report.html`` / figures
    from ``metrics.json`` alone (``bineval report --from-metrics``).
-
-The names that lived here before the split (`ReportTable`, `constant_policy_note`,
-`coverage_warnings`, ...) are still importable from this module.
 """
 
 from __future__ import annotations
@@ -23,67 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.meta_eval.benchmark_run import BenchmarkRun
+from binaryeval_dspy.meta_eval.benchmark_files import BenchmarkRun
 from binaryeval_dspy.meta_eval.run_scores import RunScores
 from binaryeval_dspy.metrics.correlation import DEFAULT_CONSTANT_PREDICTIONS, ConstantPredictions
-from binaryeval_dspy.reports.agreement_tables import (
-    MISSING_FILE,
-    MISSING_SHOWN,
-    missing_predictions_record,
-)
+from binaryeval_dspy.reports.agreement_tables import MISSING_FILE, missing_predictions_record
 from binaryeval_dspy.reports.benchmark_metrics import compute_benchmark_metrics
-from binaryeval_dspy.reports.benchmark_statistics import (
-    coverage_warnings,
-    paired_comparisons,
-    score_source_lines,
-)
-from binaryeval_dspy.reports.formatting import (
-    CONSTANT_MARK,
-    CONSTANT_NOTE,
-    FEW_UNITS,
-    LEVEL_TITLES,
-    METHOD_DEFINITIONS,
-    SYMBOLS,
-    constant_policy_note,
-    coverage_cell,
-    mean_with_coverage,
-    report_lm_label,
-)
-from binaryeval_dspy.reports.formatting import fmt as _fmt
-from binaryeval_dspy.reports.formatting import fmt_p as _fmt_p
 from binaryeval_dspy.reports.metrics_document import METRICS_FILE, BenchmarkMetrics
-from binaryeval_dspy.reports.render import Document, Figure, Table, to_html, to_markdown
-
-ReportTable = Table  # the name before the split
-ReportFigure = Figure
+from binaryeval_dspy.reports.render import Document, Figure, to_html, to_markdown
 
 __all__ = [
-    "CONSTANT_MARK",
-    "CONSTANT_NOTE",
-    "FEW_UNITS",
-    "LEVEL_TITLES",
-    "METHOD_DEFINITIONS",
-    "MISSING_FILE",
-    "MISSING_SHOWN",
-    "SYMBOLS",
     "BenchmarkReport",
-    "ReportFigure",
-    "ReportTable",
     "build_benchmark_report",
-    "constant_policy_note",
-    "coverage_cell",
-    "coverage_warnings",
-    "mean_with_coverage",
-    "missing_predictions_record",
-    "paired_comparisons",
     "render_benchmark_report",
-    "report_lm_label",
     "rerender_from_metrics",
-    "score_source_lines",
     "write_benchmark_report",
 ]
-
-_ = (_fmt, _fmt_p)  # kept importable from here (tests and older callers)
 
 
 @dataclass

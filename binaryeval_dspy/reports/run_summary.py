@@ -5,8 +5,7 @@ Every stored item is counted, whatever its status (``scored``, ``empty_output``,
 as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
 
 This module computes the summary (`summarize_results`) and saves it (`write_summary`);
-its tables and Markdown are in `binaryeval_dspy.reports.run_summary_tables`, whose names
-are importable from here too.
+its tables and Markdown are in `binaryeval_dspy.reports.run_summary_tables`.
 """
 
 from __future__ import annotations
@@ -26,22 +25,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
     explanation_flags,
 )
 from binaryeval_dspy.lm.pricing import RunCost, price_model_for_name, run_cost
-from binaryeval_dspy.reports.run_summary_tables import (
-    UNDEFINED,
-    _defined,
-    _status,
-    coverage_warning,
-    flagged_line,
-    incomplete_line,
-    items_table,
-    p_yes_header,
-    prompt_tokens_phrase,
-    status_line,
-    summary_markdown,
-    summary_table,
-    usage_line,
-    used_cell,
-)
+from binaryeval_dspy.reports.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
@@ -50,24 +34,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SKEW_SHARE",
-    "UNDEFINED",
     "DimensionSummary",
     "RunSummary",
     "VerdictSkew",
-    "coverage_warning",
-    "flagged_line",
-    "incomplete_line",
-    "items_table",
     "judge_notes",
-    "p_yes_header",
-    "prompt_tokens_phrase",
     "results_frame",
-    "status_line",
     "summarize_results",
-    "summary_markdown",
-    "summary_table",
-    "usage_line",
-    "used_cell",
     "verdict_skew",
     "write_summary",
 ]
@@ -206,11 +178,11 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
 
     rows = []
     for r in results:
-        row: dict[str, object] = {"item_id": r.item_id, "status": _status(r)}
-        card = r.score_card if _status(r) == "scored" else None
+        row: dict[str, object] = {"item_id": r.item_id, "status": item_status(r)}
+        card = r.score_card if item_status(r) == "scored" else None
         for dim, score in (card.dimension_scores.items() if card is not None else ()):
-            row[dim] = score if _defined(score) else math.nan
-        row["overall"] = card.overall if card is not None and _defined(card.overall) else math.nan
+            row[dim] = score if is_defined(score) else math.nan
+        row["overall"] = card.overall if card is not None and is_defined(card.overall) else math.nan
         totals = r.score_card.total_counts if r.score_card is not None else None
         row.update(yes=totals.yes if totals else 0, no=totals.no if totals else 0,
                    unparsed=totals.unparsed if totals else 0, error=totals.error if totals else 0,
@@ -246,7 +218,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         batch: the calls went through a provider's batch API: priced at batch prices.
     """
     carded = [r for r in results if r.score_card is not None]
-    judged = [r for r in carded if _status(r) == "scored"]
+    judged = [r for r in carded if item_status(r) == "scored"]
     scale = carded[0].score_card.scale if carded else (0.0, 1.0)
     low, high = scale
     dims: list[str] = list(dict.fromkeys(d for r in carded for d in r.score_card.dimension_scores))
@@ -256,13 +228,13 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
             (r.score_card.overall if dim == "overall" else r.score_card.dimension_scores.get(dim))
             for r in judged
         ]
-        parsed = [float(v) for v in values if _defined(v)]
+        parsed = [float(v) for v in values if is_defined(v)]
         counts = [
             (r.score_card.total_counts if dim == "overall" else r.score_card.counts.get(dim))
             for r in carded
         ]
         mean = sum(parsed) / len(parsed) if parsed else None
-        soft = [float(v) for v in (_p_yes(r.score_card, dim) for r in judged) if _defined(v)]
+        soft = [float(v) for v in (_p_yes(r.score_card, dim) for r in judged) if is_defined(v)]
         out.append(DimensionSummary(
             dimension=dim, mean_score=mean,
             mean_scaled=None if mean is None else mean * (high - low) + low,
@@ -291,7 +263,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         items_incomplete=sum(1 for r in results if not r.complete),
         questions_answered=sum(r.answered_count for r in results),
         questions_total=sum(len(r.verdicts) for r in results),
-        items_by_status={status: sum(1 for r in results if _status(r) == status) for status in ITEM_STATUSES},
+        items_by_status={status: sum(1 for r in results if item_status(r) == status) for status in ITEM_STATUSES},
         embedded_lm=lm.endswith("(llama.cpp)") if embedded is None else bool(embedded),
         verdict_skew=verdict_skew(answers, judged_items=len(judged)),
         explanations_checked=len(explained),

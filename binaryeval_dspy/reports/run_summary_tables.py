@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 UNDEFINED = "—"  # how an undefined mean or score is shown (never 0)
 
 
-def _status(result: ItemResult) -> str:
+def item_status(result: ItemResult) -> str:
+    """An item result's status (``scored`` for rows written before statuses existed)."""
     return getattr(result, "status", "scored")
 
 
-def _defined(value: float | None) -> bool:
+def is_defined(value: float | None) -> bool:
+    """True for a number that is neither None nor NaN (an undefined score is shown as such)."""
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -95,7 +97,7 @@ def incomplete_line(summary: RunSummary) -> str | None:
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return UNDEFINED if not _defined(value) else f"{value:.{digits}f}"
+    return UNDEFINED if not is_defined(value) else f"{value:.{digits}f}"
 
 
 def p_yes_header(summary: RunSummary) -> str:
@@ -157,14 +159,14 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool
     for d in dims:
         table.add_column(escape(d), justify="right")
     table.add_column("overall", justify="right")
-    soft = any(r.score_card is not None and _defined(r.score_card.p_yes_overall) for r in results)
+    soft = any(r.score_card is not None and is_defined(r.score_card.p_yes_overall) for r in results)
     if soft:
         table.add_column("P(yes), embedded model" if embedded else "P(yes)", justify="right")
     table.add_column("unparsed", justify="right")
     table.add_column("error", justify="right")
     for r in results[:max_rows]:
         sc = r.score_card
-        status = _status(r)
+        status = item_status(r)
         if status != "scored":
             item = Text(f"{r.item_id} ({status})", style="yellow" if status == "error" else "dim")
         else:

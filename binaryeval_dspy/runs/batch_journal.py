@@ -9,7 +9,10 @@ files and the downloaded result files, every write atomic and durable.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +23,8 @@ from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.batch_api import BatchInfo, BatchTarget
 from binaryeval_dspy.schemas.run_manifest import utc_now
 from binaryeval_dspy.schemas.versioned import SchemaVersion
+
+logger = logging.getLogger(__name__)
 
 BATCH_DIR = "batch"
 STATE_FILE = "state.json"
@@ -209,3 +214,63 @@ def iso(unix: int | None) -> str:
     if unix is None:
         return "-"
     return datetime.fromtimestamp(unix, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    """What became of one batch request: ``pending``, ``succeeded`` (with the reply body)
+    or ``failed`` (with the provider's error)."""
+
+    state: Literal["pending", "succeeded", "failed"]
+    body: dict | None = None
+    error: str | None = None
+
+
+def request_tag(custom_id: str) -> str:
+    """The mark an ``error`` verdict from batch request `custom_id` carries (how a rerun knows it is recorded)."""
+    return f"[batch request {custom_id}]"
+
+
+def _outcome_from_line(entry: dict) -> RequestOutcome:
+    error = entry.get("error")
+    response = entry.get("response") or {}
+    if error:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        return RequestOutcome("failed", error=f"{code or 'error'}: {message or ''}".strip())
+    status = response.get("status_code")
+    body = response.get("body")
+    if status == 200 and isinstance(body, dict):
+        return RequestOutcome("succeeded", body=body)
+    detail = body.get("error") if isinstance(body, dict) else None
+    message = (detail.get("message") if isinstance(detail, dict) else None) or json.dumps(body)[:500]
+    code = detail.get("code") or detail.get("type") if isinstance(detail, dict) else None
+    return RequestOutcome("failed", error=f"HTTP {status}{f' {code}' if code else ''}: {message}")
+
+
+def submission_outcomes(store: BatchStore, sub: BatchSubmission) -> dict[str, RequestOutcome]:
+    """custom_id -> `RequestOutcome` for every request of `sub` (``pending`` until downloaded)."""
+    if sub.phase != "submitted" or not (sub.ended and sub.downloaded):
+        return {r.custom_id: RequestOutcome("pending") for r in sub.requests}
+    found: dict[str, RequestOutcome] = {}
+    for kind in ("output", "errors"):
+        path = store.download_path(sub.number, kind)
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning("%s:%d: not JSON; skipped", path, number)
+                continue
+            custom_id = str(entry.get("custom_id"))
+            outcome = _outcome_from_line(entry)
+            if custom_id not in found or found[custom_id].state != "succeeded":
+                found[custom_id] = outcome
+    why = f"the batch {sub.batch_id} ended with status {sub.status}"
+    if sub.errors:
+        why += " (" + "; ".join(sub.errors)[:500] + ")"
+    missing = RequestOutcome("failed", error=f"no result for this request: {why}")
+    return {r.custom_id: found.get(r.custom_id, missing) for r in sub.requests}

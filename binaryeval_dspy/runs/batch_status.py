@@ -14,8 +14,14 @@ from pathlib import Path
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.lm.batch_api import BatchAPI
 from binaryeval_dspy.programs.bineval import error_text
-from binaryeval_dspy.runs.batch_journal import BatchRequestRef, BatchStore, BatchSubmission
-from binaryeval_dspy.runs.batch_results import RequestOutcome, request_tag, submission_outcomes
+from binaryeval_dspy.runs.batch_journal import (
+    BatchRequestRef,
+    BatchStore,
+    BatchSubmission,
+    RequestOutcome,
+    request_tag,
+    submission_outcomes,
+)
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 

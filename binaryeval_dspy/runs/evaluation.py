@@ -2,11 +2,12 @@
 
 `run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge,
 the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
-it runs items through `binaryeval_dspy.lm.call_pool.map_items`. Every item ends as a
+it builds the run's judging plan (items still to do, each with the calls it still needs)
+and has an engine execute it (`binaryeval_dspy.engines`). Every item ends as a
 stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
 ``error`` (could not be judged: retried by the next run); those rows are made in
-`binaryeval_dspy.runs.item_rows`, and the outcome of a call is an `EvaluationOutcome`
-(`binaryeval_dspy.runs.evaluation_outcome`), both re-exported here.
+`binaryeval_dspy.runs.item_rows`, and the outcome of a run is an `EvaluationOutcome`
+(`binaryeval_dspy.runs.evaluation_outcome`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.data.text_checks import is_empty_output
+from binaryeval_dspy.data.text_checks import is_empty_output, item_output_is_empty
+from binaryeval_dspy.engines.base import Engine, make_engine
+from binaryeval_dspy.engines.local import LocalEngine
 from binaryeval_dspy.lm.cache_padding import cache_padding_for, lm_question_count, padding_installed
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, StopItems, map_items
 from binaryeval_dspy.lm.cost_budget import CostBudget
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork, StopItems
 from binaryeval_dspy.lm.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.programs.bineval import error_text
 from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers, with_journal
@@ -38,23 +41,13 @@ from binaryeval_dspy.runs.item_rows import (
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[Any, str], None]
 
-__all__ = [  # the outcome and the item rows live in their own modules; imported from here as before
-    "EvaluationOutcome",
-    "Judge",
-    "ProgressCallback",
-    "check_stored_items",
-    "empty_item_result",
-    "evaluate_items",
-    "failed_item_result",
-    "item_result",
-    "judge_item",
-    "run_resumable",
-]
+__all__ = ["ProgressCallback", "evaluate_items", "judge_item", "run_resumable"]
 
 
 def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
@@ -82,7 +75,7 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
     context = lm.context() if lm is not None else contextlib.nullcontext()
     done: list[ItemDone] = []
     with context:
-        map_items([item], lambda _i, it: program.item_work(it.input, it.output), done.append)
+        LocalEngine().run([item], lambda _i, it: program.item_work(it.input, it.output), done.append)
     if done[0].error is not None:
         raise done[0].error
     return item_result(program, item, done[0], lm=lm.name if lm is not None else None)
@@ -101,13 +94,12 @@ def evaluate_items(
     manifest: RunManifest,
     *,
     lm: LMHandle | None = None,
+    settings: RunSettings | None = None,
     on_progress: ProgressCallback | None = None,
-    concurrency: int = 1,
-    fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
     seed_results: dict[str, ItemResult] | None = None,
-    warm_prefix: bool | None = None,
     budget: CostBudget | None = None,
+    engine: Engine | None = None,
 ) -> EvaluationOutcome:
     """Judge every item not yet complete in `run_dir`, storing each result as soon as it is done.
 
@@ -126,29 +118,32 @@ def evaluate_items(
         run_dir: where results go; complete items already stored there are skipped.
         manifest: the manifest for a new run (checked against an existing one).
         lm: the LM to use (None: the configured one). An embedded (in-process) LM
-            always runs with concurrency 1.
+            always runs one call at a time.
+        settings: how to judge (`RunSettings`: engine, concurrency, ``max_cost``,
+            ``warm_prefix``, ``cache_padding``, ``price_model``, ``fail_on_errors``);
+            None: the defaults. With ``fail_on_errors`` the run stops at the first item
+            with a failed call (it is stored, the calls in flight are dropped); the
+            caller turns it into a failing exit.
         on_progress: called after each item with (result or None, status) where
             status is "done", "incomplete", "empty_output", "skipped" or "failed" (an
             item that raised; its ``error`` row is the result).
-        concurrency: LM calls in flight across items and questions (>= 1).
-        fail_on_errors: stop at the first item with a failed call (it is stored, the
-            calls in flight are dropped); the caller turns it into a failing exit.
         max_consecutive_failures: stop early after this many items in a row whose LM
             calls all failed (an unreachable LM should not burn through the list).
         seed_results: item id -> an incomplete result from elsewhere (a re-judge's
             previous run) to continue from when `run_dir` has none for that item: its
             answers are kept and only its unanswered questions are asked.
-        warm_prefix: send each item's first question alone and the rest after it, so a
-            provider's prompt cache is written before it is read (`ItemWork.warm_first`).
-            None: ``lm.warm_prefix`` if set, else on for a hosted model with
-            ``concurrency > 1`` (`binaryeval_dspy.lm.prompt_cache.default_warm_prefix`).
-        budget: a `CostBudget` (``--max-cost``) asked before every LM call; None uses
-            ``lm.cost_budget``. When it stops the run, calls in flight finish, their items
-            are stored (questions not asked as ``error`` verdicts, asked by a rerun) and
-            ``stopped_early`` says why.
+        budget: a `CostBudget` asked before every LM call (e.g. one shared by several
+            runs); None: ``settings.max_cost``'s (`RunSettings.cost_budget`), if any. When
+            it stops the run, calls in flight finish, their items are stored (questions
+            not asked as ``error`` verdicts, asked by a rerun) and ``stopped_early`` says why.
+        engine: what executes the plan (`binaryeval_dspy.engines.base.Engine`); None: the
+            one `settings` names (`make_engine`).
 
-    An item's shared prompt prefix is padded up to the provider's cache minimum where that
-    is cheaper (``lm.cache_padding``, ``auto`` by default; `binaryeval_dspy.lm.cache_padding`):
+    Each item's first question goes alone before the rest when ``settings.warm_prefix``
+    says so (`binaryeval_dspy.lm.prompt_cache.warm_prefix_in_effect`), so a provider's
+    prompt cache is written before it is read. An item's shared prompt prefix is padded up
+    to the provider's cache minimum where that is cheaper (``settings.cache_padding``;
+    `binaryeval_dspy.lm.cache_padding`):
     only for hosted OpenAI and Anthropic models with cache prices, and only when each item's
     first question finishes before the others start (`warm_prefix`, or one call at a time).
     What it padded is in the outcome's ``cache_padding``.
@@ -160,11 +155,14 @@ def evaluate_items(
         RunStateError: `run_dir` holds a run with another question set, LM or mapping,
             another process is writing it, a stored item's input or output differs from
             the item given now, or a result cannot be written.
-        LMConfigError: ``lm.cache_padding`` is neither ``auto`` nor ``off``.
+        LMConfigError: ``settings.max_cost`` for an LM without a price.
+        ConfigError: an engine that cannot run with `lm` (`make_engine`).
     """
-    in_flight = 1 if lm is not None and lm.embedded else concurrency
+    settings = settings or RunSettings()
+    in_flight = settings.in_flight(lm)
     padding = cache_padding_for(lm, calls_per_item=lm_question_count(program.question_set),
-                                warm=in_flight == 1 or warm_prefix_in_effect(lm, warm_prefix, in_flight))
+                                policy=settings.cache_padding, price_model=settings.price_model_for(lm),
+                                warm=in_flight == 1 or warm_prefix_in_effect(lm, settings.warm_prefix, in_flight))
     journal = AnswerJournal(run_dir.path / ANSWERS, manifest.question_set_hash)
 
     def plan(item: dspy.Example, stored: ItemResult | None) -> ItemWork:
@@ -179,9 +177,9 @@ def evaluate_items(
             empty_result=lambda item: empty_item_result(program, item),
             failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
             check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
-            lm=lm, on_progress=on_progress, concurrency=concurrency, fail_on_errors=fail_on_errors,
+            lm=lm, settings=settings, on_progress=on_progress,
             max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
-            warm_prefix=warm_prefix, budget=budget,
+            budget=budget, engine=engine,
         )
     journal.drop(r.item_id for r in outcome.results if getattr(r, "complete", True))
     if padding is not None:
@@ -201,20 +199,20 @@ def run_resumable(
     check_stored: Callable[[list[Any], Sequence[dspy.Example], RunManifest], None] | None = None,
     freeze: Callable[[], None] | None = None,
     lm: LMHandle | None = None,
+    settings: RunSettings | None = None,
     on_progress: ProgressCallback | None = None,
-    concurrency: int = 1,
-    fail_on_errors: bool = False,
     max_consecutive_failures: int = 3,
     seed_results: dict[str, Any] | None = None,
-    warm_prefix: bool | None = None,
     budget: CostBudget | None = None,
+    engine: Engine | None = None,
 ) -> EvaluationOutcome:
     """The resumable item loop over a run directory, for any kind of per-item result.
 
     Takes the run's lock, checks the manifest and stored results, skips complete items,
-    hands incomplete ones their stored result to continue from, runs the rest through
-    `map_items` and appends each result as soon as its item completes. At the end the
-    results file is rewritten in item order, so it does not depend on `concurrency`.
+    hands incomplete ones their stored result to continue from (the judging plan), has an
+    engine execute the rest (`binaryeval_dspy.engines.base.Engine`) and records each result
+    as soon as its item completes. At the end the results file is rewritten in item order,
+    so it does not depend on the engine or its concurrency.
 
     Args:
         items: the items (unique ``item_id``).
@@ -233,8 +231,8 @@ def run_resumable(
             item is not stored and is listed in ``failed``.
         check_stored: refuses stored results that do not belong to these items.
         freeze: called once the run is started (e.g. to keep the question set).
-        lm, on_progress, concurrency, fail_on_errors, max_consecutive_failures,
-            seed_results, warm_prefix, budget: as in `evaluate_items`.
+        lm, settings, on_progress, max_consecutive_failures, seed_results, budget,
+            engine: as in `evaluate_items`.
 
     Returns:
         An `EvaluationOutcome`.
@@ -243,11 +241,13 @@ def run_resumable(
         RunStateError: as `evaluate_items`.
     """
     started = time.perf_counter()
-    if lm is not None and lm.embedded:
-        concurrency = 1  # one in-process llama.cpp model: calls are serialized, prefix reuse needs order
-    warm_prefix = warm_prefix_in_effect(lm, warm_prefix, concurrency)
+    settings = settings or RunSettings()
+    fail_on_errors = settings.fail_on_errors
+    warm_prefix = warm_prefix_in_effect(lm, settings.warm_prefix, settings.in_flight(lm))
     if budget is None:
-        budget = getattr(lm, "cost_budget", None)
+        budget = settings.cost_budget(lm)
+    if engine is None:
+        engine = make_engine(settings, lm)
     run_dir.lock()
     try:
         run_dir.check(manifest)
@@ -307,7 +307,7 @@ def run_resumable(
             if on_progress:
                 on_progress(failed_row, "failed")
             if failed_row is not None and fail_on_errors:
-                outcome.stopped_early = f"item {item_id} could not be judged and --fail-on-errors is set"
+                outcome.stopped_early = f"item {item_id} could not be judged and fail_on_errors is set"
                 raise StopItems
             if consecutive >= max_consecutive_failures:
                 outcome.stopped_early = f"{consecutive} items in a row could not be judged"
@@ -325,7 +325,7 @@ def run_resumable(
             on_progress(result, "done" if is_complete else "incomplete")
         consecutive = consecutive + 1 if isinstance(result, ItemResult) and _lm_answered_none(result) else 0
         if not is_complete and fail_on_errors:
-            outcome.stopped_early = f"item {item_id} has failed LM calls and --fail-on-errors is set"
+            outcome.stopped_early = f"item {item_id} has failed LM calls and fail_on_errors is set"
             raise StopItems
         if consecutive >= max_consecutive_failures:
             outcome.stopped_early = (f"every LM call of {consecutive} items in a row failed; the endpoint looks "
@@ -333,7 +333,7 @@ def run_resumable(
             raise StopItems
 
     def planned(_index: int, item: dspy.Example) -> ItemWork:
-        if empty_result is not None and _has_empty_output(item):
+        if empty_result is not None and item_output_is_empty(item):
             return ItemWork(calls=[], finish=lambda _results: _EMPTY_OUTPUT)  # no program, no LM call
         work = plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
         if warm_prefix and len(work.calls) > 1:
@@ -343,7 +343,7 @@ def run_resumable(
     context = lm.context() if lm is not None else contextlib.nullcontext()
     try:
         with context:
-            map_items(todo, planned, on_done, concurrency=concurrency, budget=budget)
+            engine.run(todo, planned, on_done, budget=budget)
         stopped_by_error = False
         if budget is not None and budget.stop_reason:
             outcome.stopped_early = budget.stop_reason  # the cause, even when an unasked question tripped another stop
@@ -373,13 +373,6 @@ def run_resumable(
 
 _EMPTY_OUTPUT = object()  # what the finish of an empty-output item returns (no call was made)
 
-
-def _has_empty_output(item: dspy.Example) -> bool:
-    """True when the item has an ``output`` field that is None or a text `is_empty_output` finds empty."""
-    if "output" not in item:
-        return False
-    output = item.output
-    return output is None or (isinstance(output, str) and is_empty_output(output))
 
 
 def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[Any]:

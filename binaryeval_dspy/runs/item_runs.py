@@ -20,7 +20,8 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.lm.call_pool import ItemDone, ItemWork, map_items
+from binaryeval_dspy.lm.call_pool import map_items
+from binaryeval_dspy.lm.item_work import ItemDone, ItemWork
 from binaryeval_dspy.programs.bineval import BinEval, error_text
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 

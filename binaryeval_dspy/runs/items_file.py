@@ -2,7 +2,7 @@
 
 A run manifest records its items file as an `ItemsFile` (`items_file_identity`);
 `binaryeval_dspy.runs.run_directory.RunDirectory.check` resumes a run only on the same
-content, or on the old content with rows appended (`_appended_to`).
+content, or on the old content with rows appended (`appended_to`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def items_file_identity(path: str | Path) -> ItemsFile:
     return ItemsFile(path=str(file.resolve()), sha256=_sha256_of(file), bytes=file.stat().st_size)
 
 
-def _appended_to(old: ItemsFile, new: ItemsFile) -> bool:
+def appended_to(old: ItemsFile, new: ItemsFile) -> bool:
     """True when the file now at ``new.path`` starts with exactly the bytes `old` recorded."""
     if new.bytes <= old.bytes:
         return False

@@ -19,12 +19,14 @@ from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
-from binaryeval_dspy.runs.evaluation import EvaluationOutcome, ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.evaluation import ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rejudge_report import ItemChange, RejudgeReport
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 
 REJUDGE_FILE = "rejudge.json"
 
@@ -274,8 +276,7 @@ def rejudge_items(
     aggregation: str,
     lm: LMHandle | None = None,
     on_progress: ProgressCallback | None = None,
-    concurrency: int = 1,
-    fail_on_errors: bool = False,
+    settings: RunSettings | None = None,
 ) -> RejudgeOutcome:
     """Re-judge the items whose output changed since `previous`, into the new run `run_dir`.
 
@@ -288,7 +289,7 @@ def rejudge_items(
         aggregation: the previous run's aggregation.
         lm: the LM (the same one as the previous run's).
         on_progress: progress callback for judged items.
-        concurrency, fail_on_errors: as in `evaluate_items`.
+        settings: how to judge (`RunSettings`), as in `evaluate_items`.
 
     Returns:
         A `RejudgeOutcome`; ``rejudge.json`` is written into `run_dir`. An item whose new
@@ -313,7 +314,7 @@ def rejudge_items(
     plan = plan_rejudge(previous_results, items)
     seeds = {r.item_id: r for r in previous_results if r.item_id in set(plan.completed_ids)}
     outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress,
-                             concurrency=concurrency, fail_on_errors=fail_on_errors, seed_results=seeds)
+                             settings=settings, seed_results=seeds)
     stored = {r.item_id for r in run_dir.read_results()}
     for result in plan.carry:
         if result.item_id not in stored:

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import InputError, RunStateError
-from binaryeval_dspy.runs.items_file import _appended_to, items_file_identity
+from binaryeval_dspy.runs.items_file import appended_to
 from binaryeval_dspy.runs.results_file import ResultsFile
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -40,8 +40,14 @@ from binaryeval_dspy.schemas.run_manifest import ItemsFile, RunManifest, RunSess
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FROZEN_QUESTION_SET", "LOCK", "MANIFEST", "RESULTS", "RunDirectory", "items_file_identity",
-           "refuse_unrelated_folder"]  # items_file_identity lives in runs/items_file.py
+__all__ = [
+    "FROZEN_QUESTION_SET",
+    "LOCK",
+    "MANIFEST",
+    "RESULTS",
+    "RunDirectory",
+    "refuse_unrelated_folder",
+]
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -198,7 +204,7 @@ class RunDirectory(ResultsFile):
                 self._note(f"the items file moved: {old.path} -> {new.path} (same content, sha256 "
                            f"{new.sha256[:12]}); resuming {self.path}.")
             return new
-        if _appended_to(old, new):
+        if appended_to(old, new):
             moved = f" (the run was started on {old.path})" if new.path != old.path else ""
             self._note(f"{new.path} grew from {old.bytes} to {new.bytes} bytes since {self.path} was started and "
                        f"its first {old.bytes} bytes are unchanged{moved}: rows were appended; resuming, the new "

@@ -25,7 +25,7 @@ from pydantic import (
 from binaryeval_dspy.errors import QuestionSetError, UnknownNameError
 from binaryeval_dspy.schemas.check_spec import CheckSpec
 from binaryeval_dspy.schemas.generation_report import GenerationReport
-from binaryeval_dspy.schemas.question_set_errors import _as_question_set_error
+from binaryeval_dspy.schemas.question_set_errors import as_question_set_error
 from binaryeval_dspy.schemas.verdict_policy import VerdictPolicy
 from binaryeval_dspy.schemas.versioned import (
     SchemaVersion,
@@ -331,7 +331,7 @@ class QuestionSet(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise _as_question_set_error(exc, data, path, raw_text) from exc
+            raise as_question_set_error(exc, data, path, raw_text) from exc
 
 
 def _with_id(entry: object, default_id: str, *, key: str) -> object:

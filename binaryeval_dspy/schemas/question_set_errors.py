@@ -32,7 +32,7 @@ def _plain_message(error: dict) -> str:
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def _as_question_set_error(
+def as_question_set_error(
     exc: ValidationError, data: object, path: str | Path | None, raw_text: str | None
 ) -> QuestionSetError:
     """Turn a pydantic error into one naming the question, its field and its line."""

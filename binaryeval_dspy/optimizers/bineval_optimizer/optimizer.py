@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
-from dspy.teleprompt.teleprompt import Teleprompter
+from dspy.teleprompt import Teleprompter
 
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.lm.context import lm_context

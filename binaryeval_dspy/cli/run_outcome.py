@@ -1,0 +1,120 @@
+"""How a judging run ends on the command line: its tables and files, what it learned about the
+endpoint, and its exit status. Shared by ``evaluate`` (live, local and Ray engines, and the
+batch engine's invocations) and ``rejudge``."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from binaryeval_dspy.cli.console import console, out_console
+from binaryeval_dspy.cli.error_handling import leave_after_interrupt, with_flag_names
+from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+from binaryeval_dspy.reports.run_summary_tables import items_table, summary_table
+from binaryeval_dspy.reports.verdict_report import (
+    build_verdict_output,
+    print_item_verdicts,
+    write_verdict_output,
+)
+from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.question_set import QuestionSet
+
+
+def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, handle) -> None:
+    """Add to the run's manifest what was learned about the endpoint during the run: the
+    schema form it accepted, the adapter's counters (re-sent requests, parse failures) and,
+    when prompts could be padded for the provider's cache, what was padded in this session
+    (``cache_padding_stats``, `CachePadding.stats`; the policy is ``cache_padding``)."""
+    manifest = outcome.manifest
+    if manifest is None:
+        return
+    stats = handle.adapter_stats.as_dict() if handle.adapter_stats is not None else {}
+    dialect = getattr(handle.lm, "schema_dialect", None)
+    manifest.config.update(adapter_stats=stats, **({"schema_dialect": dialect} if dialect else {}))
+    if outcome.cache_padding is not None:
+        manifest.config["cache_padding_stats"] = outcome.cache_padding
+    run_dir.write_manifest(manifest)
+
+
+def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> None:
+    """Print what went wrong in a run and exit with its status (Inspect AI's convention).
+
+    0: every item complete (``empty_output`` items included), or some incomplete without
+    ``--fail-on-errors`` (they are stored with their answers, items that could not be
+    judged as status ``error`` rows; a rerun asks the rest). 1: items that could not be
+    judged and were not stored, an incomplete item with ``--fail-on-errors``, a run
+    stopped early, a run in which no LM call succeeded (wrong address or key), or one
+    whose LM answers were all unparsed (the LM ignores the reply format).
+    130: interrupted.
+    """
+    for item_id, message in outcome.errors[:5]:
+        console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
+                      f"{escape(message[:400])}", highlight=False)
+    if outcome.incomplete:
+        console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
+                      f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
+                      f"{', ...' if len(outcome.incomplete) > 5 else ''}). Whatever they answered is stored; rerun "
+                      "the same command to ask only the unanswered questions.[/yellow]", highlight=False)
+    if outcome.first_error:
+        console.print(f"[yellow]First failed call:[/yellow] {escape(outcome.first_error[:400])}", highlight=False)
+    no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None
+    if no_answer and (outcome.first_error or "").startswith("EmptyReply"):
+        console.print("[red]No LM call succeeded in this run:[/red] the server was reached but its replies held no "
+                      "text. Fix: check that --lm-model names a chat model the server serves and its logs, then "
+                      "rerun the same command (nothing is lost).", highlight=False)
+    elif no_answer:
+        console.print("[red]No LM call succeeded in this run.[/red] Fix: check --lm / --lm-model, the server's "
+                      "address and the API key, then rerun the same command (nothing is lost).", highlight=False)
+    unreadable = outcome.lm_answers > 0 and outcome.lm_readable == 0
+    if unreadable:
+        console.print(f"[red]No LM answer in this run could be read as yes or no[/red] ({outcome.lm_answers} "
+                      "answers, all unparsed; their raw text is in results.jsonl): the LM does not answer in the "
+                      "reply format. Fix: try the other --adapter (json or chat) or a larger model, then rerun with "
+                      "--restart (unparsed answers are not asked again otherwise). After fixing the server itself "
+                      "(e.g. its chat template), also set DSPY_CACHEDIR to a new folder: DSPy's cache would answer "
+                      "the same requests with the same replies.", highlight=False)
+    if outcome.stopped_early:
+        console.print(f"[red]Stopped early:[/red] {escape(with_flag_names(outcome.stopped_early))}.", highlight=False)
+    if outcome.failed:
+        for item_id, message in outcome.failed[:5]:
+            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
+        console.print(f"[yellow]{len(outcome.failed)} items failed and were not stored; rerun the same "
+                      "command to retry them.[/yellow]")
+    if outcome.interrupted:
+        console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
+        leave_after_interrupt(130)
+    if outcome.failed or outcome.stopped_early or no_answer or unreadable or (fail_on_errors and outcome.incomplete):
+        raise SystemExit(1)
+
+
+def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
+                   aggregation: str, pressure_test: str, print_only: set[str] | None = None,
+                   embedded: bool | None = None, price_model: str | None = None, batch: bool = False) -> None:
+    """Print and save what the aggregation asks for: score tables and/or named verdicts.
+
+    Files cover every result; `print_only` limits the per-item printout to those ids.
+    The summary carries the notes about the judge (a verdict skew, contradicting
+    explanations, the embedded model's P(yes)); `embedded` says whether `lm` is the
+    embedded model (None: guessed from its name). The summary's estimated cost is at
+    `price_model`'s prices (`LMHandle.priced_as`; None: priced by `lm`), at batch prices
+    with `batch`.
+    """
+    if not results:
+        return
+    shown = [r for r in results if print_only is None or r.item_id in print_only]
+    if aggregation in ("score", "both"):
+        summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set,
+                                    price_model=price_model, batch=batch)
+        if shown and len(shown) <= 40:
+            out_console.print(items_table(shown, embedded=summary.embedded_lm))
+        out_console.print(summary_table(summary))
+        write_summary(summary, run_dir.path)
+    if aggregation in ("verdict", "both"):
+        output = build_verdict_output(results, question_set, lm=lm, aggregation=aggregation,
+                                      pressure_test=pressure_test)
+        path = write_verdict_output(output, run_dir.path)
+        print_item_verdicts(output.model_copy(update={"items": [i for i in output.items
+                                                                if print_only is None or i.item_id in print_only]}),
+                            out_console)
+        console.print(f"Verdicts for downstream code: {path} (schema docs/verdict_output.schema.json)")

@@ -1,0 +1,328 @@
+"""BinEval in a test suite: the ``bineval_judge`` fixture and `assert_bineval` (docs/pytest.md).
+
+Installed with the package as a ``pytest11`` entry point, and off unless used: loading it
+adds three command-line options and one hook, and imports nothing heavy (DSPy, the LM
+and the question set are loaded by the first judged assertion). A test writes::
+
+    from binaryeval_dspy.pytest_plugin import assert_bineval
+
+    def test_summary(summary):
+        assert_bineval(summary, questions="my_questions.json", input=ARTICLE, min_score=0.8)
+
+or asks for the ``bineval_judge`` fixture and calls it the same way. Each call judges
+the output with BinEval, stores the run under ``.bineval/pytest/<test id>/`` (a run
+directory `bineval view` shows, with the judged texts beside it in ``items.jsonl``),
+and fails the test when:
+
+* an answer is unparsed or its LM call failed (its own message: the score would be over
+  fewer questions, so it is never a silent pass), or the output is empty;
+* the overall yes-rate is below ``min_score`` (the message lists every question answered
+  "no" with its explanation).
+
+The judge LM comes from, first to last: ``--bineval-lm``, the ``BINEVAL_LM`` environment
+variable, a ``pytest_bineval_lm(config)`` hook in a ``conftest.py`` (returning an
+``--lm`` value, a `dspy.LM` or an `LMHandle`), else the embedded model (``local``).
+DSPy's response cache answers a rerun of an unchanged test with no LM call;
+``--bineval-no-cache`` turns it off for the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from binaryeval_dspy.lm.factory import LMHandle
+    from binaryeval_dspy.schemas.item_result import ItemResult
+    from binaryeval_dspy.schemas.question_set import QuestionSet
+
+__all__ = ["LM_ENV", "RUNS_FOLDER", "BinEvalCheck", "BinEvalJudge", "assert_bineval"]
+
+#: the environment variable naming the judge LM (an ``--lm`` value)
+LM_ENV = "BINEVAL_LM"
+#: where each judged assertion's run is stored, relative to pytest's root directory
+RUNS_FOLDER = ".bineval/pytest"
+DEFAULT_MIN_SCORE = 0.8
+
+
+class _Hooks:
+    """The plugin's hook, for a ``conftest.py`` to implement."""
+
+    @staticmethod
+    @pytest.hookspec(firstresult=True)
+    def pytest_bineval_lm(config: pytest.Config) -> Any:
+        """The judge LM for BinEval assertions: an ``--lm`` value (``"openai/gpt-4o-mini"``,
+        ``"local"``, a base URL), a `dspy.LM`, or an `LMHandle`; None to leave the choice
+        to the default (the embedded model). ``--bineval-lm`` and ``BINEVAL_LM`` win."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_Hooks)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("bineval", "BinEval judged assertions (binaryeval-dspy)")
+    group.addoption("--bineval-lm", default=None, metavar="LM",
+                    help=f"judge LM of assert_bineval / bineval_judge: any `bineval --lm` value (default: ${LM_ENV}, "
+                         "a conftest pytest_bineval_lm hook, else the embedded model)")
+    group.addoption("--bineval-no-cache", action="store_true", default=False,
+                    help="do not answer judge calls from DSPy's response cache (on by default: an unchanged test "
+                         "costs nothing on a rerun)")
+    group.addoption("--bineval-runs", default=RUNS_FOLDER, metavar="DIR",
+                    help=f"folder of the stored runs, relative to the root directory (default {RUNS_FOLDER})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_JUDGE] = BinEvalJudge(config)
+
+
+_JUDGE = pytest.StashKey["BinEvalJudge"]()
+_CURRENT: list[pytest.Config] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Remember the running test's config (fixtures included), so `assert_bineval` needs no fixture."""
+    _CURRENT.append(item.config)
+    try:
+        return (yield)
+    finally:
+        _CURRENT.pop()
+
+
+@dataclass
+class BinEvalCheck:
+    """What one judged assertion found.
+
+    Attributes:
+        result: the stored item result (verdicts, score card, status).
+        question_set: the questions asked.
+        run_dir: the run directory (``bineval view RUN_DIR`` shows it).
+        lm: the judge LM's name.
+        min_score: the bar the overall yes-rate had to reach.
+        problems: why the assertion failed ("" when it passed).
+    """
+
+    result: ItemResult
+    question_set: QuestionSet
+    run_dir: Path
+    lm: str
+    min_score: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float | None:
+        """The overall yes-rate in [0, 1] (None when no answer was yes or no)."""
+        card = self.result.score_card
+        return card.overall if card is not None else None
+
+    @property
+    def failed(self) -> list[tuple[str, str, str]]:
+        """(question id, question text, explanation) of every question answered "no"."""
+        texts = {q.id: q.text for q in self.question_set.questions}
+        return [(v.question_id, texts.get(v.question_id, ""), v.explanation)
+                for v in self.result.verdicts if v.verdict == "no"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def message(self) -> str:
+        """The failure message: what went wrong, the "no" answers with explanations, the run."""
+        lines = [f"BinEval ({self.lm}): " + "; ".join(self.problems)]
+        if self.failed:
+            lines.append('Questions answered "no":')
+            lines += [f"  - {qid}: {text}\n      because: {why or '(no explanation)'}"
+                      for qid, text, why in self.failed]
+        lines.append(f"Run stored in {self.run_dir} (bineval view {self.run_dir})")
+        return "\n".join(lines)
+
+
+class BinEvalJudge:
+    """Judges outputs for the tests of one pytest session (one LM, made on first use).
+
+    Call it as `assert_bineval` (same arguments); it is the ``bineval_judge`` fixture.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._handle: LMHandle | None = None
+        self._calls: dict[str, int] = {}
+
+    # ------------------------------------------------------------ the LM
+    def lm_spec(self) -> Any:
+        """The judge LM as configured: option, environment, conftest hook, else ``"local"``."""
+        return (self.config.getoption("bineval_lm") or os.environ.get(LM_ENV)
+                or self.config.hook.pytest_bineval_lm(config=self.config) or "local")
+
+    def handle(self) -> LMHandle:
+        """The session's `LMHandle` (made on first use, with DSPy's cache unless turned off)."""
+        if self._handle is None:
+            import dspy
+
+            from binaryeval_dspy.lm import factory
+
+            spec = self.lm_spec()
+            cache = not self.config.getoption("bineval_no_cache")
+            if isinstance(spec, factory.LMHandle):
+                handle = spec
+            elif isinstance(spec, dspy.BaseLM):
+                handle = factory.LMHandle(lm=spec, adapter=None, name=str(getattr(spec, "model", spec)),
+                                          embedded=False)
+            else:
+                handle = factory.make_lm(str(spec), cache=cache)
+            if not cache and hasattr(handle.lm, "cache"):
+                handle.lm.cache = False
+            self._handle = handle
+        return self._handle
+
+    # ------------------------------------------------------------ judging
+    def _run_dir(self, test_id: str) -> Path:
+        from binaryeval_dspy.cli.file_arguments import slug
+
+        base = slug(test_id.replace("::", "__"))
+        n = self._calls[base] = self._calls.get(base, 0) + 1
+        folder = Path(self.config.rootpath) / self.config.getoption("bineval_runs") / (
+            base if n == 1 else f"{base}-{n}")
+        if folder.exists():  # a previous session's run of this test: ours to replace
+            if not (folder / "run" / "manifest.json").is_file() and any(folder.iterdir()):
+                raise pytest.UsageError(f"{folder} holds files that are not a stored BinEval test run; "
+                                        "move them, or pass --bineval-runs with another folder")
+            shutil.rmtree(folder)
+        return folder
+
+    def __call__(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",
+                 min_score: float = DEFAULT_MIN_SCORE, test_id: str | None = None) -> BinEvalCheck:
+        """Judge `output` and fail the test (AssertionError) unless it passes.
+
+        Args:
+            output: the text to judge.
+            questions: a question-set file (relative paths from the current directory)
+                or a `QuestionSet`.
+            input: what the output answers (task, source document); "" when none.
+            min_score: the overall yes-rate in [0, 1] the output must reach.
+            test_id: the folder name of the stored run (default: the running test's id).
+
+        Returns:
+            The `BinEvalCheck` (score, verdicts, run directory) of a passing output.
+
+        Raises:
+            AssertionError: an answer was unparsed or its call failed, the output was
+                empty, or the score is below `min_score` (message: the "no" questions
+                with their explanations, and the stored run).
+            InputError / QuestionSetError: the question set file is missing or invalid.
+        """
+        __tracebackhide__ = True  # pytest shows the test's line, not the plugin's
+        check = self.judge(output, questions=questions, input=input, min_score=min_score, test_id=test_id)
+        if not check.passed:
+            raise AssertionError(check.message())
+        return check
+
+    def judge(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",
+              min_score: float = DEFAULT_MIN_SCORE, test_id: str | None = None) -> BinEvalCheck:
+        """As calling the judge, without failing: the `BinEvalCheck`, its ``problems`` set."""
+        from binaryeval_dspy.data.items import load_items
+        from binaryeval_dspy.programs.bineval import BinEval
+        from binaryeval_dspy.runs.evaluation import evaluate_items
+        from binaryeval_dspy.runs.items_file import items_file_identity
+        from binaryeval_dspy.runs.run_directory import RunDirectory
+        from binaryeval_dspy.schemas.question_set import QuestionSet
+        from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+        if not 0.0 <= min_score <= 1.0:
+            raise ValueError(f"min_score must be in [0, 1] (a yes-rate), got {min_score!r}")
+        question_set = questions if isinstance(questions, QuestionSet) else QuestionSet.load(questions)
+        test_id = test_id or _current_test_id()
+        folder = self._run_dir(test_id)
+        folder.mkdir(parents=True)
+        items_path = folder / "items.jsonl"
+        items_path.write_text(json.dumps({"id": test_id, "input": input or "(none)", "output": output},
+                                         ensure_ascii=False) + "\n", encoding="utf-8")
+        items = load_items(items_path, input_field="input", output_field="output", id_field="id")
+        handle = self.handle()
+        run_dir = RunDirectory(folder / "run")
+        manifest = RunManifest(
+            command="pytest", lm=handle.name, question_set_hash=question_set.content_hash,
+            question_set_path=str(questions if not isinstance(questions, QuestionSet) else "(in the test)"),
+            items_path=str(items_path.resolve()), items_file=items_file_identity(items_path),
+            config={"input_field": "input", "output_field": "output", "id_field": "id", "scale": [0.0, 1.0],
+                    "min_score": min_score, "test_id": test_id},
+        )
+        outcome = evaluate_items(BinEval(question_set), items, run_dir, manifest, lm=handle)
+        from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+
+        result = outcome.results[-1]
+        write_summary(summarize_results([result], lm=handle.name, embedded=handle.embedded,
+                                        question_set=question_set), run_dir.path)
+        check = BinEvalCheck(result=result, question_set=question_set, run_dir=run_dir.path, lm=handle.name,
+                             min_score=min_score)
+        check.problems = _problems(check)
+        return check
+
+
+def _problems(check: BinEvalCheck) -> list[str]:
+    """Why a judged output fails, failures of the judge first (never read as a pass)."""
+    result = check.result
+    if result.status == "empty_output":
+        return ["the output is empty (nothing to judge)"]
+    if result.status == "error":
+        return [f"the output could not be judged: {result.error}"]
+    problems = []
+    unparsed = [v for v in result.verdicts if v.verdict == "unparsed"]
+    failed = [v for v in result.verdicts if v.verdict == "error"]
+    if failed:
+        problems.append(f"{len(failed)} of {len(result.verdicts)} judge calls failed, e.g. {failed[0].question_id}: "
+                        f"{failed[0].error}")
+    if unparsed:
+        raw = (unparsed[0].raw_answer or "")[:120]
+        problems.append(f"{len(unparsed)} of {len(result.verdicts)} answers could not be read as yes or no, e.g. "
+                        f"{unparsed[0].question_id}: {raw!r}")
+    score = check.score
+    if score is None:
+        problems.append("no question got a yes or no answer")
+    elif not problems and score < check.min_score:
+        no = sum(1 for v in result.verdicts if v.verdict == "no")
+        problems.append(f"score {score:.2f} < min_score {check.min_score:.2f} ({no} of {len(result.verdicts)} "
+                        'questions answered "no")')
+    return problems
+
+
+def _current_test_id() -> str:
+    """The running test's node id (pytest sets ``PYTEST_CURRENT_TEST``)."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return re.sub(r" \((setup|call|teardown)\)$", "", current) or "outside-a-test"
+
+
+def _session_judge() -> BinEvalJudge:
+    if not _CURRENT:
+        raise RuntimeError("assert_bineval runs inside a test collected by pytest with the bineval plugin "
+                           "(installed with binaryeval-dspy; enable it with -p binaryeval_dspy.pytest_plugin if "
+                           "plugin autoloading is off)")
+    return _CURRENT[-1].stash[_JUDGE]
+
+
+def assert_bineval(output: str, *, questions: str | Path | QuestionSet, input: str = "",
+                   min_score: float = DEFAULT_MIN_SCORE) -> BinEvalCheck:
+    """Fail the running test unless BinEval's overall yes-rate for `output` reaches `min_score`.
+
+    Same arguments, result and errors as calling `BinEvalJudge` (the ``bineval_judge``
+    fixture); the run is stored under ``.bineval/pytest/<test id>/``.
+
+    Example:
+        >>> assert_bineval(summary, questions="my_questions.json", input=article, min_score=0.8)  # doctest: +SKIP
+    """
+    __tracebackhide__ = True
+    return _session_judge()(output, questions=questions, input=input, min_score=min_score)
+
+
+@pytest.fixture
+def bineval_judge(request: pytest.FixtureRequest) -> BinEvalJudge:
+    """The session's `BinEvalJudge`: ``bineval_judge(output, questions=..., input=..., min_score=0.8)``."""
+    return request.config.stash[_JUDGE]

@@ -1,0 +1,603 @@
+"""`bineval view`: one self-contained HTML page of a stored run, read from its files only.
+
+The page is one template (``templates/run_view.html``: HTML, CSS and plain JavaScript,
+no library, no network) with the run's data embedded as one JSON document. The
+JavaScript builds every element with ``textContent``, so item ids, question texts,
+outputs and explanations are shown as text, never run as markup; the embedded JSON has
+``<``, ``>`` and ``&`` escaped, so no text can close its ``<script>`` element.
+
+What is read, with the project's own readers (no LM call, nothing written to the run):
+
+* an evaluate run (also verdict mode, and a ``bineval rejudge`` run, which is an
+  evaluate run of the same shape): ``manifest.json`` (`RunDirectory.read_manifest`),
+  ``results.jsonl`` (`ResultsFile.read_results`, read-only), the frozen
+  ``question_set.json``, ``summary.json`` (`RunSummary`; rebuilt with
+  `summarize_results` when absent or stale), the question analysis
+  (`analyze_questions`), and the items file the manifest names, for the input and output
+  texts (`load_items`; a text whose hash differs from the judged one is not shown);
+* a rejudge run also its ``rejudge.json`` (`RejudgeReport`) and, when it still exists,
+  the previous run it was compared with (shown as a two-run comparison);
+* a benchmark run: ``benchmark.json`` and every method's results (`load_run_scores`),
+  with the BinEval method's run shown in full;
+* an optimizer comparison: ``config.json`` and ``<optimizer>/result.json``
+  (`load_results`), the comparison table (`rows`), instructions and test records.
+
+Two runs (``bineval view RUN RUN2``) are compared item by item and question by question;
+an answer whose LM call failed (``error``) on either side is "not compared", never a flip.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.resources
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.runs.run_directory import FROZEN_QUESTION_SET, MANIFEST, RESULTS, RunDirectory
+from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
+from binaryeval_dspy.schemas.question_set import QuestionSet
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+__all__ = ["RUN_KINDS", "VIEW_DATA_ID", "LoadedRun", "build_view_html", "compare_loaded_runs", "load_run",
+           "run_kind", "view_data", "write_view"]
+
+#: what `run_kind` tells apart
+RUN_KINDS = ("evaluate", "rejudge", "benchmark", "comparison")
+#: the id of the ``<script type="application/json">`` element holding the page's data
+VIEW_DATA_ID = "bineval-data"
+_TEMPLATE = "run_view.html"
+_DATA_MARK = "/*__BINEVAL_DATA__*/"
+_TITLE_MARK = "__BINEVAL_TITLE__"
+_SUMMARY_FILE = "summary.json"
+_REJUDGE_FILE = "rejudge.json"
+
+
+def run_kind(path: str | Path) -> str:
+    """What kind of run directory `path` is: one of `RUN_KINDS`.
+
+    Raises:
+        InputError: `path` is not a directory, or holds none of the files a run has
+            (``manifest.json``, ``benchmark.json``, or ``config.json`` with optimizer results).
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise InputError("is not a directory", path=folder,
+                         fix="pass the --out directory of a bineval evaluate, rejudge, benchmark or optimize run.")
+    if (folder / "benchmark.json").is_file():
+        return "benchmark"
+    if (folder / MANIFEST).is_file():
+        manifest = RunDirectory(folder).read_manifest()
+        return "rejudge" if manifest is not None and manifest.command == "rejudge" else "evaluate"
+    if (folder / "config.json").is_file() and any(folder.glob("*/result.json")):
+        return "comparison"
+    if (folder / RESULTS).is_file():
+        raise InputError(f"holds {RESULTS} but no {MANIFEST}, so the run's settings are unknown", path=folder,
+                         fix="restore the manifest, or view another run.")
+    raise InputError("is not a run directory (no manifest.json, benchmark.json, or config.json with optimizer "
+                     "results)", path=folder,
+                     fix="pass the --out directory of a bineval evaluate, rejudge, benchmark or optimize run.")
+
+
+@dataclass
+class LoadedRun:
+    """An evaluate-shaped run read back (evaluate, verdict mode, rejudge, a benchmark's BinEval).
+
+    Attributes:
+        path: the run directory.
+        manifest: its ``manifest.json``.
+        results: its item results, in file order (one per item id).
+        question_set: the frozen question set (or the file the manifest names, when its
+            hash matches); None when neither is available (questions shown by id).
+        texts: item id -> (input, output) read from the items file, only where the text's
+            hash is the judged one.
+        notes: what the page should say about what could not be read.
+    """
+
+    path: Path
+    manifest: RunManifest
+    results: list[ItemResult]
+    question_set: QuestionSet | None
+    texts: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def aggregation(self) -> str:
+        """"score", "verdict" or "both", as the run was made."""
+        return str(self.manifest.config.get("aggregation", "score"))
+
+
+def _question_set(run_dir: RunDirectory, manifest: RunManifest, notes: list[str]) -> QuestionSet | None:
+    try:
+        frozen = run_dir.read_frozen_question_set()
+    except Exception as exc:  # noqa: BLE001 - a set naming an unregistered check: shown by id instead
+        notes.append(f"The frozen question set {run_dir.path / FROZEN_QUESTION_SET} could not be read ({exc}); "
+                     "questions are shown by id.")
+        return None
+    if frozen is not None:
+        return frozen
+    given = Path(manifest.question_set_path)
+    try:
+        candidate = QuestionSet.load(given) if given.is_file() else None
+    except Exception:  # noqa: BLE001 - unreadable: fall through to ids only
+        candidate = None
+    if candidate is not None and candidate.content_hash == manifest.question_set_hash:
+        return candidate
+    notes.append(f"The run keeps no frozen question set and {given} is missing or changed since; questions are "
+                 "shown by id.")
+    return None
+
+
+def _texts(manifest: RunManifest, results: Sequence[ItemResult], notes: list[str]
+           ) -> dict[str, tuple[str | None, str]]:
+    """Item id -> (input, output) from the items file the manifest names, hash-checked."""
+    from binaryeval_dspy.data.items import load_items
+
+    config = manifest.config
+    if "output_field" not in config:
+        return {}
+    path = Path(manifest.items_file.path if manifest.items_file is not None else manifest.items_path)
+    if not path.is_file():
+        notes.append(f"Inputs and outputs are not shown: the items file {path} is not there any more.")
+        return {}
+    try:
+        items = load_items(path, input_field=str(config.get("input_field", "input")),
+                           output_field=str(config["output_field"]),
+                           id_field=config.get("id_field"), empty_output="record")  # type: ignore[arg-type]
+    except InputError as exc:
+        notes.append(f"Inputs and outputs are not shown: the items file could not be read ({exc}).")
+        return {}
+    by_id = {str(item.item_id): item for item in items}
+    texts: dict[str, tuple[str | None, str]] = {}
+    changed = 0
+    for result in results:
+        item = by_id.get(result.item_id)
+        if item is None:
+            continue
+        if text_hash(item.output) != result.output_hash:
+            changed += 1
+            continue
+        same_input = result.input_hash is None or text_hash(item.input) == result.input_hash
+        texts[result.item_id] = (item.input if same_input else None, item.output)
+    if changed:
+        notes.append(f"{changed} items' outputs changed in {path} since they were judged: their texts are not shown "
+                     "(bineval rejudge judges them again).")
+    return texts
+
+
+def load_run(path: str | Path, *, texts: bool = True) -> LoadedRun:
+    """Read an evaluate-shaped run directory (read-only; a half-written last line is skipped).
+
+    Args:
+        path: the run directory (``manifest.json`` + ``results.jsonl``).
+        texts: read the input and output texts from the items file the manifest names.
+
+    Raises:
+        InputError: no manifest, or a damaged manifest or results line (file and line named).
+    """
+    run_dir = RunDirectory(path)
+    manifest = run_dir.read_manifest()
+    if manifest is None:
+        raise InputError(f"holds no {MANIFEST}", path=run_dir.path,
+                         fix="pass the --out directory of a bineval evaluate or rejudge run.")
+    results = run_dir.read_results(repair=False)
+    notes: list[str] = []
+    question_set = _question_set(run_dir, manifest, notes)
+    loaded = LoadedRun(path=run_dir.path, manifest=manifest, results=results, question_set=question_set, notes=notes)
+    if texts:
+        loaded.texts = _texts(manifest, results, notes)
+    return loaded
+
+
+# ------------------------------------------------------------------ the data of one run
+
+
+def _finite(value: float | None) -> float | None:
+    """A float for JSON: None for None and NaN."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _summary(run: LoadedRun) -> Any:
+    """The run's `RunSummary`: ``summary.json`` when it covers every stored item, else rebuilt."""
+    from binaryeval_dspy.reports.run_summary import RunSummary, summarize_results
+
+    stored = run.path / _SUMMARY_FILE
+    if stored.is_file():
+        try:
+            summary = RunSummary.model_validate_json(stored.read_text(encoding="utf-8"))
+        except ValueError:
+            summary = None
+        if summary is not None and summary.items == len(run.results):
+            return summary
+    run.notes.append(f"{_SUMMARY_FILE} is missing or older than results.jsonl: the summary was rebuilt from "
+                     "results.jsonl (the cost is priced by the LM's name).")
+    return summarize_results(run.results, lm=run.manifest.lm, question_set=run.question_set)
+
+
+def _summary_data(summary: Any) -> dict[str, Any]:
+    from binaryeval_dspy.lm.pricing import cost_line
+    from binaryeval_dspy.reports.run_summary_tables import (
+        coverage_warning,
+        flagged_line,
+        incomplete_line,
+        p_yes_header,
+        status_line,
+        usage_line,
+    )
+
+    lines = [status_line(summary), usage_line(summary), cost_line(summary.cost), coverage_warning(summary),
+             incomplete_line(summary), flagged_line(summary)]
+    return {
+        "lm": summary.lm, "items": summary.items, "scale": list(summary.scale),
+        "rows": [{"dimension": d.dimension, "mean_score": _finite(d.mean_score), "mean_scaled": _finite(d.mean_scaled),
+                  "used": d.items_scored, "total": d.items_total, "yes": d.yes, "no": d.no,
+                  "unparsed": d.unparsed, "error": d.error, "mean_p_yes": _finite(d.mean_p_yes)}
+                 for d in summary.dimensions],
+        "p_yes_header": p_yes_header(summary),
+        "items_by_status": summary.items_by_status,
+        "cost": summary.cost.display if summary.cost is not None else None,
+        "lines": [line for line in lines if line],
+        "notes": list(summary.notes),
+    }
+
+
+def _question_stats(run: LoadedRun) -> list[dict[str, Any]]:
+    """Per question: yes-rate and counts over the run's items (`analyze_questions`)."""
+    if run.question_set is None or not run.results:
+        return []
+    from binaryeval_dspy.analysis.question_analysis import analyze_questions
+
+    analysis = analyze_questions(run.results, run.question_set)
+    return [{"id": row.question_id, "dimension": row.dimension, "text": row.text,
+             "yes_rate": _finite(row.yes_rate), "yes": int(row.yes), "no": int(row.no),
+             "other": int(row.unparsed)} for row in analysis.yes_rates.itertuples()]
+
+
+def _verdict_data(v: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"q": v.question_id, "v": v.verdict, "e": v.explanation}
+    optional = {"p": v.p_yes, "raw": v.raw_answer, "err": v.error, "ev": v.evidence, "flags": v.flags or None}
+    data.update({k: value for k, value in optional.items() if value is not None})
+    if v.source != "lm":
+        data["src"] = v.source
+    if v.reply_cut:
+        data["cut"] = True
+    return data
+
+
+def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> dict[str, Any]:
+    card = result.score_card if result.status == "scored" else None
+    counts = result.score_card.total_counts if result.score_card is not None else None
+    item: dict[str, Any] = {
+        "id": result.item_id, "line": result.line, "status": result.status, "complete": result.complete,
+        "scores": {d: _finite(s) for d, s in card.scaled_dimension_scores.items()} if card is not None else {},
+        "raw_scores": {d: _finite(s) for d, s in card.dimension_scores.items()} if card is not None else {},
+        "overall": _finite(card.scaled_overall) if card is not None else None,
+        "p_yes": _finite(card.p_yes_overall) if card is not None else None,
+        "counts": {"yes": counts.yes, "no": counts.no, "unparsed": counts.unparsed, "error": counts.error}
+        if counts is not None else {v: sum(1 for x in result.verdicts if x.verdict == v)  # verdict mode: no card
+                                    for v in ("yes", "no", "unparsed", "error")},
+        "verdicts": [_verdict_data(v) for v in result.verdicts],
+        "fields": result.fields, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
+        "tokens": result.usage.total_tokens,
+    }
+    if result.error:
+        item["error"] = result.error
+    if result.named_verdict is not None:
+        item["label"] = result.named_verdict.label
+        item["named_verdict"] = result.named_verdict.model_dump(mode="json")
+    if result.item_id in texts:
+        item["input"], item["output"] = texts[result.item_id]
+    return item
+
+
+def _run_data(run: LoadedRun) -> dict[str, Any]:
+    """The page's data for one evaluate-shaped run (summary, questions, items)."""
+    qs = run.question_set
+    questions = ([{"id": q.id, "dimension": q.dimension, "text": q.text, "fatal": bool(getattr(q, "fatal", False)),
+                   "code": q.check is not None} for q in qs.questions] if qs is not None else
+                 [{"id": qid, "dimension": "", "text": qid, "fatal": False, "code": False}
+                  for qid in dict.fromkeys(v.question_id for r in run.results for v in r.verdicts)])
+    aggregation = run.aggregation
+    data: dict[str, Any] = {
+        "path": str(run.path), "command": run.manifest.command, "lm": run.manifest.lm, "aggregation": aggregation,
+        "started_at": run.manifest.started_at, "finished_at": run.manifest.finished_at,
+        "items_path": run.manifest.items_path, "question_set_hash": run.manifest.question_set_hash,
+        "dimensions": list(qs.dimensions) if qs is not None else
+        list(dict.fromkeys(d for r in run.results if r.score_card is not None for d in r.score_card.dimension_scores)),
+        "questions": questions,
+        "items": [_item_data(r, run.texts) for r in run.results],
+        "question_stats": _question_stats(run),
+    }
+    if aggregation in ("score", "both") and run.results:
+        summary = _summary(run)
+        data["summary"] = _summary_data(summary)
+        data["scale"] = list(summary.scale)
+    else:
+        data["scale"] = list(run.manifest.config.get("scale") or (0.0, 1.0))  # type: ignore[arg-type]
+        if not run.results:
+            run.notes.append("The run holds no results yet.")
+    data["notes"] = list(run.notes)
+    return data
+
+
+# ------------------------------------------------------------------ two runs
+
+
+def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
+    """Item by item and question by question, what changed from `before` to `after` (pure).
+
+    A question counts as flipped when both runs answered it and the answers differ
+    (``yes`` -> ``no``, ``no`` -> ``unparsed``, ...); a failed call (``error``) on either
+    side makes it "not compared", never a flip.
+
+    Returns:
+        ``{"before": path, "after": path, "same_questions": bool, "items": [...],
+        "questions": [...]}``: per item its status (``changed``, ``unchanged``,
+        ``only_before``, ``only_after``), old and new scaled overall scores and labels,
+        the flips (question, old and new verdict, old explanation) and the questions not
+        compared; changed items first. Per question the counts of each flip kind and of
+        items not compared, flipped questions first.
+    """
+    old = {r.item_id: r for r in before.results}
+    new = {r.item_id: r for r in after.results}
+    order = [r.item_id for r in after.results] + [r.item_id for r in before.results if r.item_id not in new]
+    items = []
+    per_question: dict[str, dict[str, Any]] = {}
+    question_ids = [q["id"] for q in _run_data_questions(after)]
+    for qid in question_ids:
+        per_question[qid] = {"id": qid, "flips": {}, "flipped": 0, "not_compared": 0, "compared": 0}
+    for item_id in order:
+        a, b = old.get(item_id), new.get(item_id)
+        entry: dict[str, Any] = {"id": item_id, "flips": [], "not_compared": []}
+        entry["old_overall"] = _scaled_overall(a)
+        entry["new_overall"] = _scaled_overall(b)
+        entry["old_label"] = a.named_verdict.label if a is not None and a.named_verdict is not None else None
+        entry["new_label"] = b.named_verdict.label if b is not None and b.named_verdict is not None else None
+        entry["old_status"] = a.status if a is not None else None
+        entry["new_status"] = b.status if b is not None else None
+        if a is None or b is None:
+            entry["status"] = "only_after" if a is None else "only_before"
+            items.append(entry)
+            continue
+        before_verdicts = {v.question_id: v for v in a.verdicts}
+        for v in b.verdicts:
+            w = before_verdicts.get(v.question_id)
+            stats = per_question.setdefault(v.question_id, {"id": v.question_id, "flips": {}, "flipped": 0,
+                                                            "not_compared": 0, "compared": 0})
+            if w is None or not w.answered or not v.answered:
+                entry["not_compared"].append(v.question_id)
+                stats["not_compared"] += 1
+                continue
+            stats["compared"] += 1
+            if w.verdict != v.verdict:
+                entry["flips"].append({"q": v.question_id, "old": w.verdict, "new": v.verdict,
+                                       "old_e": w.explanation})
+                kind = f"{w.verdict}->{v.verdict}"
+                stats["flips"][kind] = stats["flips"].get(kind, 0) + 1
+                stats["flipped"] += 1
+        moved = entry["old_overall"] != entry["new_overall"] or entry["old_label"] != entry["new_label"]
+        entry["status"] = "changed" if entry["flips"] or moved or a.status != b.status else "unchanged"
+        items.append(entry)
+    rank = {"changed": 0, "only_after": 1, "only_before": 2, "unchanged": 3}
+    items.sort(key=lambda e: (rank[e["status"]], -len(e["flips"])))
+    questions = sorted(per_question.values(), key=lambda q: -q["flipped"])
+    return {"before": str(before.path), "after": str(after.path), "before_lm": before.manifest.lm,
+            "same_questions": before.manifest.question_set_hash == after.manifest.question_set_hash,
+            "items": items, "questions": questions}
+
+
+def _run_data_questions(run: LoadedRun) -> list[dict[str, str]]:
+    if run.question_set is not None:
+        return [{"id": q.id} for q in run.question_set.questions]
+    return [{"id": qid} for qid in dict.fromkeys(v.question_id for r in run.results for v in r.verdicts)]
+
+
+def _scaled_overall(result: ItemResult | None) -> float | None:
+    if result is None or result.score_card is None or result.status != "scored":
+        return None
+    return _finite(result.score_card.scaled_overall)
+
+
+# ------------------------------------------------------------------ other run kinds
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    return {"header": list(header), "rows": [[_cell(c) for c in row] for row in rows]}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 4)
+    if value is None or isinstance(value, (int, str, bool)):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _rejudge_sections(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The ``rejudge.json`` table, and the previous run's path when it still exists."""
+    from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
+
+    report_path = path / _REJUDGE_FILE
+    if not report_path.is_file():
+        return [], None
+    report = RejudgeReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+    counts = ", ".join(f"{status} {n}" for status, n in sorted(report.counts.items()))
+    header = ["item", "status", "reason", "old overall [0,1]", "new overall [0,1]", "old verdict", "new verdict",
+              "changed", "flipped questions", "not compared", "error"]
+    rows = [[c.item_id, c.status, c.reason, c.old_overall, c.new_overall, c.old_verdict, c.new_verdict, c.changed,
+             " ".join(c.flipped_questions), " ".join(c.uncompared_questions), c.error] for c in report.items]
+    section = {"title": "Re-judge report (rejudge.json)",
+               "lines": [f"Previous run: {report.previous_run}", f"Items by status: {counts}",
+                         (f"Changed: {len(report.changed)}; not compared (a failed LM call): "
+                         f"{len(report.not_compared)}")],
+               "table": _table(header, rows)}
+    previous = Path(report.previous_run)
+    return [section], str(previous) if (previous / MANIFEST).is_file() else None
+
+
+def _benchmark_sections(path: Path) -> tuple[list[dict[str, Any]], Path | None]:
+    """Sections of a benchmark run (config, per-method means and per-item scores), and its BinEval run."""
+    from binaryeval_dspy.meta_eval.benchmark_files import BenchmarkRun
+    from binaryeval_dspy.meta_eval.run_scores import ALL_METHOD_TITLES, load_run_scores
+
+    run = BenchmarkRun(path)
+    scores = load_run_scores(run)
+    config = scores.config
+    dims = list(scores.spec.dimensions)
+    methods = scores.run_methods
+    means = []
+    for method in methods:
+        cost = scores.costs.get(method)
+        row: list[Any] = [ALL_METHOD_TITLES.get(method, method)]
+        for d in dims:
+            column = scores.on_human_scale(method, d)
+            finite = column.dropna()
+            row.append(f"{finite.mean():.3f} ({len(finite)} / {len(column)})" if len(finite) else "— (0 / "
+                       f"{len(column)})")
+        row += [cost.lm_calls if cost else None, cost.errors if cost else None,
+                cost.empty_output if cost else None]
+        means.append(row)
+    header = ["method", *[f"{d} mean on the human scale (n used / n total)" for d in dims], "LM calls",
+              "items with status error", "items with empty output"]
+    item_rows = []
+    for item_id, row in scores.items.iterrows():
+        cells: list[Any] = [item_id, row.get("doc_id"), row.get("system_id"), row.get("split")]
+        cells += [_finite(row.get(d)) for d in dims]
+        for method in methods:
+            cells += [_finite(scores.on_human_scale(method, d).get(item_id)) for d in dims]
+        item_rows.append(cells)
+    item_header = ["item", "doc", "system", "split", *[f"human {d}" for d in dims],
+                   *[f"{ALL_METHOD_TITLES.get(m, m)} {d}" for m in methods for d in dims]]
+    lines = [(f"Benchmark: {config.benchmark}; LM: {config.lm}; items: {len(scores.items)}; methods: "
+             f"{', '.join(ALL_METHOD_TITLES.get(m, m) for m in methods) or 'none yet'}"),
+             ("Scores are mapped onto each dimension's human scale; correlations with the human scores are in "
+             f"{path / 'report.md'} (bineval report).")]
+    sections = [{"title": "Benchmark methods", "lines": lines, "table": _table(header, means)},
+                {"title": "Per-item scores and human scores", "lines": [], "table": _table(item_header, item_rows)}]
+    bineval = path / "bineval"
+    return sections, bineval if (bineval / MANIFEST).is_file() else None
+
+
+def _comparison_sections(path: Path) -> list[dict[str, Any]]:
+    """Sections of an optimizer comparison: the comparison table, instructions, test records."""
+    from binaryeval_dspy.comparison.report_tables import rows
+    from binaryeval_dspy.comparison.results import load_results
+
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    results = load_results(path)
+    header, body = rows(config, results)
+    setup = config.get("setup", {})
+    sections = [{"title": "Optimizer comparison",
+                 "lines": [(f"Set-up: {setup.get('kind')} ({setup.get('mode')}); task LM: {config.get('lm')}; "
+                           f"prompt LM: {config.get('prompt_lm')}"),
+                           f"Metric optimized: {config.get('metric')}; test metric: {config.get('test_metric')}"],
+                 "table": _table(header, body)}]
+    for result in results:
+        instructions = [[name, text] for name, text in result.instructions.items()]
+        sections.append({"title": f"{result.optimizer}: compiled instructions", "lines": [],
+                         "table": _table(["predictor", "instruction"], instructions)})
+        keys = list(dict.fromkeys(k for record in result.test_records for k in record))
+        sections.append({"title": f"{result.optimizer}: test records ({len(result.test_records)})", "lines": [],
+                         "table": _table(keys, [[record.get(k) for k in keys] for record in result.test_records])})
+    return sections
+
+
+# ------------------------------------------------------------------ the page
+
+
+def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool = True) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (read from the run files only).
+
+    Args:
+        path: a run directory (any of `RUN_KINDS`).
+        other: a second evaluate-shaped run to compare with (`path` is then "after").
+            A rejudge run is compared with its previous run when `other` is None and
+            that run still exists.
+        texts: include the items' input and output texts.
+
+    Returns:
+        ``{"schema": 1, "kind", "title", "run": {...} | None, "diff": {...} | None,
+        "sections": [...]}``.
+
+    Raises:
+        InputError: `path` (or `other`) is not a run directory, or `other` is not an
+            evaluate-shaped run.
+    """
+    from binaryeval_dspy import __version__
+
+    folder = Path(path)
+    kind = run_kind(folder)
+    data: dict[str, Any] = {"schema": 1, "kind": kind, "generator": f"binaryeval-dspy {__version__}",
+                            "title": f"{kind} run {folder}", "run": None, "diff": None, "sections": []}
+    main: LoadedRun | None = None
+    previous: str | None = None
+    if kind in ("evaluate", "rejudge"):
+        main = load_run(folder, texts=texts)
+        if kind == "rejudge":
+            data["sections"], previous = _rejudge_sections(folder)
+    elif kind == "benchmark":
+        data["sections"], bineval = _benchmark_sections(folder)
+        if bineval is not None:
+            main = load_run(bineval, texts=False)
+            main.notes.append("A benchmark run keeps no texts; inputs and outputs are in the benchmark's data.")
+    else:
+        data["sections"] = _comparison_sections(folder)
+    if main is not None:
+        data["run"] = _run_data(main)
+        data["title"] = f"{kind} run {folder} - {main.manifest.lm}"
+    before_path = other if other is not None else previous
+    if before_path is not None:
+        if main is None:
+            raise InputError("only evaluate-shaped runs (evaluate, verdict mode, rejudge) can be compared",
+                             path=folder, fix="pass two evaluate or rejudge run directories.")
+        if run_kind(before_path) not in ("evaluate", "rejudge"):
+            raise InputError("only evaluate-shaped runs (evaluate, verdict mode, rejudge) can be compared",
+                             path=before_path, fix="pass two evaluate or rejudge run directories.")
+        before = load_run(before_path, texts=False)
+        data["diff"] = compare_loaded_runs(before, main)
+    return data
+
+
+def _embedded_json(data: dict[str, Any]) -> str:
+    """`data` as JSON safe inside ``<script>``: ``<``, ``>`` and ``&`` as ``\\u`` escapes."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def build_view_html(data: dict[str, Any]) -> str:
+    """The self-contained page: the template with `data` (from `view_data`) embedded."""
+    template = importlib.resources.files("binaryeval_dspy.reports").joinpath("templates", _TEMPLATE)
+    head, tail = template.read_text(encoding="utf-8").split(_DATA_MARK, 1)
+    head = head.replace(_TITLE_MARK, html.escape(str(data.get("title", "bineval view"))), 1)
+    return head + _embedded_json(data) + tail
+
+
+def write_view(path: str | Path, other: str | Path | None = None, *, out: str | Path | None = None,
+               texts: bool = True) -> Path:
+    """Write the page of run `path` (compared with `other`, if given) and return its path.
+
+    Args:
+        path, other, texts: as `view_data`.
+        out: the HTML file to write (default: ``view.html`` inside the run directory, or
+            ``view-vs-<other>.html`` when comparing).
+
+    Raises:
+        InputError: as `view_data`, or `out` cannot be written.
+    """
+    data = view_data(path, other, texts=texts)
+    if out is None:
+        name = "view.html" if other is None else f"view-vs-{Path(other).resolve().name}.html"
+        out = Path(path) / name
+    target = Path(out)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(build_view_html(data), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the page: {exc.strerror}", path=target,
+                         fix="pass --out with a writable file path.") from exc
+    return target

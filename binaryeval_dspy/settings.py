@@ -1,0 +1,143 @@
+"""`RunSettings`: how one run judges its items, as one typed object passed down explicitly.
+
+The LM handle (`binaryeval_dspy.lm.factory.LMHandle`) says how to reach a model; the run
+settings say how a run uses it: which engine executes the judging plan, how many calls
+are in flight, the adapter, the request timeout, the spending limit and how cost is
+estimated, the prompt-cache policies, whether the first failure stops the run, and the
+embedded model's CPU threads. The CLI builds one from its options
+(`binaryeval_dspy.cli.options.run_settings_options`) and Python users build the same
+object::
+
+    settings = RunSettings(engine="live", concurrency=16, max_cost=2.5)
+    evaluate_items(program, items, run_dir, manifest, lm=handle, settings=settings)
+
+Library messages name these fields (``concurrency``, ``max_cost``, ...); the CLI maps
+them to its flags in one place (`binaryeval_dspy.cli.error_handling`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from binaryeval_dspy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from binaryeval_dspy.lm.cost_budget import CostBudget
+    from binaryeval_dspy.lm.factory import LMHandle
+
+#: The engines a judging plan can be executed by (`binaryeval_dspy.engines`).
+ENGINES = ("auto", "local", "live", "batch", "ray")
+ADAPTERS = ("auto", "json", "chat")
+CACHE_PADDINGS = ("auto", "off")
+
+
+class RunSettings(BaseModel):
+    """How a run judges: engine, concurrency, adapter, timeout, budget and cache policies.
+
+    Attributes:
+        engine: ``auto`` (``local`` for an embedded model, ``live`` otherwise), ``local``
+            (one call at a time, an item's questions together, in item order: what an
+            in-process llama.cpp model needs for prefix reuse), ``live`` (``concurrency``
+            calls in flight to an endpoint), ``batch`` (the provider's batch API; see
+            docs/batch.md) or ``ray`` (Ray Data; the ``ray`` extra).
+        concurrency: calls in flight across items and questions (>= 1) for the ``live``
+            and ``ray`` engines; an embedded model always runs one call at a time.
+        adapter: ``auto``, ``json`` or ``chat`` (`binaryeval_dspy.lm.adapters.choose_adapter`).
+        timeout: seconds one request to a served or hosted model may take (> 0); None keeps
+            the client's default (600 s).
+        llama_threads: CPU threads of the embedded llama.cpp model (>= 1); None lets the
+            engine choose (``$BINEVAL_LLAMA_THREADS``, else its own default).
+        max_cost: spending limit in USD (> 0) for this run's LM calls; None: no limit.
+        price_model: a LiteLLM model id whose prices estimate cost (e.g. a base URL that
+            proxies a hosted model); None: the LM's own prices.
+        warm_prefix: send an item's first question alone before the rest so a provider's
+            prompt cache is written before it is read; None: on for hosted models with
+            ``concurrency > 1`` (`binaryeval_dspy.lm.prompt_cache.default_warm_prefix`).
+        cache_padding: ``auto`` or ``off`` (`binaryeval_dspy.lm.cache_padding`).
+        fail_on_errors: stop at the first item with a failed LM call.
+        ray_address: the Ray cluster to join (``auto``, ``ray://host:10001``); None starts
+            a local Ray for the run (``ray`` engine only).
+
+    Raises (on construction):
+        ConfigError: a field out of range or of the wrong type, naming the field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Literal["auto", "local", "live", "batch", "ray"] = "auto"
+    concurrency: int = Field(default=1, ge=1, strict=True)
+    adapter: Literal["auto", "json", "chat"] = "auto"
+    timeout: float | None = Field(default=None, gt=0)
+    llama_threads: int | None = Field(default=None, ge=1, strict=True)
+    max_cost: float | None = Field(default=None, gt=0)
+    price_model: str | None = None
+    warm_prefix: bool | None = None
+    cache_padding: Literal["auto", "off"] = "auto"
+    fail_on_errors: bool = False
+    ray_address: str | None = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = ".".join(str(part) for part in first["loc"]) or "settings"
+            raise ConfigError(f"bad run setting {name}", expected=_EXPECTED.get(name, first["msg"]),
+                              received=repr(first.get("input")),
+                              fix=f"pass {name}={_EXAMPLES.get(name, '...')}.") from None
+
+    @field_validator("price_model", "ray_address")
+    @classmethod
+    def _strip(cls, value: str | None) -> str | None:
+        return value.strip() or None if isinstance(value, str) else value
+
+    def engine_for(self, handle: LMHandle | None) -> str:
+        """The engine that runs with `handle`: ``auto`` resolved (``local`` for an embedded
+        model, ``live`` otherwise, also without an LM); an explicit engine is returned as given."""
+        if self.engine != "auto":
+            return self.engine
+        return "local" if handle is not None and handle.embedded else "live"
+
+    def in_flight(self, handle: LMHandle | None) -> int:
+        """Calls in flight with `handle`: 1 for an embedded model (one in-process llama.cpp
+        model serves one call at a time) and for the ``local`` engine, else ``concurrency``."""
+        if (handle is not None and handle.embedded) or self.engine_for(handle) == "local":
+            return 1
+        return self.concurrency
+
+    def price_model_for(self, handle: LMHandle | None) -> str | None:
+        """The LiteLLM id whose prices estimate the run's cost: ``price_model`` if set, else
+        the LM's own (`LMHandle.priced_as`), None when unknown (a base URL)."""
+        if self.price_model:
+            return self.price_model
+        return handle.priced_as() if handle is not None else None
+
+    def cost_budget(self, handle: LMHandle | None) -> CostBudget | None:
+        """The `CostBudget` for ``max_cost`` priced for `handle` (batch prices for the
+        ``batch`` engine), or None without a limit.
+
+        Raises:
+            LMConfigError: the LM has no known price (`CostBudget.for_model`).
+        """
+        if self.max_cost is None:
+            return None
+        from binaryeval_dspy.lm.cost_budget import CostBudget
+
+        budget = CostBudget.for_model(self.max_cost, self.price_model_for(handle))
+        budget.batch = self.engine_for(handle) == "batch"
+        return budget
+
+
+_EXPECTED = {
+    "engine": f"one of {', '.join(ENGINES)}",
+    "concurrency": "an integer >= 1",
+    "adapter": f"one of {', '.join(ADAPTERS)}",
+    "timeout": "a positive number of seconds",
+    "llama_threads": "an integer >= 1",
+    "max_cost": "a positive number of US dollars",
+    "cache_padding": f"one of {', '.join(CACHE_PADDINGS)}",
+}
+_EXAMPLES = {"engine": "'live'", "concurrency": "16", "adapter": "'auto'", "timeout": "60", "llama_threads": "1",
+             "max_cost": "2.50", "cache_padding": "'auto'"}

@@ -1,0 +1,146 @@
+"""The pytest plugin (`binaryeval_dspy.pytest_plugin`), run inside pytest's own `pytester`.
+
+The judge is a scripted LM set by a ``pytest_bineval_lm`` hook in the inner session's
+``conftest.py`` (plumbing only, never a model's judgment): it answers "no" to the
+numbers question when the summary says "3 goals", and an unreadable reply to the
+grammar question when the summary says "garbled".
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import litellm  # noqa: F401 - see below
+import pytest
+
+from binaryeval_dspy.reports.run_view import view_data
+
+# pytester's in-process runs drop the modules first imported inside them; litellm imported
+# there for the first time leaves importlib.metadata finding no installed package at all
+# afterwards (pytest's own header then fails), so it is imported here, by the outer session.
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plugin_args() -> list[str]:
+    """``-p binaryeval_dspy.pytest_plugin`` unless the installed package's entry point loads it already."""
+    installed = any(ep.value == "binaryeval_dspy.pytest_plugin"
+                    for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", "binaryeval_dspy.pytest_plugin"]
+
+
+CONFTEST = '''
+from pathlib import Path
+
+import dspy
+
+from binaryeval_dspy.lm.factory import LMHandle
+from tests.fakes import ScriptedEngine, field_value
+
+CALLS = Path(__file__).with_name("calls.txt")
+
+
+def script(system, user):
+    with CALLS.open("a") as handle:
+        handle.write("call\\n")
+    question, output = field_value(user, "question"), field_value(user, "output")
+    if "numbers" in question and "3 goals" in output:
+        return {"explanation": "The summary says 3 goals; the article says 2.", "verdict": "no"}
+    if "grammatical" in question and "garbled" in output:
+        return "hmm hmm"
+    return {"explanation": "It does.", "verdict": "yes"}
+
+
+def pytest_bineval_lm(config):
+    engine = ScriptedEngine(script)
+    engine.cache_identity = "scripted-pytest-plugin-MODEL"  # so DSPy's cache serves it across sessions
+    lm = dspy.LM("custom/scripted-pytest-plugin-MODEL", engine=engine, cache=True, temperature=0.0)
+    return LMHandle(lm=lm, adapter=dspy.JSONAdapter(), name="scripted judge (tests)", embedded=False)
+'''
+
+QUESTIONS = {"task_prompt": "Summarize the match report.", "dimensions": ["consistency", "fluency"],
+             "questions": [{"id": "consistency-01", "dimension": "consistency", "text": "Are the numbers right?"},
+                           {"id": "consistency-02", "dimension": "consistency", "text": "Is every name right?"},
+                           {"id": "fluency-01", "dimension": "fluency", "text": "Is it grammatical?"}]}
+
+TESTS = '''
+from binaryeval_dspy.pytest_plugin import assert_bineval
+
+ARTICLE = "Spurs drew 2-2 with Burnley; Kane scored twice."
+
+
+def test_good_summary():
+    check = assert_bineval("Spurs and Burnley drew 2-2.", questions="questions.json", input=ARTICLE)
+    assert check.score == 1.0
+
+
+def test_wrong_numbers(bineval_judge):
+    bineval_judge("Spurs won by 3 goals.", questions="questions.json", input=ARTICLE, min_score=0.8)
+
+
+def test_garbled_summary_fails_even_at_min_score_zero():
+    assert_bineval("garbled words", questions="questions.json", input=ARTICLE, min_score=0.0)
+'''
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, request):
+    """An inner test session's folder: conftest with the scripted judge, questions, tests."""
+    model = request.node.name.replace("_", "-")
+    pytester.makeconftest(CONFTEST.replace("MODEL", model))
+    (pytester.path / "questions.json").write_text(json.dumps(QUESTIONS), encoding="utf-8")
+    pytester.makepyfile(test_summaries=TESTS)
+    pytester.syspathinsert(ROOT)  # tests.fakes for the conftest
+    return pytester
+
+
+def test_passing_failing_and_unreadable_answers(inner: pytest.Pytester):
+    result = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    text = result.stdout.str()
+    assert 'Questions answered "no":' in text
+    assert "consistency-01: Are the numbers right?" in text
+    assert "because: The summary says 3 goals; the article says 2." in text
+    assert "score 0.67 < min_score 0.80" in text
+    # an unreadable answer fails with its own message, whatever the score
+    assert "1 of 3 answers could not be read as yes or no, e.g. fluency-01: 'hmm hmm'" in text
+    runs = inner.path / ".bineval" / "pytest"
+    stored = runs / "test_summaries.py__test_wrong_numbers" / "run"
+    assert f"bineval view {stored}" in text
+    data = view_data(stored)  # `bineval view` reads the stored run, texts included
+    item = data["run"]["items"][0]
+    assert item["output"] == "Spurs won by 3 goals." and item["counts"]["no"] == 1
+    assert (runs / "test_summaries.py__test_good_summary" / "run" / "summary.json").is_file()
+
+
+def test_a_rerun_is_answered_from_dspys_cache_unless_turned_off(inner: pytest.Pytester):
+    calls = inner.path / "calls.txt"
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(passed=1)
+    assert len(calls.read_text().splitlines()) == 3
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(passed=1)
+    assert len(calls.read_text().splitlines()) == 3  # nothing asked again
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good",
+                    "--bineval-no-cache").assert_outcomes(passed=1)
+    assert len(calls.read_text().splitlines()) == 6
+
+
+def test_the_command_line_lm_wins_over_the_conftest_hook(inner: pytest.Pytester):
+    result = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good",
+                             "--bineval-lm", "not a model id")
+    result.assert_outcomes(failed=1)
+    assert "not a model id" in result.stdout.str()
+    assert not (inner.path / "calls.txt").exists()
+
+
+def test_loading_the_plugin_imports_no_dspy():
+    code = "import binaryeval_dspy.pytest_plugin, sys; print('dspy' in sys.modules, 'litellm' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
