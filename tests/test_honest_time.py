@@ -44,7 +44,8 @@ def fake_clock():
 def test_the_eta_is_the_recent_pace_and_grows_while_an_item_runs_long():
     assert moving_eta([8.0, 8.0], 4, 0.0) == pytest.approx(32.0)
     assert moving_eta([8.0, 8.0], 4, 3.0) == pytest.approx(29.0)  # counts down while the item runs
-    assert moving_eta([8.0], 4, 20.0) == pytest.approx(60.0)  # longer than the pace: 3 more at >= 20 s
+    assert moving_eta([8.0], 4, 20.0) == pytest.approx(72.0)  # overdue: every item taken to be that slow
+    assert moving_eta([8.0], 1, 8.0) == pytest.approx(0.0) and moving_eta([8.0], 1, 20.0) == pytest.approx(12.0)
     assert moving_eta([], 4, 5.0) is None and moving_eta([8.0], 0, 5.0) == 0.0
 
 

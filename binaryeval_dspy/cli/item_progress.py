@@ -80,9 +80,10 @@ def eta_seconds(done_this_session: int, remaining: int, elapsed: float) -> float
 
 
 def moving_eta(intervals: list[float] | tuple[float, ...], remaining: int, running: float) -> float | None:
-    """Seconds left from the recent pace: ``remaining * mean(intervals)``, minus the time the
-    current item has already run, or ``(remaining - 1) * running`` once it has run longer
-    than the mean (a slow item raises the estimate before it finishes).
+    """Seconds left from the recent pace p = mean(`intervals`): ``remaining * p`` minus the time
+    the current item has already run; once it has run longer than p, every remaining item is
+    taken to be as slow as it (``remaining * running - p``), so an overdue item raises the
+    estimate before it finishes instead of leaving it at 0.
 
     Args:
         intervals: seconds between consecutive finished items of this session (the first
@@ -102,7 +103,7 @@ def moving_eta(intervals: list[float] | tuple[float, ...], remaining: int, runni
     if per_item is None:
         return None
     running = max(0.0, running)
-    return remaining * max(per_item, running) - running
+    return remaining * max(per_item, running) - min(running, per_item)
 
 
 def format_duration(seconds: float | None) -> str:
