@@ -137,6 +137,18 @@ def session_dspy_cache(tmp_path_factory) -> Iterator[None]:
         os.environ["DSPY_CACHEDIR"] = saved_env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def close_embedded_models() -> Iterator[None]:
+    """Free the llama.cpp models the session loaded when it ends, so that no
+    ``Llama.__del__`` runs during interpreter shutdown (issue 25)."""
+    yield
+    import sys
+
+    engine = sys.modules.get("binaryeval_dspy.lm.llama_engine")
+    if engine is not None:
+        engine.close_models()
+
+
 @pytest.fixture
 def no_dspy_cache():
     """DSPy's response cache off, so that an embedded test really runs the model (answers

@@ -53,9 +53,9 @@ def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add --llama-threads (CPU threads of the embedded llama.cpp model; ``llama_threads``)."""
     return click.option(
         "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None,
-        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else every core). "
-             "1 is much faster on a busy machine, where llama.cpp's threads wait on each other. No effect on "
-             "served or hosted models.")(func)
+        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else the cores the "
+             "load average leaves free, recorded with the reason in the run's manifest). 1 is much faster on a busy "
+             "machine, where llama.cpp's threads wait on each other. No effect on served or hosted models.")(func)
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
