@@ -28,9 +28,9 @@ from binaryeval_dspy.lm.llama_engine import (
     choose_llama_threads,
     default_llama_threads,
 )
+from tests.cli.test_first_hour import QUESTIONS, always_yes, evaluate_args, flat, write_items
 from tests.fakes import scripted_lm
-from tests.test_first_hour import QUESTIONS, always_yes, evaluate_args, flat, write_items
-from tests.test_question_provenance import TASK, draft, script_for
+from tests.method.test_question_provenance import TASK, draft, script_for
 
 
 def fake_clock():
@@ -243,7 +243,7 @@ def test_pytest_prints_why_tests_are_skipped():
     from pathlib import Path
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    settings = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    settings = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert "-rs" in settings["tool"]["pytest"]["ini_options"]["addopts"].split()
 
 
