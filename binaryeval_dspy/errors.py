@@ -27,13 +27,16 @@ from typing import Any
 
 
 def _render(message: str, expected: str | None, received: str | None, fix: str | None) -> str:
-    """``<message>: expected <expected>, received <received>. Fix: <fix>``, unknown parts left out."""
+    """``<message>: expected <expected>, received <received>. Fix: <fix>``, unknown parts left out
+    (a message without its own closing punctuation gets a full stop before ``Fix:``)."""
     text = message
     wanted = ", ".join(part for part in (f"expected {expected}" if expected is not None else "",
                                           f"received {received}" if received is not None else "") if part)
     if wanted:
         text = f"{text}: {wanted}." if text else f"{wanted}."
     if fix:
+        if text and not text.rstrip().endswith((".", "!", "?", ":")):
+            text = f"{text.rstrip()}."  # "... not found. Fix: ..." reads as two sentences
         text = f"{text} Fix: {fix}" if text else f"Fix: {fix}"
     return text
 

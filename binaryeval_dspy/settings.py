@@ -84,9 +84,11 @@ class RunSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             name = ".".join(str(part) for part in first["loc"]) or "settings"
+            choices = _EXPECTED.get(name, "")
+            fix = (f"pass {name} as one of the expected values." if choices.startswith("one of")
+                   else f"pass e.g. {name}={_EXAMPLES.get(name, '...')}.")
             raise ConfigError(f"bad run setting {name}", expected=_EXPECTED.get(name, first["msg"]),
-                              received=repr(first.get("input")),
-                              fix=f"pass {name}={_EXAMPLES.get(name, '...')}.") from None
+                              received=repr(first.get("input")), fix=fix) from None
 
     @field_validator("price_model", "ray_address")
     @classmethod

@@ -22,6 +22,7 @@ from binaryeval_dspy.cli.console import console, out_console
 from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
 from binaryeval_dspy.cli.run_outcome import record_endpoint_outcome, report_results
 from binaryeval_dspy.engines.batch import BatchRunOutcome, run_batch
+from binaryeval_dspy.engines.batch_api import batch_target
 from binaryeval_dspy.engines.batch_journal import iso
 from binaryeval_dspy.engines.batch_status import (
     REQUEST_STATES,
@@ -44,6 +45,7 @@ def evaluate_in_batch(program: Any, items: list, run_dir: Any, manifest: Any, ha
         SystemExit: always (0, 1, 75 or 130; see the module docstring).
         BinEvalError: as `run_batch` (shown by the command's error handler).
     """
+    batch_target(handle, api_key_env=api_key_env)  # an LM without a batch API is refused before anything is shown
     n_q, n_code = len(question_set.questions), len(question_set.code_checked)
     console.print(escape(f"Batch mode: {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter) through the provider's batch API -> "

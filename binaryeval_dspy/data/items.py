@@ -82,8 +82,13 @@ def item_from_row(
     input_text = _field_value(row, input_field, path=path, line=line, role="input")
     output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output)
     if id_field:
-        if id_field not in row or row[id_field] in (None, ""):
-            raise InputError("the id field is missing or empty", path=path, line=line, field=id_field,
+        if id_field not in row:
+            available = ", ".join(sorted(row)) or "none"
+            raise InputError(f"the id field is missing (fields present: {available})", path=path, line=line,
+                             field=id_field, fix="pass --id-field with the name this file uses for the id, or leave "
+                                                 "it out to number rows by line.")
+        if row[id_field] in (None, ""):
+            raise InputError("the id field is empty", path=path, line=line, field=id_field,
                              fix="give every row an id, or leave --id-field out to number rows by line.")
         if not isinstance(row[id_field], (str, int)) or isinstance(row[id_field], bool):
             raise InputError(

@@ -78,8 +78,9 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
     """
     name = settings.engine_for(handle)
     if name in ("live", "ray") and handle is not None and handle.embedded:
-        raise ConfigError(f"the {name} engine sends requests to an endpoint, but {handle.name} is the embedded model "
-                          "run in this process", fix="use engine 'local' (or 'auto'), or a served model.")
+        raise ConfigError(f"the {name} engine sends requests to an endpoint, but {handle.name} is an embedded model "
+                          "run in this process.", fix="use the local engine (run setting engine 'local', or 'auto'), "
+                                                      "or a served model.")
     if name == "local":
         from binaryeval_dspy.engines.local import LocalEngine
 

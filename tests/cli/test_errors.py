@@ -31,13 +31,13 @@ def test_every_class_renders_expected_received_and_fix_the_same_way():
         assert (err.message, err.expected, err.received, err.fix) == ("bad n", "an integer >= 1", "0", "pass n=2.")
         assert isinstance(err, BinEvalError)
     assert str(BinEvalError("only a message")) == "only a message"
-    assert str(BinEvalError("m", fix="f.")) == "m Fix: f."
+    assert str(BinEvalError("m", fix="f.")) == "m. Fix: f."
     assert str(BinEvalError("m", received="'x'")) == "m: received 'x'."
 
 
 def test_input_error_keeps_its_located_form_and_takes_expected_and_received():
     assert str(InputError("bad", path="a.json", line=3, field="x", fix="do it.")) == \
-        "a.json:3: field 'x': bad Fix: do it."
+        "a.json:3: field 'x': bad. Fix: do it."
     assert str(InputError("bad", line=2)) == "line 2: bad"
     err = QuestionSetError("bad scale", path="qs.json", field="scale", expected="two numbers", received="[1]",
                            fix="write [1, 5].")
