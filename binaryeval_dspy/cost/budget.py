@@ -46,8 +46,8 @@ class CostBudget:
 
     def __init__(self, max_usd: float, price: ModelPrice | None, *, batch: bool = False) -> None:
         if isinstance(max_usd, bool) or not isinstance(max_usd, (int, float)) or not max_usd > 0:
-            raise LMConfigError("bad --max-cost", expected="a positive number of US dollars", received=repr(max_usd),
-                                fix="e.g. --max-cost 2.50.")
+            raise LMConfigError("bad `max_cost`", expected="a positive number of US dollars", received=repr(max_usd),
+                                fix="e.g. `max_cost` 2.50.")
         self.max_usd = float(max_usd)
         self.price = price
         self.batch = batch
@@ -58,7 +58,7 @@ class CostBudget:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, max_usd: float, model: str | None, *, option: str = "--max-cost") -> CostBudget:
+    def for_model(cls, max_usd: float, model: str | None) -> CostBudget:
         """A budget for calls to `model` (a LiteLLM id, `LOCAL` for the embedded model).
 
         Raises:
@@ -72,9 +72,10 @@ class CostBudget:
         if price is None:
             what = f"{model} has no price in {price_source()}" if model else (
                 "a served model reached by base URL has no price in LiteLLM's map")
-            raise LMConfigError(f"{option} {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was judged.",
-                                fix="add --price-model MODEL naming a LiteLLM id to price the calls as (e.g. "
-                                    "--price-model gpt-4o-mini), or drop --max-cost.")
+            raise LMConfigError(f"`max_cost` {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was "
+                                "judged.",
+                                fix="add `price_model` MODEL naming a LiteLLM id to price the calls as (e.g. "
+                                    "`price_model` gpt-4o-mini), or drop `max_cost`.")
         return cls(max_usd, price)
 
     def cost_of(self, usage: Usage) -> float:
@@ -111,11 +112,11 @@ class CostBudget:
             estimate = self.spent_usd + (self.in_flight + 1) * mean
             if estimate > self.max_usd:
                 self.stop_reason = (
-                    f"the next LM call would take the estimated cost past --max-cost {format_usd(self.max_usd)}: "
+                    f"the next LM call would take the estimated cost past `max_cost` {format_usd(self.max_usd)}: "
                     f"{format_usd(self.spent_usd)} spent by this command on {self.calls} calls (about "
                     f"{format_usd(mean)} per call at {self.price.key}'s prices)"
                     + (f", {self.in_flight} still in flight" if self.in_flight else "")
-                    + ". Everything judged is stored; rerun with a larger --max-cost to continue")
+                    + ". Everything judged is stored; rerun with a larger `max_cost` to continue")
                 return False
             self.in_flight += 1
             return True
