@@ -42,8 +42,8 @@ FLAG_NAMES = {
     # judging
     "aggregation": "--aggregation", "pressure_test": "--pressure-test", "dimensions": "--dimensions",
     "logprobs": "--logprobs",
-    # batch runs (`engine` "batch"; `bineval batch resolve`)
-    "batch_id": "--batch-id", "not_created": "--not-created",
+    # batch runs (`bineval batch resolve`, resolve_submission)
+    "batch_id": "--batch-id", "not_created": "--not-created", "number": "--submission",
     # comparisons and optimization
     "source_lm": "--source-lm", "source_verdicts_dir": "--source-verdicts", "mode": "--mode",
     "simba_metric_calls": "--simba-metric-calls", "gepa_metric_calls": "--gepa-metric-calls",
