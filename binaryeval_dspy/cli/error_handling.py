@@ -34,7 +34,7 @@ FLAG_NAMES = {
     # make_lm / check_provider_key / check_endpoint_address
     "spec": "--lm", "model": "--lm-model", "api_key_env": "--api-key-env", "max_tokens": "--max-tokens",
     # run directories (RunDirectory, rejudge, benchmark, report) and their options
-    "out_dir": "--out", "restart": "--restart", "question_set": "--question-set",
+    "out_dir": "--out", "out": "--out", "restart": "--restart", "question_set": "--question-set",
     # loading items and benchmarks
     "input_field": "--input-field", "output_field": "--output-field", "id_field": "--id-field",
     "doc_field": "--doc-field", "empty_output": "--empty-output", "data_dir": "--data-dir", "split": "--split",

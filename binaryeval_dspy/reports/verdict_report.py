@@ -157,7 +157,7 @@ def label_counts_table(output: VerdictOutput) -> Table:
         table.add_row(label.name, "yes" if label.is_pass else "no", str(output.counts.get(label.name, 0)),
                       label.action)
     if output.counts.get("unparsed"):
-        table.add_row("unparsed", "-", str(output.counts["unparsed"]), "rerun with a stronger --lm or inspect attempts")
+        table.add_row("unparsed", "-", str(output.counts["unparsed"]), "rerun with a stronger `spec` or inspect attempts")
     if output.counts.get("empty_output"):
         table.add_row("empty_output", "-", str(output.counts["empty_output"]), "nothing to judge: no LM call")
     if output.counts.get("error"):
