@@ -208,7 +208,7 @@ def test_simba_budget_defaults_to_gepas_raised_to_simbas_smallest_run():
     budget, source = simba_budget(Budgets(gepa_metric_calls=40), 80)
     assert budget == 163 and "raised to SIMBA's smallest run" in source
     assert simba_budget(ComparisonBudgets(gepa_metric_calls=40, simba_metric_calls=12), 3) == (
-        12, "--simba-metric-calls")
+        12, "`simba_metric_calls`")
 
 
 def test_without_a_simba_budget_simba_gets_gepas(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):
