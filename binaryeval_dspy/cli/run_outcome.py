@@ -117,5 +117,5 @@ def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir
         path = write_verdict_output(output, run_dir.path)
         print_item_verdicts(output.model_copy(update={"items": [i for i in output.items
                                                                 if print_only is None or i.item_id in print_only]}),
-                            out_console)
+                            out_console, wording=with_flag_names)
         console.print(f"Verdicts for downstream code: {path} (schema docs/verdict_output.schema.json)")
