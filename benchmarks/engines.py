@@ -14,10 +14,13 @@ command runs once per engine, each into its own run directory, as a subprocess:
 * ``live``: ``--concurrency C`` calls in flight through DSPy;
 * ``batch``: the provider batch API (the fake completes a batch on its first poll; its
   time is not comparable with a real provider's, so no ratio is printed for it);
-* ``ray``: Ray Data with ``--concurrency C``; Ray's start-up (ray.init) is reported
-  separately from the time it spent sending.
+* ``ray``: Ray Data with ``--concurrency C``; its start-up (ray.init, and its workers'
+  first start: the first reply's wait less one request's latency) is reported separately
+  from the time it spent sending, from the engine's own notes.
 
-Per engine it prints: seconds, ideal seconds (requests x latency / C), their ratio,
+Per engine it prints: seconds (the run's own time as the command prints it, from its plan
+to its last stored item, without the process's imports; for ``ray`` also without Ray's
+start-up, printed beside it), ideal seconds (requests x latency / C), their ratio,
 requests the endpoint received, client CPU per request (user + system CPU of the
 ``bineval`` process and its children, over requests), and whether ``results.jsonl``
 verdicts and statuses and ``summary.json`` scores are identical to the live engine's
@@ -105,15 +108,26 @@ def comparable(out: Path) -> dict:
     return {"items": rows, "summary": scores}
 
 
-def ray_startup_seconds(output: str) -> float | None:
-    """The Ray start-up the run printed (``Ray started in N s``), if any."""
-    for line in output.splitlines():
-        if "Ray started in" in line:
-            try:
-                return float(line.split("Ray started in", 1)[1].split("s", 1)[0].strip())
-            except ValueError:
-                return None
-    return None
+def run_seconds(output: str) -> float | None:
+    """The run's own time as ``bineval evaluate`` prints it ("... judged now, ...; 7.2 s."): from
+    the plan to the last stored item, without the process's imports and the LM's set-up."""
+    import re
+
+    found = re.findall(r"already done before; ([0-9.]+) s\.", " ".join(output.split()))
+    return float(found[-1]) if found else None
+
+
+def ray_timings(output: str) -> tuple[float, float, float] | None:
+    """(Ray start-up s, seconds from the first request to the last reply, seconds to the first
+    reply) as the ray engine's notes print them, or None."""
+    import re
+
+    text = " ".join(output.split())
+    start = re.search(r"Ray started in ([0-9.]+) s", text)
+    sent = re.search(r"Ray Data: [0-9]+ replies in ([0-9.]+) s, the first after ([0-9.]+) s", text)
+    if not start or not sent:
+        return None
+    return float(start.group(1)), float(sent.group(1)), float(sent.group(2))
 
 
 def live_startup(base_url: str, qs: Path, items: Path, out: Path, requests_before: int, fetch_count) -> str:
@@ -186,10 +200,15 @@ def main() -> None:
                     diffs = [i for i in result["items"] if result["items"][i] != reference["items"].get(i)]
                     same = ("identical" if not diffs and result["summary"] == reference["summary"]
                             else f"{len(diffs)} items differ")
-                startup = ray_startup_seconds(run["output"]) if engine == "ray" else None
-                seconds = run["seconds"] - (startup or 0.0)
+                seconds = run_seconds(run["output"]) or run["seconds"]
+                startup = None
+                timings = ray_timings(run["output"]) if engine == "ray" else None
+                if timings is not None:  # Ray's start and its workers' first start (first reply less one request)
+                    warmup = max(0.0, timings[2] - args.latency)
+                    startup = timings[0] + warmup
+                    seconds = timings[1] - warmup
                 ratio = "n/a (batch)" if engine == "batch" else f"{ideal / seconds:.2f}"
-                note = f" (+{startup:.1f} s Ray start-up)" if startup else ""
+                note = f" (+{startup:.1f} s Ray and worker start-up)" if startup else ""
                 print(f"| {engine} | {run['code']} | {seconds:.1f}{note} | {ideal:.1f} | {ratio} | {sent} | "
                       f"{1000 * run['cpu'] / max(1, sent):.1f} | {same} |")
             before = received()

@@ -137,6 +137,18 @@ def session_dspy_cache(tmp_path_factory) -> Iterator[None]:
         os.environ["DSPY_CACHEDIR"] = saved_env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def close_embedded_models() -> Iterator[None]:
+    """Free the llama.cpp models the session loaded when it ends, so that no
+    ``Llama.__del__`` runs during interpreter shutdown (issue 25)."""
+    yield
+    import sys
+
+    engine = sys.modules.get("binaryeval_dspy.lm.llama_engine")
+    if engine is not None:
+        engine.close_models()
+
+
 @pytest.fixture
 def no_dspy_cache():
     """DSPy's response cache off, so that an embedded test really runs the model (answers
@@ -184,3 +196,13 @@ def ray_cluster() -> Iterator[None]:
 
     with ray_session(num_cpus=2):
         yield
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the tests that use the shared local Ray (the ``ray_cluster`` fixture) last, in their
+    own order: Ray Data changes process-wide pandas/pyarrow state that a later test reading a
+    dataset with pandas trips on, and the Ray session is then started once, at the end."""
+    uses_ray = [item for item in items if "ray_cluster" in getattr(item, "fixturenames", ())]
+    if uses_ray:
+        others = [item for item in items if "ray_cluster" not in getattr(item, "fixturenames", ())]
+        items[:] = others + uses_ray

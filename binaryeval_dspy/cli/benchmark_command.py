@@ -23,7 +23,7 @@ from binaryeval_dspy.cli.error_handling import (
     with_flag_names,
 )
 from binaryeval_dspy.cli.file_arguments import check_writable_file, slug
-from binaryeval_dspy.cli.item_progress import ItemProgress
+from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import (
     bootstrap_option,
     constant_predictions_option,
@@ -32,6 +32,7 @@ from binaryeval_dspy.cli.options import (
     run_options,
     with_run_settings,
 )
+from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.sampling import SAMPLE_METHODS
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.meta_eval.benchmark_files import (
@@ -59,6 +60,20 @@ def _methods(value: str) -> list[str]:
         raise InputError(f"unknown method(s) {unknown or value!r}; choose from {','.join(METHODS)}",
                          field="methods")
     return [m for m in METHODS if m in chosen]
+
+
+def default_run_dir(benchmark: str, methods: list[str], lm_spec: str | None, *, limit: int | None,
+                    sample: str | None, seed: int) -> Path:
+    """``runs/<benchmark>[-<methods>]-<lm>-<selection>``: what ran and on which LM.
+
+    The methods are named (joined by ``+``) unless all of `METHODS` run; the LM is
+    `lm_spec` as a slug, or ``no-lm`` when `lm_spec` is None (no chosen method uses an
+    LM); the selection is ``<limit>-<sample>-s<seed>`` or ``all``. E.g.
+    ``runs/summeval-rouge-no-lm-4-head-s0``, ``runs/summeval-local-all``.
+    """
+    selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
+    which = "" if list(methods) == list(METHODS) else "-" + "+".join(methods)
+    return Path("runs") / f"{benchmark}{which}-{slug(lm_spec) if lm_spec else 'no-lm'}-{selection}"
 
 
 def _shown_path(path: Path) -> str:
@@ -102,7 +117,9 @@ _print_main_table = print_main_table  # the name before it was public
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Benchmark data folder (default: $BINEVAL_DATA_DIR, else the data shipped with the package).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory (default: runs/<benchmark>-<lm>-<selection>). Rerun to resume or add methods.")
+              help="Run directory (default: runs/<benchmark>[-<methods>]-<lm>-<selection>, the methods named unless "
+                   "all run, the LM 'no-lm' when none of them uses one). Rerun to resume, or with the same --out to add "
+                   "methods.")
 @click.option("--questions", "questions_choice", default=MANUAL, show_default=True,
               help="BinEval question set: 'manual', 'generated' (made by this --lm with benchmark-questions) "
                    "or a path.")
@@ -157,8 +174,8 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                           "will report n/a there.[/yellow]")
     lm_name = handle.name if handle is not None else NO_LM
     if out_dir is None:
-        selection = f"{limit}-{sample or 'head'}-s{seed}" if limit else "all"
-        out_dir = Path("runs") / f"{spec.name}-{slug(lm_spec)}-{selection}"
+        out_dir = default_run_dir(spec.name, chosen, lm_spec if handle is not None else None, limit=limit,
+                                  sample=sample, seed=seed)
     run = BenchmarkRun(out_dir)
     prepare_run(run, spec, items, lm_name=lm_name, question_set=question_set,
                 question_set_source=_shown_path(question_path) if question_path else "", rubric=rubric,
@@ -167,15 +184,19 @@ def benchmark_command(name: str, methods: str, limit: int | None, sample: str | 
                 data_dir=str(data_dir) if data_dir else None, logprobs=logprobs)
     console.print(f"{spec.title}: {len(items)} items, methods {', '.join(chosen)}, LM {lm_name} -> {out_dir}")
     in_flight = settings.in_flight(handle)
-    with ItemProgress(console, in_flight=in_flight) as progress:
+    with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
         tasks: dict[str, int] = {}
 
         def on_start(method: str, total: int) -> None:
-            tasks[method] = progress.add_task(f"{METHOD_TITLES[method]:<14}", total=total)
+            each = (len(question_set.questions) - len(question_set.code_checked) or None
+                    if method == "bineval" and question_set is not None else None)
+            tasks[method] = progress.add_task(f"{METHOD_TITLES[method]:<14}", total=total, calls_each=each)
 
         def on_progress(method: str, result, status: str) -> None:
             note = status if status != "done" else f"last {getattr(result, 'item_id', '')}"[:40]
-            progress.update(tasks[method], status, note="" if status == "skipped" else note)
+            usage = getattr(result, "usage", None)
+            progress.update(tasks[method], status, note="" if status == "skipped" else note,
+                            calls=getattr(usage, "lm_calls", None))
 
         outcomes = run_benchmark(run, spec, items, methods=chosen, handle=handle, question_set=question_set,
                                  rubric=rubric, logprobs=logprobs,  # type: ignore[arg-type]
@@ -299,8 +320,11 @@ def benchmark_questions_command(names: tuple[str, ...], tasks_dir: Path | None, 
         spec = next(s for s in BENCHMARKS.values() if s.task_dir == folder)
         target = task.generated_questions(lm_tag(handle))
         check_writable_file(target)
-        generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements)
-        with console.status(f"{folder}: generating questions with {handle.name}..."), handle.context():
+        with ItemProgress(console, speed_check=speed_check_for(handle, generation=True)) as progress, \
+                handle.context():
+            console.print(f"{folder}: generating questions with {escape(handle.name)}", highlight=False)
+            generator = QuestionGenerator(dimensions=list(spec.dimensions), max_requirements=max_requirements,
+                                          on_step=GenerationSteps(progress, infer_dimensions=False))
             try:
                 pred = generator(task_prompt=prompt)
             except BinEvalError:

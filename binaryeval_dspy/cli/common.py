@@ -44,10 +44,6 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     extra = {"llama_threads": threads} if threads else {}
     try:
         check_provider_key(lm_spec)
-        if embedded:
-            on = f", {threads} llama.cpp thread(s)" if threads else ""
-            console.print(f"[dim]Using the embedded model ({escape(lm_spec)}{on}); it runs offline and is too "
-                          "small to judge well - pass --lm for real evaluations.[/dim]")
         handle = make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
                          adapter=settings.adapter, timeout=None if embedded else settings.timeout, **extra)
         check_endpoint_address(lm_spec)  # after make_lm: a malformed value gets make_lm's own message
@@ -56,6 +52,11 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
             raise  # `spec` becomes --lm where the error is shown (friendly_errors)
         message = str(exc) if "`spec`" in str(exc) else f"{option}: {exc}"
         raise LMConfigError(with_flag_names(message, {"spec": option})) from exc
+    if embedded:
+        choice = handle.engine.thread_choice if handle.engine is not None else None
+        on = f"; {choice.reason}" if choice is not None else ""
+        console.print(f"[dim]Using the embedded model ({escape(lm_spec)}{escape(on)}); it runs offline and is too "
+                      "small to judge well - pass --lm for real evaluations.[/dim]")
     if option == "--lm" and settings.price_model:
         from binaryeval_dspy.cost.price_map import model_price, price_source
 
@@ -67,12 +68,15 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
 
 
 def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> dict[str, object]:
-    """What a run's manifest records about how its LM is reached (never a key), the engine
-    and the ``--cache-padding`` policy (what it padded is added after the run: `padding_note`)."""
+    """What a run's manifest records about how its LM is reached (never a key), the engine,
+    the ``--cache-padding`` policy (what it padded is added after the run: `padding_note`)
+    and, for the embedded model, its llama.cpp thread count and why it was chosen
+    (`ThreadChoice.as_dict`)."""
     settings = settings or RunSettings()
+    choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
             "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
-            "engine": settings.engine_for(handle)}
+            "engine": settings.engine_for(handle), **(choice.as_dict() if choice is not None else {})}
 
 
 def padding_note(stats: dict[str, object] | None) -> str | None:

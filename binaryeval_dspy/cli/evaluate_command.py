@@ -29,6 +29,7 @@ from binaryeval_dspy.cli.run_outcome import (
     record_endpoint_outcome,
     report_results,
 )
+from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
 from binaryeval_dspy.engines.batch_status import check_no_pending_batches
@@ -152,8 +153,10 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter, {engine.name} engine, {in_flight} call(s) "
                          f"in flight), aggregation '{aggregation}' -> {out_dir}"))
-    with ItemProgress(console, in_flight=in_flight) as progress:
-        task = progress.add_task("items", total=len(items))
+    with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
+        # in score mode an item makes at most one call per LM question (verdict modes add a pick and refutations)
+        each = (n_q - n_code) or None if aggregation == "score" else None
+        task = progress.add_task("items", total=len(items), calls_each=each)
 
         def on_progress(result, status):
             note = ""
@@ -161,7 +164,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                 note = progress_note(result)
             if status not in ("done", "skipped"):
                 note = f"{note} ({status})" if note else status
-            progress.update(task, status, note=note)
+            progress.update(task, status, note=note, calls=result.usage.lm_calls if result is not None else None)
 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, settings=settings,
                                  on_progress=on_progress, engine=engine)

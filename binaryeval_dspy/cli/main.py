@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import signal
+import sys
 
 import click
 
@@ -99,6 +100,16 @@ def main() -> None:
         cli(standalone_mode=True)
     except KeyboardInterrupt:  # before a command's own handler is in place
         raise SystemExit(130) from None
+    finally:
+        _close_embedded_models()
+
+
+def _close_embedded_models() -> None:
+    """Free the embedded llama.cpp model once the command is done, if one was loaded (its
+    module is only imported by commands that use it)."""
+    engine = sys.modules.get("binaryeval_dspy.lm.llama_engine")
+    if engine is not None:
+        engine.close_models()
 
 
 if __name__ == "__main__":

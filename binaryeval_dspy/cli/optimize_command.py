@@ -7,19 +7,12 @@ from pathlib import Path
 
 import click
 import dspy
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from binaryeval_dspy.cli.common import build_lm
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors
 from binaryeval_dspy.cli.file_arguments import slug
+from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import lm_options, with_run_settings
 from binaryeval_dspy.comparison.factories import make_setup
 from binaryeval_dspy.comparison.harness import (
@@ -203,20 +196,20 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                   f"optimizers: unoptimized, {', '.join(optimizers)}; LM {handle.name} -> {out_dir}")
 
     adapter = {"adapter": handle.adapter} if handle.adapter is not None else {}
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress, dspy.context(lm=handle.lm, **adapter):
-        task = progress.add_task("optimizers", total=len(optimizers) + 1)
+    with ItemProgress(console) as progress, dspy.context(lm=handle.lm, **adapter):
+        task = progress.add_task("optimizers", total=len(optimizers) + 1, unit="optimizer")
 
         def on_status(name: str, message: str) -> None:
             console.print(f"[bold]{name}[/bold]: {message}", highlight=False)
-            if name != "shared preparation" and message != "running":
-                progress.advance(task)
-            progress.update(task, description=f"{name}: {message}"[:80])
+            if name == "shared preparation" or message == "running":
+                progress.set_note(task, f"{name}: {message}"[:80])
+            else:  # "done", "skipped (done)" or "failed: ..."
+                status = "skipped" if message.startswith("skipped") else message.split(":")[0]
+                progress.update(task, status, note=f"{name}: {message}"[:80])
 
         def on_bineval(line: str) -> None:
             console.print(f"[dim]bineval {line}[/dim]", highlight=False)
-            progress.update(task, description=f"bineval: {line}"[:80])
+            progress.set_note(task, f"bineval: {line}"[:80])
 
         choice.setup.progress = on_bineval
         config, results, failures = run_comparison(

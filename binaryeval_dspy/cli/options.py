@@ -53,9 +53,9 @@ def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add --llama-threads (CPU threads of the embedded llama.cpp model; ``llama_threads``)."""
     return click.option(
         "--llama-threads", "llama_threads", type=click.IntRange(min=1), default=None,
-        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else every core). "
-             "1 is much faster on a busy machine, where llama.cpp's threads wait on each other. No effect on "
-             "served or hosted models.")(func)
+        help="CPU threads of the embedded llama.cpp model (default: $BINEVAL_LLAMA_THREADS, else the cores the "
+             "load average leaves free, recorded with the reason in the run's manifest). 1 is much faster on a busy "
+             "machine, where llama.cpp's threads wait on each other. No effect on served or hosted models.")(func)
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -84,9 +84,10 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "model, fewer tokens everywhere; P(yes) is still recorded when the LM returns log-probabilities."),
         click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
                      metavar="USD",
-                     help="Stop before the estimated cost of this command's LM calls passes USD (prices from "
-                          "LiteLLM's price map; checked before each call with the mean cost per call so far). "
-                          "Everything judged is stored; exit status 1. See docs/cost.md."),
+                     help="Never let the cost of this command's LM calls pass USD (prices from LiteLLM's price "
+                          "map): each call's worst case (its prompt tokens, and max_tokens of output) is reserved "
+                          "before it is sent, the unused part released when its usage arrives. Everything judged "
+                          "is stored; exit status 1. See docs/cost.md."),
         click.option("--warm-prefix/--no-warm-prefix", "warm_prefix", default=None,
                      help="Send each item's first question alone and the rest after it, so the provider's prompt "
                           "cache is written before the others read it. Default: on for hosted models (a LiteLLM "

@@ -20,7 +20,9 @@ from binaryeval_dspy.cli.common import build_lm
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors, with_flag_names
 from binaryeval_dspy.cli.file_arguments import check_writable_file
+from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import lm_options, with_run_settings
+from binaryeval_dspy.cli.run_speed import questions_forecast, speed_check_for
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.programs import question_generator as question_generator_module
 from binaryeval_dspy.programs.question_generator import QuestionGenerator, normalize_dimension
@@ -72,12 +74,18 @@ def questions_command(task_prompt_file: Path, out_path: Path, dimensions: str | 
             raise InputError(f"no usable dimension name in {dimensions!r}", field="--dimensions",
                              fix="give comma-separated names such as coherence,fluency (letters, digits, _).")
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
-    generator = QuestionGenerator(dimensions=dims, max_requirements=max_requirements)
+    if handle.embedded:
+        choice = getattr(handle.engine, "thread_choice", None)
+        calls = 1 + (0 if dims else 1) + max_requirements
+        console.print(escape(questions_forecast(calls=calls, threads=choice.threads if choice else None)),
+                      highlight=False)
     # the generator logs its report's warnings for library users; this command prints them itself
     generator_logger = logging.getLogger(question_generator_module.__name__)
     level = generator_logger.level
     generator_logger.setLevel(logging.ERROR)
-    with console.status("Generating questions (requirements, then one call per requirement)..."), handle.context():
+    with ItemProgress(console, speed_check=speed_check_for(handle, generation=True)) as progress, handle.context():
+        generator = QuestionGenerator(dimensions=dims, max_requirements=max_requirements,
+                                      on_step=GenerationSteps(progress, infer_dimensions=not dims))
         try:
             pred = generator(task_prompt=task_prompt)
         except BinEvalError:

@@ -94,7 +94,7 @@ def _lms_cell(lms: dict[str, str]) -> str:
     always = ["task", "prompt", "reflection"]
     cells = [f"{role}: {lms.get(role, '-')}" for role in always]
     cells += [f"{role}: {name}" for role, name in lms.items() if role not in always]
-    return "; ".join(cells).replace("|", "/")
+    return "; ".join(cells)
 
 
 def _counts_cell(counts: dict[str, int] | None) -> str:
@@ -134,7 +134,7 @@ def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[s
             _tokens(result.test_prompt_tokens, result.test_completion_tokens, result.test_cached_tokens,
                     result.test_tokens), cost_cell(config, result),
             f"{result.compile_seconds:.1f} / {result.test_seconds:.1f}", _lms_cell(row_lms(config, result)),
-            str(result.prompt_chars), result.notes.replace("|", "/")[:120]])
+            str(result.prompt_chars), result.notes[:120]])
     return header, body
 
 

@@ -1,32 +1,51 @@
-"""``--max-cost``: stop a live run before its estimated cost passes a budget (USD).
+"""``--max-cost``: a spending limit (USD) that the LM calls of a live run never pass.
 
 `CostBudget` is asked before every LM call of the item loop (`map_items`, via its
-``budget`` argument) whether the call may go:
+``budget`` argument) whether the call may go, and told when it is done:
 
-* the cost of the calls made so far is known from their usage (tokens, priced with
-  `binaryeval_dspy.cost.pricing`); the next call is estimated at the mean cost per call so
-  far, and so is every call still in flight;
-* a call goes when ``spent + (in flight + 1) x mean`` stays within the budget; otherwise
-  the run stops: no further call is sent, calls in flight finish and are stored, an item
-  with questions not yet asked is stored incomplete (a rerun asks the rest), and the
-  command exits with status 1 naming the budget;
-* until one call has reached the model there is no mean, so calls go one at a time
-  (answers from DSPy's cache return at once, so a cached rerun is barely slowed).
+* before a call, its **worst case** is reserved: its prompt tokens (counted from the
+  messages it will send, `CallRequest`, with the provider's tokenizer,
+  `binaryeval_dspy.cost.provider_tokenizer`) at the input price (or the cache-write
+  price where that is dearer) plus its ``max_tokens`` at the output price, at batch
+  prices in batch mode;
+* a call goes when ``spent + reserved + worst case`` stays within the budget; when it
+  does not and other calls are in flight, it waits for them (their unused reservation
+  is released when their usage arrives: `settle`); when nothing is in flight, the run
+  stops: no further call is sent, an item with questions not yet asked is stored
+  incomplete (a rerun asks the rest), and the command exits with status 1 saying what
+  was spent and how many calls are left;
+* a budget smaller than the first call's worst case stops the run before any call, and
+  names the smallest budget that allows that call.
 
-The budget counts the calls of this command (this process), not those of earlier
-sessions of a resumed run. It is an estimate: a call longer than the mean can take the
-total a little past the budget, by less than one call's cost. Calls answered from DSPy's
-cache cost nothing.
+So the total never passes the budget, at any concurrency, as long as each call's usage
+stays within its worst case (a provider tokenizer that is an approximation, as for
+Claude, is given a margin, `APPROXIMATE_MARGIN`). A call planned without its messages
+(the baselines' calls, verdict mode's label pick and pressure test, which run in an
+item's finish step) cannot be bounded beforehand: it is estimated at the dearest call
+settled so far (the first such call goes alone), and a finish step's calls are charged
+when done. The budget counts the calls of this command (this process), not those of
+earlier sessions of a resumed run. Calls answered from DSPy's cache cost nothing (their
+reservation is released whole).
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from typing import Any
 
 from binaryeval_dspy.cost.price_map import LOCAL, ModelPrice, model_price, price_source
 from binaryeval_dspy.cost.pricing import format_usd
+from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD
+from binaryeval_dspy.engines.item_work import CallRequest
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.schemas.item_result import Usage
+
+#: Share added to a prompt's token count when the tokenizer is not the provider's own
+#: (LiteLLM's approximation for Claude and others), so the worst case stays above it.
+APPROXIMATE_MARGIN = 0.25
+#: Tokens for the reply's priming (OpenAI's chat format), besides `MESSAGE_OVERHEAD` per message.
+_REPLY_PRIMING = 3
 
 
 class CostBudget:
@@ -37,14 +56,22 @@ class CostBudget:
         price: the model's prices (`ModelPrice`), or None for a model that costs nothing
             (the embedded model: the budget is never reached).
         batch: price calls at batch prices.
+        tokenizer: counts a text's prompt tokens (anything with ``count(text) -> int``
+            and ``exact``); None makes the model's `ProviderTokenizer` when first needed.
 
     Attributes:
-        spent_usd: estimated USD of the calls settled so far.
-        calls: reserved calls settled that reached a model (the mean's denominator).
-        stop_reason: why the budget stopped the run (one sentence), or None.
+        spent_usd: estimated USD of the calls settled so far (their reported usage).
+        reserved_usd: worst cases of the calls in flight, not yet settled.
+        calls: reserved calls settled that reached a model.
+        in_flight: reserved calls not yet settled.
+        largest_call_usd: the dearest call settled so far (the estimate of a call
+            without a `CallRequest`).
+        calls_left: LM calls that were not sent because the budget stopped the run (set
+            by the item loop), or None.
     """
 
-    def __init__(self, max_usd: float, price: ModelPrice | None, *, batch: bool = False) -> None:
+    def __init__(self, max_usd: float, price: ModelPrice | None, *, batch: bool = False,
+                 tokenizer: Any = None) -> None:
         if isinstance(max_usd, bool) or not isinstance(max_usd, (int, float)) or not max_usd > 0:
             raise LMConfigError("bad `max_cost`", expected="a positive number of US dollars", received=repr(max_usd),
                                 fix="e.g. `max_cost` 2.50.")
@@ -52,9 +79,13 @@ class CostBudget:
         self.price = price
         self.batch = batch
         self.spent_usd = 0.0
+        self.reserved_usd = 0.0
         self.calls = 0
         self.in_flight = 0
-        self.stop_reason: str | None = None
+        self.largest_call_usd: float | None = None
+        self.calls_left: int | None = None
+        self._stop: str | None = None
+        self._tokenizer = tokenizer
         self._lock = threading.Lock()
 
     @classmethod
@@ -78,6 +109,16 @@ class CostBudget:
                                     "`price_model` gpt-4o-mini), or drop `max_cost`.")
         return cls(max_usd, price)
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the budget stopped the run (with the calls left, once the loop counted
+        them), or None while it has not."""
+        if self._stop is None:
+            return None
+        if self.calls_left is None:
+            return self._stop
+        return f"{self._stop} {self.calls_left} LM call(s) (questions) are left; rerun to ask them."
+
     def cost_of(self, usage: Usage) -> float:
         """Estimated USD of calls with this usage (0 for a model that costs nothing)."""
         if self.price is None:
@@ -87,50 +128,127 @@ class CostBudget:
                                 cache_write_tokens=getattr(usage, "cache_write_tokens", 0), batch=self.batch)
         return parts.total if parts is not None else 0.0
 
-    @property
-    def mean_usd_per_call(self) -> float | None:
-        """Mean USD per call that reached a model so far; None before the first one."""
-        with self._lock:
-            return self.spent_usd / self.calls if self.calls else None
+    def prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """An upper estimate of the prompt tokens of `messages` (chat messages whose
+        ``content`` is a text or a list of text blocks): the provider tokenizer's count
+        of each text plus 4 tokens per message and 3 for the reply, raised by
+        `APPROXIMATE_MARGIN` when the tokenizer is an approximation."""
+        if self._tokenizer is None:
+            from binaryeval_dspy.cost.provider_tokenizer import ProviderTokenizer
 
-    def reserve(self) -> bool | None:
-        """Ask before sending one call: True (send it; it now counts as in flight), None
-        (wait: no call has reached the model yet and one is in flight), False (stop: the
-        estimate would pass the budget; `stop_reason` says so)."""
+            self._tokenizer = ProviderTokenizer(self.price.model if self.price is not None else "gpt-4o-mini")
+        counted = _REPLY_PRIMING + sum(MESSAGE_OVERHEAD + self._tokenizer.count(_text(m.get("content")))
+                                       for m in messages)
+        return counted if getattr(self._tokenizer, "exact", False) else math.ceil(counted * (1 + APPROXIMATE_MARGIN))
+
+    def completion_cap(self, request: CallRequest) -> int | None:
+        """The most completion tokens `request` can be billed for: its ``max_tokens``, else
+        the model's own output limit from LiteLLM's map (``max_output_tokens``); None when
+        neither is known."""
+        if request.max_tokens is not None:
+            return request.max_tokens
+        if self.price is None:
+            return None
+        import litellm
+
+        entry = litellm.model_cost.get(self.price.key) or {}
+        cap = entry.get("max_output_tokens") or entry.get("max_tokens")
+        return int(cap) if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0 else None
+
+    def worst_case(self, request: CallRequest) -> tuple[float, int, int] | None:
+        """(USD, prompt tokens, completion tokens) of `request` at its worst: every prompt
+        token at the input price, or at the cache-write price where that is dearer, plus
+        its completion cap (`completion_cap`) at the output price (batch prices in batch
+        mode). None when the request does not say its messages, or no cap is known."""
+        cap = self.completion_cap(request) if request.messages is not None else None
+        if cap is None or self.price is None:
+            return None
+        prompt = self.prompt_tokens(request.messages)
+        plain = self.price.cost(prompt_tokens=prompt, completion_tokens=cap, batch=self.batch)
+        written = self.price.cost(prompt_tokens=prompt, completion_tokens=cap, cache_write_tokens=prompt,
+                                  batch=self.batch)
+        if plain is None or written is None:
+            return None
+        return max(plain.total, written.total), prompt, cap
+
+    def reserve(self, request: CallRequest | None = None) -> bool | None:
+        """Ask before sending one call: True (send it: its worst case is now reserved, in
+        ``request.reserved_usd``), None (wait: calls in flight hold reservations that
+        their usage will release), False (stop: the call could pass the budget with
+        nothing in flight; `stop_reason` says so).
+
+        Args:
+            request: what the call will send (`CallRequest`); None or one without
+                messages is estimated at the dearest call settled so far.
+        """
+        request = request if request is not None else CallRequest()
         with self._lock:
-            if self.stop_reason is not None:
+            if self._stop is not None:
                 return False
             if self.price is None:
+                request.reserved_usd = 0.0
                 self.in_flight += 1
                 return True
-            if not self.calls:
+            worst = self.worst_case(request)
+            if worst is None:
+                if self.largest_call_usd is None:  # nothing known: one unbounded call at a time
+                    if self.in_flight:
+                        return None
+                    cost = 0.0
+                else:
+                    cost = self.largest_call_usd
+                sizes = None
+            else:
+                cost, *sizes = worst
+            if self.spent_usd + self.reserved_usd + cost > self.max_usd:
                 if self.in_flight:
-                    return None
-                self.in_flight += 1
-                return True
-            mean = self.spent_usd / self.calls
-            estimate = self.spent_usd + (self.in_flight + 1) * mean
-            if estimate > self.max_usd:
-                self.stop_reason = (
-                    f"the next LM call would take the estimated cost past `max_cost` {format_usd(self.max_usd)}: "
-                    f"{format_usd(self.spent_usd)} spent by this command on {self.calls} calls (about "
-                    f"{format_usd(mean)} per call at {self.price.key}'s prices)"
-                    + (f", {self.in_flight} still in flight" if self.in_flight else "")
-                    + ". Everything judged is stored; rerun with a larger `max_cost` to continue")
+                    return None  # their unused reservations come back when they settle
+                self._stop = self._stop_sentence(cost, sizes)
                 return False
+            request.reserved_usd = cost
+            self.reserved_usd += cost
             self.in_flight += 1
             return True
 
-    def settle(self, usage: Usage) -> None:
-        """Record a reserved call's usage once it is done (it is no longer in flight)."""
+    def _stop_sentence(self, cost: float, tokens: list[int] | None) -> str:
+        limit = f"`max_cost` {format_usd(self.max_usd)}"
+        sizes = (f" ({tokens[0]:,} prompt tokens and up to {tokens[1]:,} completion tokens at "
+                 f"{self.price.key}'s {'batch ' if self.batch else ''}prices)") if tokens else ""
+        if cost > self.max_usd:
+            return (f"{limit} is less than the worst case of one LM call, {format_usd(cost)}{sizes}: the smallest "
+                    f"budget that allows this call is {format_usd(cost)}. {format_usd(self.spent_usd)} spent by "
+                    f"this command on {self.calls} calls. Everything judged is stored; rerun with a larger "
+                    "`max_cost` to continue.")
+        return (f"the next LM call could take the cost past {limit}: {format_usd(self.spent_usd)} spent by this "
+                f"command on {self.calls} calls, and the next call may cost up to {format_usd(cost)}{sizes}. "
+                "Everything judged is stored; rerun with a larger `max_cost` to continue.")
+
+    def settle(self, usage: Usage, request: CallRequest | None = None) -> None:
+        """Record a reserved call's usage once it is done: its cost is spent, the rest of
+        its reservation (``request.reserved_usd``) released, and it is no longer in flight."""
         cost = self.cost_of(usage)
         with self._lock:
             self.in_flight = max(0, self.in_flight - 1)
+            if request is not None:
+                self.reserved_usd = max(0.0, self.reserved_usd - request.reserved_usd)
+                request.reserved_usd = 0.0
             self.spent_usd += cost
-            self.calls += 1 if usage.lm_calls else 0  # a cache hit says nothing about a call's cost
+            if usage.lm_calls:  # a cache hit says nothing about a call's cost
+                self.calls += 1
+                per_call = cost / usage.lm_calls
+                self.largest_call_usd = max(self.largest_call_usd or 0.0, per_call)
 
     def charge(self, usage: Usage) -> None:
         """Record usage of LM calls that were not reserved (an item's finish step)."""
         cost = self.cost_of(usage)
         with self._lock:
-            self.spent_usd += cost  # raises the mean per call: the estimate errs on the safe side
+            self.spent_usd += cost
+            if usage.lm_calls:
+                self.largest_call_usd = max(self.largest_call_usd or 0.0, cost / usage.lm_calls)
+
+
+def _text(content: Any) -> str:
+    """The text of a message's content: a string, or the ``text`` of its blocks."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or () if isinstance(block, dict))

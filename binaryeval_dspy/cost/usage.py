@@ -8,7 +8,8 @@ tracker, so usage recorded in workers never reaches the tracker the caller reads
 copied and records under a lock, so every thread's calls land in the one tracker.
 
 Calls answered from DSPy's cache carry no usage and are not counted: the figures are
-what reached a model.
+what reached a model. A request that got an error instead of a reply (retried by DSPy or
+not) is recorded too (`record_failed_request`) and counted apart, as ``failed_calls``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,19 @@ def shared_usage() -> Iterator[SharedUsageTracker]:
                         parent.usage_data[lm].extend(entries)
 
 
+#: Key of a usage entry that stands for a request answered with an error (`record_failed_request`).
+FAILED_REQUEST = "bineval_failed_request"
+
+
+def record_failed_request(model: str, usage: Mapping[str, Any] | None = None) -> None:
+    """Record, in the usage tracker in effect (if any), one request that got an error
+    instead of a reply, with the tokens the provider reported for it (`usage`, usually
+    none); `usage_from_entries` counts it in ``failed_calls``, not in ``lm_calls``."""
+    tracker = dspy.settings.usage_tracker
+    if tracker is not None:
+        tracker.add_usage(model, {**(usage or {}), FAILED_REQUEST: 1})
+
+
 def _count(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
@@ -119,18 +133,22 @@ def usage_from_entries(usage_data: Mapping[str, list[dict]]) -> Usage:
         usage_data: LM name -> list of usage entries, as `UsageTracker.usage_data`.
 
     Returns:
-        A `Usage`; one entry is one call that reached a model.
+        A `Usage`; one entry is one call that reached a model, or, marked
+        `FAILED_REQUEST`, one request answered with an error (``failed_calls``).
     """
-    calls = prompt = completion = cached = written = 0
+    calls = prompt = completion = cached = written = failed = 0
     for entries in usage_data.values():
         for entry in entries:
-            calls += 1
+            if entry.get(FAILED_REQUEST):
+                failed += 1
+            else:
+                calls += 1
             prompt += _count(entry.get("prompt_tokens") or entry.get("input_tokens"))
             completion += _count(entry.get("completion_tokens") or entry.get("output_tokens"))
             cached += cached_prompt_tokens(entry)
             written += cache_write_tokens(entry)
     return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached,
-                 cache_write_tokens=written)
+                 cache_write_tokens=written, failed_calls=failed)
 
 
 def usage_from_tracker(tracker: object) -> Usage:

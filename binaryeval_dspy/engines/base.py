@@ -71,8 +71,9 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
 
     Raises:
         ConfigError: ``batch`` (driven by `binaryeval_dspy.engines.batch.run_batch`, not
-            through this interface), or ``live`` / ``ray`` with an embedded model, or the
-            ray engine with a model it cannot reach (`binaryeval_dspy.engines.ray_data`).
+            through this interface), ``live`` / ``ray`` with an embedded model, or ``ray``
+            with ``max_cost`` set.
+        LMConfigError: the ray engine with a model it cannot reach.
         MissingExtraError: the ``ray`` engine without the ``ray`` extra.
     """
     name = settings.engine_for(handle)
@@ -88,6 +89,10 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
 
         return LiveEngine(settings.in_flight(handle))
     if name == "ray":
+        if settings.max_cost is not None:
+            raise ConfigError("max_cost cannot be enforced by the ray engine: it sends many requests at once, so it "
+                              "cannot ask the budget before each call.", fix="use the live engine for a run with a "
+                                                                            "spending limit.")
         from binaryeval_dspy.engines.ray_engine import RayEngine
 
         return RayEngine(handle, settings)

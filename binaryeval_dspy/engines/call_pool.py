@@ -19,8 +19,11 @@ that combines their results (and may call the LM again, e.g. a verdict pick).
   before it is read (``--warm-prefix``).
 
 A ``budget`` (``--max-cost``, `binaryeval_dspy.cost.budget.CostBudget`) is asked before
-every call; when it says stop, nothing more is sent, calls in flight finish, and items
-with calls made are finished with stand-ins for the calls not sent (`ItemWork.unsent`).
+every call, with what the call will send (`ItemWork.request`) so that it can reserve the
+call's worst case, and told each call's usage when it is done; when it says stop, nothing
+more is sent, calls in flight finish, items with calls made are finished with stand-ins
+for the calls not sent (`ItemWork.unsent`), and the calls left (those not sent, and those
+of the items not started) are counted into ``budget.calls_left``.
 
 Each call runs in a copy of the submitting thread's `contextvars` context, which is
 how DSPy settings (``dspy.context(lm=..., adapter=...)``) and the usage tracker reach
@@ -47,7 +50,7 @@ from typing import Any, TypeVar
 import dspy
 
 from binaryeval_dspy.cost.usage import usage_from_entries
-from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork, StopItems
+from binaryeval_dspy.engines.item_work import CallBudget, CallRequest, ItemDone, ItemWork, StopItems
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -85,6 +88,7 @@ class _Pending:
     in_flight: int = 0  # futures not yet done (calls and finish)
     dropped: bool = False  # stopped by the budget with nothing to report
     answered: set[int] = field(default_factory=set)  # call positions whose result is in
+    requests: dict[int, CallRequest] = field(default_factory=dict)  # what each call reserved with the budget
 
 
 def map_items(
@@ -108,11 +112,15 @@ def map_items(
         concurrency: LM calls in flight across items and their questions (an int >= 1).
             1 runs everything on the calling thread, in order. An item whose work has
             ``warm_first`` sends its first call alone, the others after it.
-        budget: asked before every call (`CallBudget.reserve`; e.g. a `CostBudget` for
-            ``--max-cost``). When it says stop, no further call is sent and no item
-            admitted; calls in flight finish, and an item with some calls made is
-            finished with ``work.unsent`` results for the rest and reported (without
-            ``unsent``, or with no call made, it is dropped). Finish steps always run.
+        budget: asked before every call (`CallBudget.reserve`, with the call's
+            `CallRequest` from ``work.request``; e.g. a `CostBudget` for ``--max-cost``)
+            and told its usage after it (`CallBudget.settle`). When it says stop, no
+            further call is sent and no item admitted; calls in flight finish, and an
+            item with some calls made is finished with ``work.unsent`` results for the
+            rest and reported (without ``unsent``, or with no call made, it is dropped).
+            Finish steps always run (their usage is `CallBudget.charge`d). The calls not
+            sent, those of items never admitted included (planned to count them), are
+            set as ``budget.calls_left``.
 
     Raises:
         ConfigError: `concurrency` is not an int >= 1.
@@ -132,16 +140,19 @@ def map_items(
 
 def _map_sequential(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
                     on_done: Callable[[ItemDone], None], budget: CallBudget | None = None) -> None:
-    for index, item in enumerate(items):
+    source = iter(enumerate(items))
+    for index, item in source:
         work = plan(index, item)
         started = time.perf_counter()
         results: list[Any] = []
         usage = Usage()
         error: BaseException | None = None
         stopped = False
-        for call in work.calls:
-            if budget is not None and _reserve(budget) is False:
+        for position, call in enumerate(work.calls):
+            request = _request(work, position) if budget is not None else None
+            if budget is not None and _reserve(budget, request) is False:
                 stopped = True
+                _count_left(budget, len(work.calls) - position, source, plan)
                 break
             try:
                 value, error, entries, _ = _measured(call)
@@ -151,7 +162,7 @@ def _map_sequential(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
             call_usage = _call_usage(entries, work.one_call_each)
             usage += call_usage
             if budget is not None:
-                budget.settle(call_usage)
+                budget.settle(call_usage, request)
             if error is not None:
                 break
             results.append(value)
@@ -181,6 +192,7 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
     source = iter(enumerate(items))
     queued: deque[tuple[_Pending, int | None]] = deque()  # (item, call position or None for finish)
     futures: dict[Future, tuple[_Pending, int | None]] = {}
+    requests: dict[Future, CallRequest | None] = {}  # what each call in flight reserved with the budget
     active: dict[int, _Pending] = {}  # admitted items not yet reported
     exhausted = False
     stopping = False
@@ -202,6 +214,7 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
         context = contextvars.copy_context()
         future = pool.submit(context.run, _measured, call)
         futures[future] = (pending, position)
+        requests[future] = pending.requests.pop(position, None) if position is not None else None
         future.add_done_callback(completed.put)
 
     def report(pending: _Pending, result: Any, error: BaseException | None, started: float | None = None) -> None:
@@ -223,6 +236,8 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
         stopping = True
         reason = (budget.stop_reason if budget is not None else None) or "stopped before this call"
         unsent = {id(p): [pos for q, pos in queued if q is p and pos is not None] + p.held for p in active.values()}
+        if budget is not None:
+            _count_left(budget, sum(len(positions) for positions in unsent.values()), source, plan)
         queued_finishes = [(p, pos) for p, pos in queued if pos is None]
         queued.clear()
         queued.extend(queued_finishes)
@@ -262,7 +277,10 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
         while queued and len(futures) < backlog:
             pending, position = queued[0]
             if position is not None and budget is not None:
-                go = budget.reserve() if futures else _reserve(budget)
+                if position not in pending.requests:
+                    pending.requests[position] = _request(pending.work, position)
+                request = pending.requests[position]
+                go = budget.reserve(request) if futures else _reserve(budget, request)
                 if go is None:
                     break  # no call's cost is known yet: wait for the one in flight
                 if go is False:
@@ -278,11 +296,15 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
                 if future not in futures:  # already handled (a callback of a cancelled future)
                     continue
                 pending, position = futures.pop(future)
+                request = requests.pop(future, None)
                 pending.in_flight -= 1
                 value, error, entries, started = future.result()
                 usage = _call_usage(entries, position is not None and pending.work.one_call_each)
                 if budget is not None:
-                    (budget.settle if position is not None else budget.charge)(usage)
+                    if position is not None:
+                        budget.settle(usage, request)
+                    else:
+                        budget.charge(usage)
                 pending.usage += usage
                 pending.started = started if pending.started is None else min(pending.started, started)
                 if pending.dropped:
@@ -314,9 +336,9 @@ def _map_pooled(items: Iterable[Any], plan: Callable[[int, Any], ItemWork],
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         if budget is not None:  # calls dropped with the loop are no longer in flight for the budget
-            for _pending, position in futures.values():
+            for future, (_pending, position) in futures.items():
                 if position is not None:
-                    budget.settle(Usage())
+                    budget.settle(Usage(), requests.get(future))
 
 
 def _next_done(completed: queue.SimpleQueue) -> list[Future]:
@@ -358,11 +380,38 @@ def _salvage(index: int, work: ItemWork, answered: dict[int, Any], usage: Usage,
         return
 
 
-def _reserve(budget: CallBudget) -> bool:
-    """`budget.reserve()` when none of this loop's calls is in flight: a "wait" can only be for
-    another loop's call (a budget shared across threads), so wait for it here."""
+def _reserve(budget: CallBudget, request: CallRequest | None = None) -> bool:
+    """`budget.reserve(request)` when none of this loop's calls is in flight: a "wait" can only be
+    for another loop's call (a budget shared across threads), so wait for it here."""
     while True:
-        go = budget.reserve()
+        go = budget.reserve(request)
         if go is not None:
             return go
         time.sleep(0.02)
+
+
+def _request(work: ItemWork, position: int) -> CallRequest:
+    """What call `position` of `work` will send (`ItemWork.request`); an empty `CallRequest`
+    (the budget then estimates the call) when the work cannot say, or saying it failed (the
+    call itself will meet the same trouble and report it)."""
+    if work.request is None:
+        return CallRequest()
+    try:
+        return work.request(position)
+    except Exception:  # noqa: BLE001 - a prompt that cannot be formatted fails in the call, where it is reported
+        return CallRequest()
+
+
+def _count_left(budget: CallBudget, unsent: int, rest: Iterable[tuple[int, Any]],
+                plan: Callable[[int, Any], ItemWork]) -> None:
+    """The budget stopped the run: set ``budget.calls_left`` to the `unsent` calls of admitted
+    items plus the calls of every item not admitted (planned here only to count them; an
+    item whose planning fails counts 0)."""
+    left = unsent
+    for index, item in rest:
+        try:
+            left += len(plan(index, item).calls)
+        except Exception:  # noqa: BLE001, S112 - counting only: a bad item is reported by the run that judges it
+            continue
+    if hasattr(budget, "calls_left"):
+        budget.calls_left = left

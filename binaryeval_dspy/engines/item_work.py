@@ -1,8 +1,8 @@
 """What one item of the item loop is: its planned work, its outcome, and the budget asked per call.
 
 `ItemWork` (independent calls plus a `finish` step), `ItemDone` (what `on_done` receives),
-`StopItems` (an ``on_done`` callback's early stop) and `CallBudget` (what is asked before
-each call) are the vocabulary of `binaryeval_dspy.engines.call_pool.map_items`, which runs
+`StopItems` (an ``on_done`` callback's early stop), `CallRequest` (what one call will send,
+for a budget) and `CallBudget` (what is asked before each call) are the vocabulary of `binaryeval_dspy.engines.call_pool.map_items`, which runs
 them; they live here so that code planning items needs no loop (and no DSPy import).
 """
 
@@ -10,12 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from binaryeval_dspy.schemas.item_result import Usage
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+@dataclass
+class CallRequest:
+    """What one LM call will send, so that a budget can reserve its worst case before it goes.
+
+    Attributes:
+        messages: the chat messages of the call (``role`` and ``content``), as the adapter
+            formats them; None when not known beforehand.
+        max_tokens: the call's completion cap (tokens); None when not known.
+        reserved_usd: what the budget reserved for this call (set by `CallBudget.reserve`,
+            released by `CallBudget.settle`).
+    """
+
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    reserved_usd: float = 0.0
 
 
 @dataclass
@@ -41,6 +58,10 @@ class ItemWork(Generic[T, R]):
             sent because a `map_items` ``budget`` stopped the run (BinEval: an ``error``
             verdict, asked again by a rerun), so an item with some calls made is still
             finished and reported. None: such an item is dropped (not reported).
+        request: ``request(position)`` gives what call `position` will send (a
+            `CallRequest`: its messages and ``max_tokens``), asked only when a budget is
+            set, right before the call, so that the budget reserves its worst case.
+            None: the budget estimates the call (see `binaryeval_dspy.cost.budget`).
     """
 
     calls: list[Callable[[], T]]
@@ -48,6 +69,7 @@ class ItemWork(Generic[T, R]):
     one_call_each: bool = False
     warm_first: bool = False
     unsent: Callable[[int, str], T] | None = None
+    request: Callable[[int], CallRequest] | None = None
 
 
 @dataclass
@@ -77,12 +99,14 @@ class CallBudget(Protocol):
     """What `map_items` asks before each call (see `binaryeval_dspy.cost.budget.CostBudget`)."""
 
     stop_reason: str | None
+    calls_left: int | None
 
-    def reserve(self) -> bool | None:
-        """True: send the call; None: wait for a call in flight to finish; False: stop the run."""
+    def reserve(self, request: CallRequest | None = None) -> bool | None:
+        """True: send the call (`request` holds what was reserved); None: wait for a call in
+        flight to finish; False: stop the run."""
 
-    def settle(self, usage: Usage) -> None:
-        """A reserved call is done, with this usage."""
+    def settle(self, usage: Usage, request: CallRequest | None = None) -> None:
+        """A reserved call (the `request` given to `reserve`) is done, with this usage."""
 
     def charge(self, usage: Usage) -> None:
         """An item's finish step made calls with this usage (not reserved)."""

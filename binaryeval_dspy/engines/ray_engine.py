@@ -12,8 +12,9 @@ verdict from Ray is the same record as a live verdict. Each answer is journaled 
 moment its reply is parsed (the run's calls are journaled calls), so a killed run loses
 nothing and a rerun asks only what is missing.
 
-Requests are prepared and sent in windows of `window` items, so memory stays bounded for
-a million items and results of the first window are stored while later ones are prepared.
+Requests are prepared lazily, as Ray Data takes them (`send_requests` sends them in
+windows of requests, one dataset each), so memory stays bounded for a million items and the
+first items' results are stored while later ones are still being prepared.
 
 Reaches OpenAI-compatible endpoints: a base URL (vLLM, llama.cpp's server, a LiteLLM
 proxy) or ``openai/<model>``, as the batch engine does (`batch_api.batch_target`).
@@ -63,23 +64,19 @@ class RayEngine:
         settings: the run's settings: ``concurrency`` (requests in flight across the
             Ray tasks), ``ray_address`` (a cluster to join; None starts a local Ray),
             ``timeout`` (seconds per HTTP attempt; None: 600).
-        window: items whose requests are prepared and sent together (>= 1).
 
     Raises:
         MissingExtraError: the ``ray`` extra is not installed.
         LMConfigError: an LM the engine cannot reach (an embedded model, or a provider
             without an OpenAI-compatible endpoint).
-        ConfigError: `window` < 1.
     """
 
     name = "ray"
 
-    def __init__(self, handle: LMHandle | None, settings: RunSettings, *, window: int = 256) -> None:
+    def __init__(self, handle: LMHandle | None, settings: RunSettings) -> None:
         require("ray.data", "ray", "The ray engine")
         if handle is None:
             raise LMConfigError("the ray engine needs an LM to send requests to", fix="pass an LM (lm=...).")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ConfigError("bad window", expected="an integer >= 1", received=repr(window))
         target = batch_target(handle, engine="ray")
         kwargs = dict(getattr(handle.lm, "kwargs", None) or {})
         key = kwargs.get("api_key") or (os.environ.get(target.api_key_env) if target.api_key_env else None)
@@ -90,7 +87,6 @@ class RayEngine:
         self.in_flight = settings.concurrency
         self.address = settings.ray_address
         self.timeout = settings.timeout or 600.0
-        self.window = window
         self.notes: list[str] = []
 
     def run(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork], on_done: Callable[[ItemDone], None],
@@ -98,12 +94,12 @@ class RayEngine:
         """As `binaryeval_dspy.engines.base.Engine.run`, through Ray Data.
 
         Raises:
-            ConfigError: a `budget` (``max_cost``): the ray engine sends a window's
+            ConfigError: a `budget` (``max_cost``): the ray engine sends many
                 requests at once and cannot ask before each call; use the live engine.
             KeyboardInterrupt: after stopping Ray; answers parsed so far are journaled.
         """
         if budget is not None:
-            raise ConfigError("max_cost cannot be enforced by the ray engine (it sends a window of requests at once)",
+            raise ConfigError("max_cost cannot be enforced by the ray engine (it sends many requests at once)",
                               fix="use the live engine for a run with a spending limit.")
         from binaryeval_dspy.engines.ray_data import HttpTarget, ray_session
 
@@ -114,48 +110,63 @@ class RayEngine:
             where = f"joined {self.address}" if self.address else "local"
             self.notes.append(f"Ray started in {time.perf_counter() - started:.1f} s ({where}); requests sent "
                               f"through Ray Data with {self.in_flight} in flight")
-            for start in range(0, len(items), self.window):
-                if not self._run_window(items, start, plan, on_done, target, replay):
-                    return
+            self._send_all(items, plan, on_done, target, replay)
 
-    def _run_window(self, items: Sequence[Any], start: int, plan: Callable[[int, Any], ItemWork],
-                    on_done: Callable[[ItemDone], None], target: Any, replay: ReplayLM) -> bool:
-        """Prepare, send and record the items ``items[start:start + window]``; False when
-        `on_done` asked to stop."""
+    def _send_all(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork],
+                  on_done: Callable[[ItemDone], None], target: Any, replay: ReplayLM) -> None:
+        """Prepare every item's requests as Ray Data takes them, and record each reply as it
+        streams back; an item is finished and reported once all its replies are in."""
         from binaryeval_dspy.engines.ray_data import PreparedRequest, send_requests
 
-        open_items: dict[int, _Open] = {}
-        requests: list[PreparedRequest] = []
         calls: dict[str, tuple[_Open, int]] = {}
-        for index in range(start, min(start + self.window, len(items))):
-            work = plan(index, items[index])
-            entry = _Open(index=index, work=work, results=[None] * len(work.calls), remaining=len(work.calls),
-                          started=time.perf_counter())
-            if not work.calls:
-                if not self._finish(entry, on_done):
-                    return False
-                continue
-            open_items[index] = entry
-            for position, call in enumerate(work.calls):
-                messages, options = capture_request(call, self.handle)
-                body = request_body(messages, options, model=self.model, provider="openai")
-                custom_id = f"{index}:{position}"
-                requests.append(PreparedRequest(custom_id=custom_id, body=body))
-                calls[custom_id] = (entry, position)
-        for reply in send_requests(requests, target, in_flight=self.in_flight):
-            entry, position = calls[reply.custom_id]
-            call = entry.work.calls[position]
-            if reply.body is not None:
-                with dspy.track_usage() as tracker:
-                    value = replay.verdict(call, reply.body)
-                entry.usage += usage_from_entries(dict(tracker.usage_data))
-            else:
-                value = _failed_call(call, reply.error or "no reply")
-            entry.results[position] = value
-            entry.remaining -= 1
-            if entry.remaining == 0 and not self._finish(entry, on_done):
-                return False
-        return True
+        no_calls: list[_Open] = []  # items whose questions are all settled: finished between replies
+
+        def prepared() -> Any:
+            for index, item in enumerate(items):
+                work = plan(index, item)
+                entry = _Open(index=index, work=work, results=[None] * len(work.calls), remaining=len(work.calls),
+                              started=time.perf_counter())
+                if not work.calls:
+                    no_calls.append(entry)
+                    continue
+                for position, call in enumerate(work.calls):
+                    messages, options = capture_request(call, self.handle)
+                    custom_id = f"{index}:{position}"
+                    calls[custom_id] = (entry, position)
+                    yield PreparedRequest(custom_id=custom_id,
+                                          body=request_body(messages, options, model=self.model, provider="openai"))
+
+        replies = send_requests(prepared(), target, in_flight=self.in_flight)
+        began, first, count = time.perf_counter(), None, 0
+        try:
+            for reply in replies:
+                count += 1
+                first = first if first is not None else time.perf_counter() - began
+                while no_calls:
+                    if not self._finish(no_calls.pop(0), on_done):
+                        return
+                entry, position = calls.pop(reply.custom_id)
+                call = entry.work.calls[position]
+                if reply.body is not None:
+                    with dspy.track_usage() as tracker:
+                        value = replay.verdict(call, reply.body)
+                    entry.usage += usage_from_entries(dict(tracker.usage_data))
+                else:
+                    value = _failed_call(call, reply.error or "no reply")
+                entry.results[position] = value
+                entry.remaining -= 1
+                if entry.remaining == 0 and not self._finish(entry, on_done):
+                    return
+            while no_calls:
+                if not self._finish(no_calls.pop(0), on_done):
+                    return
+        finally:
+            close = getattr(replies, "close", None)
+            if close is not None:
+                close()
+            if count:
+                self.notes.append(f"Ray Data: {count} replies in {time.perf_counter() - began:.1f} s, the first "
+                                  f"after {first:.1f} s (its workers' start-up and one request)")
 
     @staticmethod
     def _finish(entry: _Open, on_done: Callable[[ItemDone], None]) -> bool:

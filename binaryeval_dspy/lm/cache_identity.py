@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import threading
+import time
 import weakref
 from typing import Any
 
 import dspy
 from dspy.utils import with_callbacks
-from dspy.utils.exceptions import LMError, is_retryable_lm_error
+from dspy.utils.exceptions import LMError, LMProviderError, LMUnexpectedError, is_retryable_lm_error
 
+from binaryeval_dspy.cost.usage import record_failed_request
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.dspy_internals import (
     aexecute_call,
@@ -240,22 +243,43 @@ class CacheScopedLM(dspy.LM):
         return probe
 
     def _run(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
-        call = prepare_call(runner, prompt, messages, kwargs)
+        """One call: DSPy's prepare, execute and finalize, with DSPy's retries made here one
+        attempt at a time, so that every request answered with an error is counted
+        (`_failed_attempt`); the retry rule and delays are DSPy's."""
+        retries = runner.num_retries
+        single = runner._single_attempt() if retries else runner
+        call = prepare_call(single, prompt, messages, kwargs)
         warn_call_path(self, call, messages)
         if call.cache:
             scope_cache_key(call, CACHE_SCOPE_FIELD, cache_identity_of(self, kwargs))
-        result = execute_call(runner, call)
+        for attempt in range(retries + 1):
+            try:
+                result = execute_call(single, call)
+                break
+            except Exception as exc:
+                if not _failed_attempt(self, exc, attempt, retries):
+                    raise
+                time.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=False)
         return mark_cut_replies(result, finalize_call(self, call, result))
 
     async def _arun(self, runner: Any, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         import asyncio
 
-        call = await asyncio.to_thread(prepare_call, runner, prompt, messages, kwargs, asynchronous=True)
+        retries = runner.num_retries
+        single = runner._single_attempt() if retries else runner
+        call = await asyncio.to_thread(prepare_call, single, prompt, messages, kwargs, asynchronous=True)
         warn_call_path(self, call, messages)
         if call.cache:
             scope_cache_key(call, CACHE_SCOPE_FIELD, cache_identity_of(self, kwargs))
-        result = await aexecute_call(runner, call)
+        for attempt in range(retries + 1):
+            try:
+                result = await aexecute_call(single, call)
+                break
+            except Exception as exc:
+                if not _failed_attempt(self, exc, attempt, retries):
+                    raise
+                await asyncio.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=True)
         return mark_cut_replies(result, finalize_call(self, call, result))
 
@@ -395,3 +419,24 @@ __all__ = [
     "CacheScopedLM",
     "ensure_cache_identity",
 ]
+
+
+def _failed_attempt(lm: Any, exc: BaseException, attempt: int, retries: int) -> bool:
+    """Count one request that the provider answered with an error (`LMProviderError`: a
+    server error, a rate limit, a timeout, a refused request; `LMUnexpectedError`: a reply
+    that could not be read) as a failed call in the usage tracker, and say whether to try
+    again: a retryable error (`is_retryable_lm_error`, DSPy's rule) with attempts left.
+    Errors raised before any request went out (configuration, an unsupported feature, a
+    connection that could not be made) are not counted."""
+    if isinstance(exc, (LMProviderError, LMUnexpectedError)):
+        record_failed_request(lm.model)
+    return attempt < retries and is_retryable_lm_error(exc)
+
+
+def _retry_delay(exc: BaseException, attempt: int) -> float:
+    """Seconds before the next attempt, as DSPy waits: the provider's ``retry_after`` hint
+    when it is a finite number >= 0, else 2 ** attempt seconds, at most 60."""
+    hint = getattr(exc, "retry_after", None)
+    if isinstance(hint, (int, float)) and not isinstance(hint, bool) and math.isfinite(hint) and hint >= 0:
+        return float(hint)
+    return float(min(2 ** min(attempt, 6), 60))

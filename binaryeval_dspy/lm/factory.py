@@ -237,7 +237,9 @@ def make_lm(
             fails (then DSPy retries it; a call that still fails is an ``error``
             verdict). None keeps LiteLLM's default (600 s). Not used for embedded models.
         llama_threads: CPU threads of an embedded (llama.cpp) model; None reads
-            ``$BINEVAL_LLAMA_THREADS``, else every core. Not used for other LMs.
+            ``$BINEVAL_LLAMA_THREADS``, else the cores the load average leaves free
+            (`choose_llama_threads`; the choice is ``handle.engine.thread_choice``). Not
+            used for other LMs.
 
     Returns:
         An `LMHandle` whose ``lm`` is a `CacheScopedLM` and whose ``adapter`` /

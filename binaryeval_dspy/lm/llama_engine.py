@@ -23,9 +23,11 @@ token by token would write (see that module); ``choice_shortcut=False`` decodes.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,70 @@ _MODELS: dict[tuple[str, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many CPU threads llama.cpp gets, and why (recorded in a run's manifest).
+
+    Attributes:
+        threads: threads for generation and prompt processing (>= 1).
+        source: ``"n_threads"`` (asked for), ``"BINEVAL_LLAMA_THREADS"`` (the environment)
+            or ``"load_average"`` (the default, from the machine's load when chosen).
+        reason: one sentence saying why, e.g. ``1 of 2 cores: the load average was 1.9 ...``.
+    """
+
+    threads: int
+    source: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        """``{"llama_threads": n, "llama_threads_source": ..., "llama_threads_reason": ...}`` for a manifest."""
+        return {"llama_threads": self.threads, "llama_threads_source": self.source,
+                "llama_threads_reason": self.reason}
+
+
+def default_llama_threads(cores: int | None = None, load: float | None = None) -> ThreadChoice:
+    """The thread count that does not oversubscribe the machine: the cores left free by its load.
+
+    llama.cpp's threads meet at a barrier after every step, so one thread that waits for a
+    busy core stalls the others: with two threads on two cores that another process also
+    uses, a call measured several times slower than with one thread. The default is
+    therefore every core on an idle machine and ``cores - load`` (rounded, at least 1)
+    on a busy one, from the 1-minute load average when the engine is made.
+
+    Args:
+        cores: CPU cores (None: `os.cpu_count()`).
+        load: the 1-minute load average (None: `os.getloadavg()`; where the platform has
+            none, every core is used and the reason says so).
+
+    Returns:
+        A `ThreadChoice` with source ``"load_average"``.
+    """
+    cores = cores or os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):  # no load average on this platform (Windows)
+            return ThreadChoice(cores, "load_average", f"every core ({cores}): no load average on this platform")
+    threads = max(1, min(cores, int(cores - load + 0.5)))
+    if threads == cores:
+        reason = f"every core ({cores}): the load average was {load:.1f}, so the cores were free"
+    else:
+        reason = (f"{threads} of {cores} cores: the load average was {load:.1f}, so other processes held the "
+                  "rest, and llama.cpp threads waiting on busy cores slow every call")
+    return ThreadChoice(threads, "load_average", reason)
+
+
+def choose_llama_threads(n_threads: int | None = None) -> ThreadChoice:
+    """The thread count for an embedded model: `n_threads` if given, else
+    ``$BINEVAL_LLAMA_THREADS`` (read at call time), else `default_llama_threads`."""
+    if n_threads:
+        return ThreadChoice(n_threads, "n_threads", f"{n_threads} thread(s), as asked")
+    from_env = _threads_from_env()
+    if from_env:
+        return ThreadChoice(from_env, "BINEVAL_LLAMA_THREADS", f"{from_env} thread(s), from $BINEVAL_LLAMA_THREADS")
+    return default_llama_threads()
+
+
 def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads: int | None = None) -> Any:
     """Load a GGUF once per process and return the shared `llama_cpp.Llama`.
 
@@ -45,12 +111,12 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
         path: the .gguf file.
         n_ctx: context window in tokens (SmolLM2 supports 8192).
         seed: sampling seed (decoding is greedy at temperature 0 anyway).
-        n_threads: CPU threads for llama.cpp; None reads ``$BINEVAL_LLAMA_THREADS`` (at
-            call time) and otherwise uses every core (llama-cpp-python's own default is
-            half of them, which measured 1.8x slower on 2 cores). On a machine shared by
-            several model processes, 1 thread per process avoids llama.cpp's spinning
-            thread barriers stalling when the cores are oversubscribed. Given for a
-            model already loaded with another count, it is applied to that model.
+        n_threads: CPU threads for llama.cpp; None: `choose_llama_threads` (the
+            environment, else the cores the machine's load leaves free; llama-cpp-python's
+            own default is half of them, which measured 1.8x slower on 2 cores). Given
+            for a model already loaded with another count, it is applied to that model.
+
+    The model stays loaded until `close_models` (called at process exit).
 
     Raises:
         LMConfigError: llama-cpp-python is missing or the file cannot be loaded.
@@ -68,7 +134,7 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                 raise LMConfigError(f"GGUF model file not found: {path}.",
                                     fix="give an existing .gguf path, or `spec` local.")
             try:
-                threads = n_threads or _threads_from_env() or os.cpu_count() or 1
+                threads = n_threads or choose_llama_threads().threads
                 _MODELS[key] = llama_cpp.Llama(
                     model_path=key[0], n_ctx=n_ctx, seed=seed, verbose=False,
                     n_threads=threads, n_threads_batch=threads,
@@ -80,6 +146,27 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
         elif n_threads and getattr(_MODELS[key], "n_threads", n_threads) != n_threads:
             _set_threads(_MODELS[key], n_threads)
         return _MODELS[key]
+
+
+def close_models() -> None:
+    """Free every model `load_llama` loaded in this process, now.
+
+    Left to the garbage collector at interpreter exit, `llama_cpp.Llama.__del__` can run
+    after llama-cpp-python's module globals are gone and print ``Exception ignored in:
+    <function Llama.__del__ ...> TypeError``; closing here frees the model while they
+    still exist. Registered with `atexit`; tests and commands call it when they are done.
+    A later `load_llama` loads the file again.
+    """
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+        _MODELS.clear()
+    for model in models:
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()
+
+
+atexit.register(close_models)
 
 
 def _set_threads(llama: Any, n_threads: int) -> None:
@@ -244,7 +331,9 @@ class LlamaCppEngine:
         default_max_tokens: completion cap when the request sets none.
         max_string_chars: bound given to every free-text field of a JSON schema
             (see `cap_strings`); None leaves strings unbounded.
-        n_threads: CPU threads for llama.cpp (see `load_llama`); None: the default.
+        n_threads: CPU threads for llama.cpp; None: chosen by `choose_llama_threads` when
+            the engine is made (the environment, else the cores the load leaves free).
+            The choice and its reason are ``thread_choice``.
         choice_shortcut: answer a greedy reply whose schema is one closed-choice field
             (verdict-only judging: ``{"verdict": "yes"|"no"}``) from one forward pass,
             see `binaryeval_dspy.lm.choice_scoring`; False always decodes token by token.
@@ -272,7 +361,8 @@ class LlamaCppEngine:
         choice_shortcut: bool = True,
     ):
         self.model_path = str(model_path)
-        self.n_threads = n_threads
+        self.thread_choice = choose_llama_threads(n_threads)
+        self.n_threads = self.thread_choice.threads
         self.max_string_chars = max_string_chars
         self.n_ctx = n_ctx
         self.default_max_tokens = default_max_tokens

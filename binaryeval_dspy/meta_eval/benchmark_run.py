@@ -221,8 +221,6 @@ def run_benchmark(
     for method in [m for m in METHODS if m in methods]:
         if any(o.interrupted for o in outcomes.values()):  # Ctrl-C stops the whole run, not one method
             break
-        if on_method_start:
-            on_method_start(method, len(items))
 
         def progress(result: Any, status: str, _method: str = method) -> None:
             if on_progress:
@@ -241,9 +239,11 @@ def run_benchmark(
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,
                                    config=config)
-            outcomes[method] = evaluate_items(BinEval(question_set, explanations=explanations),
-                                              _bineval_items(items), run.method_dir(method), manifest, lm=handle,
-                                              on_progress=progress, settings=settings)
+            program = BinEval(question_set, explanations=explanations)
+            if on_method_start:  # the progress clock and the method's wall time start together
+                on_method_start(method, len(items))
+            outcomes[method] = evaluate_items(program, _bineval_items(items), run.method_dir(method), manifest,
+                                              lm=handle, on_progress=progress, settings=settings)
             continue
         if method == "rouge":
             scorer = RougeL()
@@ -257,6 +257,8 @@ def run_benchmark(
             manifest = RunManifest(command="benchmark rouge", lm=ROUGE_LM_NAME,
                                    question_set_hash=f"rougeL-stemmer-{scorer.use_stemmer}",
                                    question_set_path="(none)", items_path=data_source, config=config)
+            if on_method_start:
+                on_method_start(method, len(items))
             outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
                                           manifest, lm=None, on_progress=progress, settings=baseline_settings)
             continue
@@ -270,6 +272,8 @@ def run_benchmark(
                                question_set_hash=f"rubric-{rubric.content_hash}-logprobs-{logprobs}",
                                question_set_path=str(run.rubric_path), items_path=data_source,
                                config={**config, "logprobs": logprobs})
+        if on_method_start:
+            on_method_start(method, len(items))
         outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
                                       manifest, lm=handle, on_progress=progress, settings=baseline_settings)
     return outcomes

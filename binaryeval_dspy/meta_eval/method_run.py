@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.engines.call_pool import map_items
@@ -54,7 +54,9 @@ class MethodItemResult(BaseModel):
             distribution, error, ...).
         usage: LM calls and tokens (zero for ROUGE-L).
         seconds: wall time for this item.
-        status: ``"scored"`` (not written; assumed for older files), ``"empty_output"``
+        status: ``"scored"`` (some dimension has a score; not written, assumed for older
+            files), ``"unscored"`` (the method ran but no dimension got a readable score;
+            set automatically, older files are read the same way), ``"empty_output"``
             (empty output: the method was not run, ``scores`` is empty) or ``"error"``
             (the method raised: ``scores`` is empty, `error` says why; a rerun retries).
         error: for status ``"error"``, the error's type and message.
@@ -82,6 +84,12 @@ class MethodItemResult(BaseModel):
     def complete(self) -> bool:
         """False for an item that could not be scored (status ``error``): a rerun retries it."""
         return self.status != "error"
+
+    @model_validator(mode="after")
+    def _unscored_without_a_score(self) -> MethodItemResult:
+        if self.status == "scored" and all(score is None for score in self.scores.values()):
+            self.status = "unscored"  # the method ran, nothing it returned was a score
+        return self
 
     @field_validator("scores")
     @classmethod

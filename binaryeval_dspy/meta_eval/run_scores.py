@@ -205,8 +205,8 @@ def method_frame(results: Sequence[Any], index: pd.Index, dimensions: Sequence[s
     frame = pd.DataFrame(index=index, columns=list(dimensions), dtype=float)
     missing = {d: 0 for d in dimensions}
     for r in results:
-        if getattr(r, "status", "scored") != "scored":
-            continue
+        if getattr(r, "status", "scored") in ("empty_output", "error"):
+            continue  # not judged: counted by MethodCost; an unscored item's scores are missing
         values = values_of(r) or {}
         for d in dimensions:
             v = values.get(d)

@@ -15,9 +15,15 @@ from dspy.utils.exceptions import AdapterParseError
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
+from binaryeval_dspy.engines.item_work import CallRequest, ItemDone, ItemWork
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import CUT_REPLY_NOTE, is_empty_reply, judging_context, reply_text
+from binaryeval_dspy.lm.adapters import (
+    CUT_REPLY_NOTE,
+    is_empty_reply,
+    judging_adapter,
+    judging_context,
+    reply_text,
+)
 from binaryeval_dspy.lm.cache_identity import cache_scoped
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import (
@@ -265,6 +271,20 @@ class BinEval(dspy.Module):
         return {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
                 "question": question.text, "violation_example": question.violation_example}
 
+    def call_request(self, input: str, output: str, question: BinaryQuestion) -> CallRequest:
+        """What `judge_question` will send for one question, for a ``--max-cost`` budget to
+        reserve its worst case (`binaryeval_dspy.cost.budget`): the messages as the
+        judging adapter in effect formats them (cache padding included) and the LM's
+        ``max_tokens`` (None when the LM sets none). Makes no LM call."""
+        settings = dspy.settings
+        lm = self.judge.lm or settings.lm
+        adapter = judging_adapter(settings.adapter, cache_scoped(lm)) or settings.adapter or dspy.ChatAdapter()
+        messages = adapter.format(self.judge.signature, demos=self.judge.demos,
+                                  inputs=self.question_fields(input, output, question))
+        kwargs = getattr(lm, "kwargs", None) or {}
+        cap = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
+        return CallRequest(messages=messages, max_tokens=int(cap) if cap else None)
+
     def judge_question(self, input: str, output: str, question: BinaryQuestion) -> QuestionVerdict:
         """Answer one binary question f_E(x, y, q) with its explanation (paper 3.2).
 
@@ -379,7 +399,8 @@ class BinEval(dspy.Module):
                                    error=f"NotAsked: {reason}"[:2000])
 
         return ItemWork(calls=[partial(self.judge_question, input, output, q) for q in ask], finish=finish,
-                        one_call_each=True, unsent=unsent)
+                        one_call_each=True, unsent=unsent,
+                        request=lambda position: self.call_request(input, output, ask[position]))
 
     def forward(self, input: str, output: str, question_set: QuestionSet | None = None) -> dspy.Prediction:
         """Answer every question about `output` and score it.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -180,6 +180,11 @@ class QuestionGenerator(dspy.Module):
         dimensions: dimension names to use (normalized to snake_case, duplicates
             merged); None or an empty list infers them.
         max_requirements: keep at most this many requirements (>= 1).
+        on_step: called after each LM step, for progress: ``on_step("requirements", K)``
+            once the K requirements are drafted, ``on_step("dimensions", D)`` once the D
+            dimensions are known (given or inferred), then ``on_step("requirement", kept,
+            fallbacks)`` after each requirement's decomposition, with the questions kept
+            so far and the fallback templates among them. None: no calls.
 
     Raises:
         InputError: `dimensions` is a single string or holds a name with no letter or
@@ -193,8 +198,10 @@ class QuestionGenerator(dspy.Module):
         '7 generated, 1 fallback template, 1 dropped (placeholder text)'
     """
 
-    def __init__(self, *, dimensions: list[str] | None = None, max_requirements: int = 12) -> None:
+    def __init__(self, *, dimensions: list[str] | None = None, max_requirements: int = 12,
+                 on_step: Callable[..., None] | None = None) -> None:
         super().__init__()
+        self.on_step = on_step
         if max_requirements < 1:
             raise ConfigError("bad max_requirements", expected="an integer >= 1", received=repr(max_requirements),
                               fix="pass max_requirements=12 (the default), or another positive count.")
@@ -262,6 +269,11 @@ class QuestionGenerator(dspy.Module):
         drafts = list(drafts or [])
         return drafts, ("" if drafts else "the LM drafted no question")
 
+    def _step(self, step: str, *counts: int) -> None:
+        """Tell `on_step` that `step` is done (see the class docstring)."""
+        if self.on_step is not None:
+            self.on_step(step, *counts)
+
     @staticmethod
     def _place(lm_name: str, dimensions: list[str], source: str) -> tuple[str | None, str]:
         """The declared dimension a question labelled `lm_name` goes to, and its
@@ -288,7 +300,9 @@ class QuestionGenerator(dspy.Module):
         if not isinstance(task_prompt, str) or not task_prompt.strip():
             raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
         requirement_texts, dropped_requirements = self._requirements(task_prompt)
+        self._step("requirements", len(requirement_texts))
         dimensions, source, note = self._dimensions(task_prompt, requirement_texts)
+        self._step("dimensions", len(dimensions))
         requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
         rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
         by_key: dict[str, dict] = {}
@@ -334,6 +348,7 @@ class QuestionGenerator(dspy.Module):
                 by_key.setdefault(question_key(row["text"]), row)
                 rows.append(row)
                 templates.append((row, reason))
+            self._step("requirement", len(rows), len(templates))
         per_dim_count = {d: 0 for d in dimensions}
         questions: list[BinaryQuestion] = []
         for row in rows:

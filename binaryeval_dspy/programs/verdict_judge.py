@@ -122,8 +122,8 @@ class VerdictJudge(dspy.Module):
             except Exception as exc:  # noqa: BLE001 - any failed step after the questions keeps the answers
                 return self.undecided_prediction(assessed, exc)
 
-        return ItemWork(calls=evidence.calls, finish=finish,
-                        one_call_each=evidence.one_call_each, unsent=evidence.unsent)
+        return ItemWork(calls=evidence.calls, finish=finish, one_call_each=evidence.one_call_each,
+                        unsent=evidence.unsent, request=evidence.request)
 
     def undecided_prediction(self, assessed: dspy.Prediction, failure: BaseException) -> dspy.Prediction:
         """The prediction of an item whose answers are in but whose label could not be decided.

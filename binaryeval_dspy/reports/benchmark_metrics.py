@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.meta_eval.benchmark_files import BenchmarkRun
+from binaryeval_dspy.meta_eval.benchmark_files import NO_LM, BenchmarkRun
 from binaryeval_dspy.meta_eval.run_scores import DERIVED_METHODS, RunScores, load_run_scores
 from binaryeval_dspy.metrics.correlation import DEFAULT_CONSTANT_PREDICTIONS, ConstantPredictions
 from binaryeval_dspy.reports.agreement_tables import agreement_intro, prediction_files_table
@@ -108,13 +108,15 @@ def compute_benchmark_metrics(run: BenchmarkRun | str | Path | RunScores, *, n_r
     cfg = scores.config
     selection = f"first {cfg.limit}" if cfg.limit and (cfg.sample in (None, "head")) else (
         f"{cfg.limit} per split, {cfg.sample} sample, seed {cfg.seed}" if cfg.limit else "all items")
+    same_lm = (f"Every LM-based method ran on the same LM ({cfg.lm}), on the same items ({selection})."
+               if cfg.lm != NO_LM else f"No method here uses an LM; all ran on the same items ({selection}).")
     report.intro = [] if not scores.from_run else [
-        (f"Every LM-based method ran on the same LM ({cfg.lm}), on the same items ({selection})."
-         + (f" BinEval question set {cfg.question_set_hash} ({cfg.question_set_source})."
-            if cfg.question_set_hash else "")
-         + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities requested: "
+        same_lm
+        + (f" BinEval question set {cfg.question_set_hash} ({cfg.question_set_source})."
+           if cfg.question_set_hash else "")
+        + (f" Baseline rubric {cfg.rubric_hash} ({cfg.rubric_source}); log-probabilities requested: "
            f"{cfg.logprobs}." if cfg.rubric_hash else "")
-        + "".join(f" {title}: {line}." for title, line in score_source_lines(scores))),
+        + "".join(f" {title}: {line}." for title, line in score_source_lines(scores)),
         "Methods: " + "; ".join(METHOD_DEFINITIONS[m] for m in scores.methods if m in METHOD_DEFINITIONS) + ".",
     ]
     if scores.prediction_sets:

@@ -91,8 +91,10 @@ def cost_table(scores: RunScores, lm: str, metrics: dict) -> Table:
                      str(c.lm_calls),
                      fmt(c.calls_per_item, 1), str(c.prompt_tokens), str(c.cached_prompt_tokens),
                      str(c.completion_tokens), fmt(c.tokens_per_item, 0), usd, per_item,
-                     fmt(c.seconds_per_item, 2), fmt(c.seconds / 60, 1)])
-    if prices.status == "priced":
+                     fmt(c.seconds_per_item, 2), fmt(c.seconds, 2)])
+    if not any(scores.costs[m].lm_calls for m in scores.run_methods if m not in DERIVED_METHODS):
+        price_note = " No LM call was made, so there is nothing to price."
+    elif prices.status == "priced":
         price_note = (f" Estimated cost in USD at {prices.price_key}'s prices (input, cached input and output "
                       f"tokens priced apart), {prices.source}.")
     elif prices.status == "local":
@@ -103,7 +105,7 @@ def cost_table(scores: RunScores, lm: str, metrics: dict) -> Table:
         caption=f"Cost per method - LM: {lm}",
         header=["Method", "items", "incomplete", "empty output", "error", "LM calls", "calls / item", "prompt tokens",
                 "of them cached", "completion tokens", "tokens / item", "est. cost USD", "USD / item",
-                "wall s / item", "wall min total"],
+                "wall s / item", "wall s total"],
         rows=rows,
         note="Tokens as reported by the LM for calls that reached it (answers from DSPy's cache cost 0; "
              "'cached' = served from the provider's prompt cache); wall time summed over items, measured on "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from binaryeval_dspy.meta_eval.benchmark_files import NO_LM
 from binaryeval_dspy.meta_eval.run_scores import ALL_METHOD_TITLES, P_YES_METHOD, RunScores
 
 if TYPE_CHECKING:
@@ -110,14 +111,19 @@ def method_label(method: str) -> str:
     return ALL_METHOD_TITLES.get(method, method)
 
 
+#: What a report names as its LM when no method of the run used one (ROUGE-L only).
+NO_LM_LABEL = f"{NO_LM} (no method here uses an LM)"
+
+
 def report_lm_label(scores: RunScores) -> str:
     """What the report's captions name after "LM:": the run's LM, and the prediction files.
 
-    E.g. ``gpt-4o-mini``, ``none (prediction files: mine, unieval-published)`` or
-    ``gpt-4o-mini (our methods); prediction files: mine``.
+    E.g. ``gpt-4o-mini``, ``none (no method here uses an LM)`` (a ROUGE-L-only run),
+    ``none (prediction files: mine, unieval-published)`` or ``gpt-4o-mini (our methods);
+    prediction files: mine``.
     """
     if not scores.prediction_sets:
-        return scores.config.lm
+        return NO_LM_LABEL if scores.config.lm == NO_LM else scores.config.lm
     names = ", ".join(scores.prediction_sets)
     if not scores.from_run:
         return f"none (prediction files: {names})"

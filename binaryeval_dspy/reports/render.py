@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -120,6 +121,53 @@ def numeric_column(rows: list[list[str]], index: int) -> bool:
         c[:1].isdigit() or c[:1] in "-+." or c.startswith("n/a") or c == "" for c in cells)
 
 
+#: Characters that end or reshape a Markdown table cell, escaped with a backslash: the
+#: backslash itself (so a user's ``\|`` stays text), the pipe (a cell boundary), the
+#: backtick (a code span could swallow the rest of the row) and ``<`` (an HTML tag).
+_MARKDOWN_CELL_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "<": "\\<"})
+_LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
+
+
+def markdown_cell(text: object) -> str:
+    """One cell of a Markdown pipe table, escaped so that any text stays in its cell.
+
+    The one escaping rule for every string placed in a Markdown table (item ids, question
+    texts, dimension, method and file names, notes): ``\\``, ``|``, backticks and ``<``
+    get a backslash (CommonMark and GitHub render them as the character itself), and each
+    line break becomes ``<br>``, so a row always has as many cells as its header and no
+    user text becomes an HTML tag. HTML output is escaped separately, with `html.escape`.
+
+    Args:
+        text: the cell's text (anything else is passed through `str`).
+
+    Returns:
+        The escaped text, on one line.
+
+    Example:
+        >>> markdown_cell("a|b\\nc")
+        'a\\\\|b<br>c'
+    """
+    return _LINE_BREAKS.sub("<br>", str(text).translate(_MARKDOWN_CELL_ESCAPES))
+
+
+def markdown_table(header: list[str], rows: list[list[str]], aligns: list[str] | None = None) -> list[str]:
+    """A Markdown pipe table as lines: header, alignment row, one line per row.
+
+    Every cell, header included, goes through `markdown_cell`; every report that writes
+    a Markdown table (the `Document` renderer, ``summary.md``, an optimizer history's
+    summary) draws it here, so no text can split a row.
+
+    Args:
+        header: column titles.
+        rows: body rows, one string per cell (a row is written as given; it should have
+            as many cells as `header`).
+        aligns: one alignment marker per column (``---``, ``---:``); None: all ``---``.
+    """
+    aligns = aligns if aligns is not None else ["---" for _ in header]
+    return ["| " + " | ".join(markdown_cell(h) for h in header) + " |", "|" + "|".join(aligns) + "|",
+            *["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]]
+
+
 def _markdown_block(block: Block, figures_dir: str) -> list[str]:
     if isinstance(block, Table):
         lines = [f"**{block.caption}**", ""] if block.caption else []
@@ -127,8 +175,7 @@ def _markdown_block(block: Block, figures_dir: str) -> list[str]:
             aligns = ["---:" if numeric_column(block.rows, i) else "---" for i in range(len(block.header))]
         else:
             aligns = ["---" for _ in block.header]
-        lines += ["| " + " | ".join(block.header) + " |", "|" + "|".join(aligns) + "|"]
-        lines += ["| " + " | ".join(row) + " |" for row in block.rows]
+        lines += markdown_table(block.header, block.rows, aligns)
         lines.append("")
         if block.note:
             lines += [block.note, ""]

@@ -1,7 +1,7 @@
 """Summaries of a run, rebuilt from its stored results without calling any LM.
 
-Every stored item is counted, whatever its status (``scored``, ``empty_output``,
-``error``); means are taken over the judged items that have a score for the cell, shown
+Every stored item is counted, whatever its status (``scored``, ``unscored``,
+``empty_output``, ``error``); means are taken over the judged items that have a score for the cell, shown
 as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
 
 This module computes the summary (`summarize_results`) and saves it (`write_summary`);
@@ -54,7 +54,7 @@ class DimensionSummary(BaseModel):
 
     Attributes:
         dimension: dimension name ("overall" for all questions).
-        mean_score: mean yes-rate over the judged items (status ``scored``) with a
+        mean_score: mean yes-rate over the items with a score (status ``scored``) with a
             defined score in this dimension, in [0, 1]; None if there is none. A NaN
             score is left out like a missing one, never counted as 0.
         mean_scaled: the same mean on the run's [a, b] scale.
@@ -109,7 +109,11 @@ class RunSummary(BaseModel):
         scale: the [a, b] interval of the scaled scores.
         dimensions: one `DimensionSummary` per dimension, then "overall".
         lm_calls / prompt_tokens / completion_tokens: summed over items (calls answered
-            from DSPy's cache cost nothing and are not counted).
+            from DSPy's cache cost nothing and are not counted). `lm_calls` are the calls
+            that got a reply.
+        failed_calls: requests that got an error instead of a reply (server errors, rate
+            limits, timeouts; retried by DSPy or not), summed over items; ``lm_calls +
+            failed_calls`` is every request the endpoint received for the stored items.
         tokens_per_item: mean prompt + completion tokens per item.
         seconds_per_item: mean wall time per item, in seconds.
         cached_prompt_tokens: prompt tokens the provider served from its prompt cache.
@@ -121,8 +125,10 @@ class RunSummary(BaseModel):
         items_incomplete: items with at least one question whose LM call failed, or that
             could not be judged (status ``error``); their scores use the questions
             answered (rerun the command to ask the rest).
-        items_by_status: items per status: ``scored`` (judged), ``empty_output`` (empty
-            output, no LM call, no score) and ``error`` (could not be judged, no score).
+        items_by_status: items per status: ``scored`` (judged, with a score),
+            ``unscored`` (judged, but no answer could be read into a score: every answer
+            unparsed), ``empty_output`` (empty output, no LM call, no score) and ``error``
+            (could not be judged, no score).
         questions_answered / questions_total: answered (yes, no, unparsed) and asked
             questions over all items.
         embedded_lm: True when the LM is the embedded llama.cpp model (its P(yes) and
@@ -155,6 +161,7 @@ class RunSummary(BaseModel):
     seconds_per_item: float
     cached_prompt_tokens: int = 0
     cache_write_tokens: int = 0
+    failed_calls: int = 0
     cost: RunCost | None = None
     adapter_fallbacks: int = 0
     items_incomplete: int = 0
@@ -262,6 +269,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
         cached_prompt_tokens=sum(r.usage.cached_prompt_tokens for r in results),
         cache_write_tokens=sum(r.usage.cache_write_tokens for r in results),
+        failed_calls=sum(r.usage.failed_calls for r in results),
         adapter_fallbacks=sum(r.usage.adapter_fallbacks for r in results),
         items_incomplete=sum(1 for r in results if not r.complete),
         questions_answered=sum(r.answered_count for r in results),

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cost.pricing import cost_line
+from binaryeval_dspy.reports.render import markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:
@@ -48,6 +49,15 @@ def prompt_tokens_phrase(summary: RunSummary) -> str:
     return text
 
 
+def calls_phrase(summary: RunSummary) -> str:
+    """``34 LM calls (32 answered, 2 failed)``: every request sent, with the failed ones
+    (errors instead of a reply, retried or not) apart; ``32 LM calls`` when none failed."""
+    if not summary.failed_calls:
+        return f"{summary.lm_calls:,} LM calls"
+    return (f"{summary.lm_calls + summary.failed_calls:,} LM calls ({summary.lm_calls:,} answered, "
+            f"{summary.failed_calls:,} failed)")
+
+
 def usage_line(summary: RunSummary) -> str:
     """One line of usage: calls, tokens (prompt per item and its cached part, completion
     per item), fallbacks, and each item's own latency (mean seconds from its first call to
@@ -55,13 +65,14 @@ def usage_line(summary: RunSummary) -> str:
     tokens = summary.prompt_tokens + summary.completion_tokens
     n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
-    return (f"{summary.lm_calls:,} LM calls, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
+    return (f"{calls_phrase(summary)}, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
             f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
             "item's first call to its score (items overlap with `concurrency` > 1: not the run's time per item)")
 
 
 def status_line(summary: RunSummary) -> str:
-    """Items per status, e.g. ``4 items: scored: 1, empty_output: 3, error: 0``, with how
+    """Items per status, e.g. ``4 items: scored: 1, unscored: 1, empty_output: 2, error: 0``
+    (``unscored``: judged, no readable answer), with how
     many items are incomplete (some questions unanswered) when any are."""
     counts = summary.items_by_status or {"scored": summary.items}
     line = f"{summary.items} items: " + ", ".join(f"{status}: {counts.get(status, 0)}" for status in ITEM_STATUSES)
@@ -158,7 +169,8 @@ def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = No
 
 def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool = False) -> Table:
     """A rich table with one row per item (first `max_rows`): scaled scores per dimension;
-    an item without a score (``empty_output``, ``error``) shows its status and "—".
+    an item without a score (``unscored``, ``empty_output``, ``error``) shows its status
+    and "—".
 
     When the LM returned log-probabilities, a ``P(yes)`` column (the item's mean P(yes)
     over all questions, in [0, 1]) ranks items even where every hard verdict is the
@@ -195,22 +207,21 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool
 
 
 def summary_markdown(summary: RunSummary) -> str:
-    """The summary as a Markdown table, LM named in the heading, the notes about the judge
-    (`judge_notes`) right below it."""
+    """The summary as a Markdown table (`markdown_table`: dimension names escaped), LM named
+    in the heading, the notes about the judge (`judge_notes`) right below it."""
     low, high = summary.scale
-    lines = [
-        f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
-        (f"| dimension | mean yes-rate [0,1] | mean score [{low:g},{high:g}] | items used | yes | no | unparsed |"
-         f" error | {p_yes_header(summary)} |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for d in summary.dimensions:
-        lines.append(f"| {d.dimension} | {_fmt(d.mean_score)} | {_fmt(d.mean_scaled, 2)} | {used_cell(d)} | {d.yes} | "
-                     f"{d.no} | {d.unparsed} | {d.error} | {_fmt(d.mean_p_yes)} |")
+    header = ["dimension", "mean yes-rate [0,1]", f"mean score [{low:g},{high:g}]", "items used", "yes", "no",
+              "unparsed", "error", p_yes_header(summary)]
+    rows = [[d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no),
+             str(d.unparsed), str(d.error), _fmt(d.mean_p_yes)] for d in summary.dimensions]
+    lines = [f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
+             *markdown_table(header, rows, ["---", *["---:"] * (len(header) - 1)])]
     for note in summary.notes:  # beside the table, before the cost lines
         lines += ["", f"**Note:** {note}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
-    lines += ["", (f"LM calls: {summary.lm_calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
+    calls = (f"{summary.lm_calls + summary.failed_calls} ({summary.lm_calls} answered, {summary.failed_calls} failed)"
+             if summary.failed_calls else str(summary.lm_calls))
+    lines += ["", (f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
                    f"{prompt_tokens_phrase(summary)}); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "

@@ -63,7 +63,7 @@ def build_verdict_output(
     items = []
     for r in results:
         nv = r.named_verdict
-        if r.status != "scored":  # nothing was judged: counted, never given a label
+        if r.status in ("empty_output", "error"):  # nothing was judged: counted, never given a label
             counts[r.status] = counts.get(r.status, 0) + 1
             continue
         if nv is None:

@@ -4,7 +4,8 @@
 the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
 it builds the run's judging plan (items still to do, each with the calls it still needs)
 and has an engine execute it (`binaryeval_dspy.engines`). Every item ends as a
-stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call) or
+stored row: judged (``scored``, or ``unscored`` when no answer could be read into a
+score), ``empty_output`` (nothing to judge: no LM call) or
 ``error`` (could not be judged: retried by the next run); those rows are made in
 `binaryeval_dspy.runs.item_rows`, and the outcome of a run is an `EvaluationOutcome`
 (`binaryeval_dspy.runs.evaluation_outcome`).
@@ -13,6 +14,7 @@ stored row: judged (``scored``), ``empty_output`` (nothing to judge: no LM call)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -43,7 +45,7 @@ from binaryeval_dspy.runs.item_rows import (
     item_result,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
 
@@ -168,20 +170,38 @@ def evaluate_items(
                                 policy=settings.cache_padding, price_model=settings.price_model_for(lm),
                                 warm=in_flight == 1 or warm_prefix_in_effect(lm, settings.warm_prefix, in_flight))
     journal = AnswerJournal(run_dir.path / ANSWERS, manifest.question_set_hash)
+    recovered: dict[str, Usage] = {}  # usage of journaled answers and failed calls an earlier session spent
 
     def plan(item: dspy.Example, stored: ItemResult | None) -> ItemWork:
-        previous = merge_answers(stored.verdicts if stored is not None else (), journal.answers(item))
+        kept = stored.verdicts if stored is not None else ()
+        recovered[str(item.item_id)] = journal.recovered_usage(item, kept)
+        previous = merge_answers(kept, journal.answers(item))
         return with_journal(journal, item, program.item_work(item.input, item.output, previous))
+
+    def with_recovered(item: dspy.Example, done: ItemDone) -> ItemDone:
+        """`done` with the usage its journaled answers cost in an earlier session added in."""
+        extra = recovered.pop(str(item.item_id), None)
+        return dataclasses.replace(done, usage=done.usage + extra) if extra is not None else done
+
+    def on_stored(result: Any, status: str) -> None:
+        """An item's row is stored: its journal lines are now in it (answers and usage; a
+        ``failed`` row holds the usage but not the answers, which stay for the rerun)."""
+        if result is not None:
+            journal.drop([result.item_id], keep_answers=status == "failed")
+        if on_progress is not None:
+            on_progress(result, status)
 
     with padding_installed(lm, padding):
         outcome = run_resumable(
             items, run_dir, manifest,
             plan=plan,
-            package=lambda item, done, stored: item_result(program, item, done, stored, lm=manifest.lm),
+            package=lambda item, done, stored: item_result(program, item, with_recovered(item, done), stored,
+                                                           lm=manifest.lm),
             empty_result=lambda item: empty_item_result(program, item),
-            failed_result=lambda item, done, stored: failed_item_result(program, item, done, stored, lm=manifest.lm),
+            failed_result=lambda item, done, stored: failed_item_result(program, item, with_recovered(item, done),
+                                                                        stored, lm=manifest.lm),
             check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
-            lm=lm, settings=settings, on_progress=on_progress,
+            lm=lm, settings=settings, on_progress=on_stored,
             max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
             budget=budget, engine=engine,
         )

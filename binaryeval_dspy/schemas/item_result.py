@@ -15,10 +15,11 @@ from binaryeval_dspy.schemas.versioned import SchemaVersion
 ITEM_RESULT_SCHEMA_VERSION = 1
 #: what to do with a item result from an older version
 _OLDER_FIX = "judge the items again with this version, into a new run directory (`out_dir`)"
-#: What became of an item: judged (with whatever answers it got), skipped because its
-#: output is empty (no LM call, no score), or not judged at all (no LM answer).
-ITEM_STATUSES = ("scored", "empty_output", "error")
-ItemStatus = Literal["scored", "empty_output", "error"]
+#: What became of an item: judged with a score (or, without a score card, a decided
+#: label), judged without one (no readable answer), skipped because its output is empty
+#: (no LM call, no score), or not judged at all (no LM answer).
+ITEM_STATUSES = ("scored", "unscored", "empty_output", "error")
+ItemStatus = Literal["scored", "unscored", "empty_output", "error"]
 
 
 def text_hash(text: str) -> str:
@@ -32,7 +33,8 @@ class Usage(BaseModel):
     Calls answered from DSPy's own cache cost nothing and are not counted.
 
     Attributes:
-        lm_calls: calls that reached a model (each retry in another adapter format counts).
+        lm_calls: calls that reached a model and got a reply (each retry in another adapter
+            format counts).
         prompt_tokens: their prompt (input) tokens, cached ones included.
         completion_tokens: their completion (output) tokens.
         cached_prompt_tokens: the part of `prompt_tokens` the provider served from its
@@ -44,6 +46,10 @@ class Usage(BaseModel):
         cache_write_tokens: the part of `prompt_tokens` the provider wrote to its prompt
             cache (Anthropic's ``cache_creation_input_tokens``, billed at 1.25x input); 0
             when the provider reports none.
+        failed_calls: requests that got an error instead of a reply (a server error, a
+            rate limit, a timeout), whether DSPy retried them or the call then failed; not
+            in `lm_calls`, so ``lm_calls + failed_calls`` is the requests an endpoint
+            received. Tokens the provider reported for them are in the token counts.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -54,6 +60,7 @@ class Usage(BaseModel):
     cached_prompt_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     adapter_fallbacks: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     cache_write_tokens: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    failed_calls: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
@@ -103,12 +110,18 @@ class ItemResult(BaseModel):
             Set from `verdicts`, never by hand; written to JSON only when False.
         questions_answered: for an incomplete item, how many questions got an answer
             (yes, no or unparsed); None (and not written) for a complete one.
-        status: ``"scored"`` (judged; not written, and assumed for files written before
-            this field existed), ``"empty_output"`` (the output is empty or only
+        status: ``"scored"`` (judged and has a score: its score card's overall score is
+            defined, or, in a run without scores (aggregation "verdict"), its named
+            verdict has a label; not written, and assumed for files written before this
+            field existed), ``"unscored"`` (judged, but no answer could be read into a
+            score: every answer unparsed, or no label decided; no score, left out of
+            every mean, counted), ``"empty_output"`` (the output is empty or only
             whitespace and invisible characters: no LM call, no verdicts, no score;
             complete) or ``"error"`` (the item could not be judged: every LM question
             failed, or judging it raised; incomplete, so a rerun tries it again). An item
-            whose LM questions all failed is set to ``"error"`` automatically.
+            whose LM questions all failed is set to ``"error"``, and a judged item
+            without a score to ``"unscored"``, automatically (files written before
+            ``"unscored"`` existed are read the same way).
         error: for status ``"error"``, the error's type and message (the first failed
             call's when questions failed).
         lm: for status ``"error"``, the LM that failed.
@@ -148,6 +161,8 @@ class ItemResult(BaseModel):
         asked = [v for v in self.verdicts if v.source == "lm"]
         if self.status == "scored" and asked and not any(v.answered for v in asked):
             self.status = "error"  # every LM question failed: nothing was judged
+        if self.status == "scored" and not self.has_score:
+            self.status = "unscored"  # judged, but no readable answer gave it a score
         if self.status == "error" and self.error is None:
             self.error = next((v.error for v in self.verdicts if v.verdict == "error" and v.error),
                               "the item could not be judged")
@@ -157,8 +172,17 @@ class ItemResult(BaseModel):
         return self
 
     @property
+    def has_score(self) -> bool:
+        """True when the item has a score: its score card's overall score is defined (some
+        answer was read as yes or no), or, without a score card (aggregation "verdict"),
+        its named verdict has a label."""
+        if self.score_card is not None:
+            return self.score_card.overall is not None
+        return self.named_verdict is not None and self.named_verdict.label is not None
+
+    @property
     def scored(self) -> bool:
-        """True for a judged item (status ``"scored"``): its score card counts in means."""
+        """True for an item with a score (status ``"scored"``): its score card counts in means."""
         return self.status == "scored"
 
     @property

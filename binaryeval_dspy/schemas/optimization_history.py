@@ -267,12 +267,14 @@ class OptimizationHistory(BaseModel):
         return header, body
 
     def summary_markdown(self) -> str:
-        """The iterations as a Markdown table (`summary_rows`), with the LMs, the kept
-        iteration and the selection rule underneath."""
+        """The iterations as a Markdown table (`summary_rows`, drawn by
+        `binaryeval_dspy.reports.render.markdown_table`), with the LMs, the kept iteration
+        and the selection rule underneath."""
         header, body = self.summary_rows()
         lms = "; ".join(f"{role}: {name}" for role, name in self.lms.items()) or "not recorded"
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-                 *["| " + " | ".join(row) + " |" for row in body], "",
+        from binaryeval_dspy.reports.render import markdown_table
+
+        lines = [*markdown_table(header, body), "",
                  f"LMs: {lms}. Kept iteration: {self.best_iteration} (marked *). Selection: {self.selection_rule}"]
         return "\n".join(lines) + "\n"
 

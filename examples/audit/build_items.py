@@ -6,7 +6,8 @@ listed in SOURCES one item. Run from the repository root:
     python examples/audit/build_items.py
 
 Rebuild after editing the docs, then ``bineval rejudge`` re-judges only the items
-whose text changed.
+whose text changed. ``tests/test_example_builders.py`` fails while the committed file
+differs from what `render` gives.
 """
 
 from __future__ import annotations
@@ -49,10 +50,15 @@ def build() -> list[dict[str, str]]:
     return rows
 
 
+def render() -> str:
+    """The text of `OUT`: one JSON object per line."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in build())
+
+
 def main() -> None:
-    rows = build()
-    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    print(f"wrote {len(rows)} items to {OUT.relative_to(ROOT)}")
+    text = render()
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {text.count(chr(10))} items to {OUT.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

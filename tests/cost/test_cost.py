@@ -5,6 +5,7 @@ the scripted CLI LM, and a fake Anthropic Messages endpoint on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -252,47 +253,63 @@ def test_max_cost_stops_before_exceeding_and_keeps_everything_stored(tmp_path, i
     qs_path = small_question_set.save(tmp_path / "qs.json")
     out = tmp_path / "run"
     per_call = estimate_cost(1, 10, 5, "gpt-4o-mini", batch=False)  # the scripted LM: 10 prompt, 5 completion tokens
-    budget = 4.5 * per_call  # room for 4 of the 9 calls
     args = ["evaluate", str(qs_path), str(items_file), "--input-field", "source", "--output-field", "summary",
-            "--id-field", "id", "--out", str(out), "--price-model", "gpt-4o-mini", "--max-cost", f"{budget:.10f}"]
-    result = CliRunner().invoke(cli, args)
+            "--id-field", "id", "--out", str(out), "--price-model", "gpt-4o-mini", "--max-cost"]
+    # A budget below one call's worst case (its prompt, and the model's whole output limit: the
+    # scripted LM sets no max_tokens) is refused before any call, naming the smallest budget.
+    result = CliRunner().invoke(cli, [*args, f"{4.5 * per_call:.10f}"])
+    assert result.exit_code == 1, result.output
+    assert len(engines[0].calls) == 0 and not (out / "results.jsonl").exists()
+    said = " ".join(result.output.split())
+    assert "16,384 completion tokens" in said and "9 LM call(s) (questions) are left" in said
+    smallest = float(re.search(r"the smallest budget that allows this call is \$(\d+\.\d+)", said).group(1))
+    assert smallest > 100 * per_call
+    # Room for the first call's worst case plus about 4 calls as they really cost.
+    budget = smallest + 4.5 * per_call
+    result = CliRunner().invoke(cli, [*args, f"{budget:.10f}"])
     assert result.exit_code == 1, result.output
     assert "--max-cost" in result.output and "Stopped early" in result.output
-    assert len(engines[0].calls) == 4  # 4 x per_call fits, a 5th would not
+    made = len(engines[1].calls)
+    assert 3 <= made <= 5  # each call's worst case had to fit beside what was already spent
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["item_id"] for r in rows] == ["item-0", "item-1"]  # the third item was never started
-    assert rows[0].get("complete", True) is True
-    assert rows[1]["complete"] is False and rows[1]["questions_answered"] == 1
-    assert [v["verdict"] for v in rows[1]["verdicts"]] == ["yes", "error", "error"]
-    assert rows[1]["verdicts"][1]["error"].startswith("NotAsked: ")
-    spent = sum(estimate_cost(r["usage"]["lm_calls"], 10, 5, "gpt-4o-mini", batch=False) for r in rows)
+    assert sum(r["usage"]["lm_calls"] for r in rows) == made  # every call made is stored
+    assert rows[-1]["complete"] is False and any(v["error"].startswith("NotAsked: ") for v in rows[-1]["verdicts"]
+                                                 if v["verdict"] == "error")
+    spent = estimate_cost(made, 10, 5, "gpt-4o-mini", batch=False)
     assert spent <= budget
+    assert f"{9 - made} LM call(s) (questions) are left" in " ".join(result.output.split())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cost"]["status"] == "priced" and summary["cost"]["usd"] == pytest.approx(spent)
     # a rerun with room for the rest asks only the questions not asked yet
-    result = CliRunner().invoke(cli, args[:-1] + ["1"])
+    result = CliRunner().invoke(cli, [*args, "1"])
     assert result.exit_code == 0, result.output
-    assert len(engines[1].calls) == 2 + 3
+    assert len(engines[2].calls) == 9 - made
 
 
 def test_max_cost_with_calls_in_flight_stores_their_items(tmp_path, small_question_set, scripted_handle):
     handle, engine = scripted_handle(judge_script(ANSWERS))
     per_call = estimate_cost(1, 10, 5, "gpt-4o-mini", batch=False)
-    budget = CostBudget(10.5 * per_call, model_price("gpt-4o-mini"))
+    program = BinEval(small_question_set, logprobs="off")
     items = items_for(tmp_path, 8)
+    with handle.context():
+        request = program.call_request(items[0].input, items[0].output, small_question_set.questions[0])
+    worst = CostBudget(1.0, model_price("gpt-4o-mini")).worst_case(request)[0]
+    limit = worst + 10.5 * per_call
+    budget = CostBudget(limit, model_price("gpt-4o-mini"))
     run_dir = RunDirectory(tmp_path / "run")
-    outcome = evaluate_items(BinEval(small_question_set, logprobs="off"), items, run_dir,
-                             manifest(small_question_set, handle.name), lm=handle, settings=RunSettings(concurrency=4), budget=budget)
+    outcome = evaluate_items(program, items, run_dir, manifest(small_question_set, handle.name), lm=handle,
+                             settings=RunSettings(concurrency=4), budget=budget)
     assert outcome.stopped_early and "`max_cost`" in outcome.stopped_early
-    assert len(engine.calls) == 10  # the 11th would pass the budget (calls in flight count at the mean)
-    assert budget.spent_usd <= 10.5 * per_call
+    assert 9 <= len(engine.calls) <= 11  # a call goes only while its worst case fits beside what was spent
+    assert budget.spent_usd <= limit and budget.in_flight == 0
     stored = run_dir.read_results()
-    assert sum(r.usage.lm_calls for r in stored) == 10  # every call made is in a stored item
-    assert sum(r.answered_count for r in stored) == 10
+    assert sum(r.usage.lm_calls for r in stored) == len(engine.calls)  # every call made is in a stored item
+    assert sum(r.answered_count for r in stored) == len(engine.calls)
     assert all(r.answered_count >= 1 for r in stored)  # an item nothing was asked of is not stored
     unasked = [v for r in stored for v in r.verdicts if v.verdict == "error"]
     assert unasked and all(v.error.startswith("NotAsked: ") for v in unasked)
     assert {r.item_id for r in stored if not r.complete} == set(outcome.incomplete)
+    assert budget.calls_left == 8 * 3 - len(engine.calls)
 
 
 def test_max_cost_is_refused_for_an_lm_without_a_price(tmp_path, items_file, small_question_set, fake_lm):

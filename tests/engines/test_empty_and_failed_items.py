@@ -91,7 +91,7 @@ def test_empty_blank_and_zero_width_outputs_are_recorded_without_an_lm_call(tmp_
     assert "status" not in records["normal"]  # scored rows stay as small as before
     summary = json.loads((out / "summary.json").read_text())
     assert summary["items"] == 4
-    assert summary["items_by_status"] == {"scored": 1, "empty_output": 3, "error": 0}
+    assert summary["items_by_status"] == {"scored": 1, "unscored": 0, "empty_output": 3, "error": 0}
     dims = {d["dimension"]: d for d in summary["dimensions"]}
     assert dims["consistency"]["mean_score"] == pytest.approx(0.5)  # over the one scored item, never 0
     assert all(d["items_scored"] == 1 and d["items_total"] == 4 for d in dims.values())
@@ -185,7 +185,7 @@ def test_a_context_overflow_gets_an_error_row_with_its_size_and_limit(tmp_path, 
     assert "maximum context length is 2048" in record["error"] and record["lm"] == "scripted-cli"
     assert record["context_overflow"] == {"tokens": 5000, "limit": 2048}
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["items"] == 2 and summary["items_by_status"] == {"scored": 1, "empty_output": 0, "error": 1}
+    assert summary["items"] == 2 and summary["items_by_status"] == {"scored": 1, "unscored": 0, "empty_output": 0, "error": 1}
     assert {d["dimension"]: d["items_scored"] for d in summary["dimensions"]}["overall"] == 1
 
     strict = CliRunner().invoke(cli, ["evaluate", str(qs_path), str(items), *EVALUATE, "--out", str(tmp_path / "s"),
@@ -281,7 +281,9 @@ def test_old_results_without_a_status_read_back_as_before():
     line = {"schema_version": 1, "item_id": "a", "output_hash": "x", "question_set_hash": "q", "verdicts": [],
             "score_card": {"dimension_scores": {}, "overall": None, "counts": {}, "scale": [0, 1],
                            "scaled_dimension_scores": {}, "scaled_overall": None}}
-    assert ItemResult.model_validate(line).status == "scored"
+    assert ItemResult.model_validate(line).status == "unscored"  # no status written, but no score either
+    scored = dict(line, score_card=dict(line["score_card"], overall=1.0, scaled_overall=1.0))
+    assert ItemResult.model_validate(scored).status == "scored"
     failed = dict(line, verdicts=[{"question_id": "q1", "verdict": "error", "error": f"BadRequest: {OVERFLOW}"}])
     old = ItemResult.model_validate(failed)  # an incomplete row of an older run, where every call failed
     assert old.status == "error" and not old.complete and OVERFLOW in old.error

@@ -83,6 +83,8 @@ def test_the_engine_follows_the_settings_and_the_lm():
         make_engine(RunSettings(engine="live"), embedded)
     with pytest.raises(ConfigError, match="batch"):
         make_engine(RunSettings(engine="batch"), served)
+    with pytest.raises(ConfigError, match="max_cost cannot be enforced by the ray engine"):
+        make_engine(RunSettings(engine="ray", max_cost=1.0), served)  # refused before Ray is imported or started
 
 
 # --------------------------------------------------------------------------- same results per engine

@@ -37,6 +37,7 @@ The README's own Python API block also runs on the embedded model with two quest
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import logging
@@ -301,8 +302,11 @@ def run_python_command(words: list[str], where: str) -> None:
         if words[1] == "-c":
             exec(compile(words[2], f"{where} (python -c)", "exec"), {"__name__": "__main__"})  # noqa: S102
         elif words[1] == "-m":
-            sys.argv = [words[2], *words[3:]]
-            runpy.run_module(words[2], run_name="__main__", alter_sys=True)
+            # Run the module's file: the package's pytest11 plugin makes pytest load the package's
+            # modules through its assertion-rewriting hook, which runpy.run_module cannot use.
+            origin = importlib.util.find_spec(words[2]).origin
+            sys.argv = [origin, *words[3:]]
+            runpy.run_path(origin, run_name="__main__")
         else:
             sys.argv = words[1:]
             runpy.run_path(words[1], run_name="__main__")
