@@ -60,7 +60,7 @@ def pressure_test_skip_reason(
         fatal_ids: fatal questions answered "no" (the verdict is then fixed by code).
     """
     if mode == "never":
-        return "pressure test switched off (--pressure-test never)"
+        return "pressure test switched off (`pressure_test` never)"
     if provisional is None:
         return "no provisional verdict to test (the LM's pick failed)"
     if fatal_ids:

@@ -226,8 +226,8 @@ def get_check(name: str) -> CheckDefinition:
         known = ", ".join(sorted(_REGISTRY))
         raise ConfigError(
             f"unknown check '{name}'", expected=f"one of the known checks ({known})", received=repr(name),
-            fix="register your own with binaryeval_dspy.checks.register_check, or pass --checks-module "
-                "FILE.py to the CLI.",
+            fix="register your own with binaryeval_dspy.checks.register_check, or pass "
+                "`checks_module` FILE.py (the CLI loads it).",
         ) from None
 
 

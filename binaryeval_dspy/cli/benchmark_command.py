@@ -17,7 +17,11 @@ from rich.table import Table
 
 from binaryeval_dspy.cli.common import build_lm
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
-from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
+from binaryeval_dspy.cli.error_handling import (
+    friendly_errors,
+    leave_after_interrupt,
+    with_flag_names,
+)
 from binaryeval_dspy.cli.file_arguments import check_writable_file, slug
 from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import (
@@ -81,9 +85,9 @@ def _shown_path(path: Path) -> str:
 
 
 def print_report_table(block: ReportTable) -> None:
-    """Print one report table on the terminal (rich): caption as title, the Method column
-    left-aligned and every other column right-aligned."""
-    table = Table(title=block.caption, title_justify="left")
+    """Print one report table on the terminal (rich): caption as title (settings named by
+    their flags), the Method column left-aligned and every other column right-aligned."""
+    table = Table(title=with_flag_names(block.caption), title_justify="left")
     for h in block.header:
         table.add_column(h, justify="left" if h == "Method" else "right")
     for row in block.rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from binaryeval_dspy.cli.console import console
+from binaryeval_dspy.cli.error_handling import with_flag_names
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.lm.provider_keys import check_endpoint_address, check_provider_key
@@ -38,20 +39,19 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
             ``--price-model``.
     """
     settings = settings or RunSettings()
-    check_provider_key(lm_spec, option)
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
     threads = settings.llama_threads if embedded else None
     extra = {"llama_threads": threads} if threads else {}
     try:
+        check_provider_key(lm_spec)
         handle = make_lm(lm_spec, model=lm_model, api_key_env=api_key_env, max_tokens=max_tokens,
                          adapter=settings.adapter, timeout=None if embedded else settings.timeout, **extra)
+        check_endpoint_address(lm_spec)  # after make_lm: a malformed value gets make_lm's own message
     except LMConfigError as exc:
         if option == "--lm":
-            raise
-        message = str(exc)
-        message = option + message.removeprefix("--lm") if message.startswith("--lm ") else f"{option}: {message}"
-        raise LMConfigError(message) from exc
-    check_endpoint_address(lm_spec, option)  # after make_lm: a malformed value gets make_lm's own message
+            raise  # `spec` becomes --lm where the error is shown (friendly_errors)
+        message = str(exc) if "`spec`" in str(exc) else f"{option}: {exc}"
+        raise LMConfigError(with_flag_names(message, {"spec": option})) from exc
     if embedded:
         choice = handle.engine.thread_choice if handle.engine is not None else None
         on = f"; {choice.reason}" if choice is not None else ""

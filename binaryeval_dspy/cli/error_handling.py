@@ -22,16 +22,57 @@ SETTING_FLAGS = {
     "llama_threads": "--llama-threads", "max_cost": "--max-cost", "price_model": "--price-model",
     "warm_prefix": "--warm-prefix", "cache_padding": "--cache-padding",
 }
-# A setting is recognised by its field name with an underscore (max_cost), or by a one-word
+
+#: Every Python-side name a library message may name in backticks (a `RunSettings` field, or
+#: a parameter the user passes to a library function) with the flag that sets it on the
+#: command line. Library code says "`max_cost` 2.5: no price for it" or "`spec` must be a
+#: non-empty string"; `with_flag_names` shows "--max-cost 2.5: ..." and "--lm must be ...".
+#: Where a command takes the same parameter under another flag (`spec` as ``--source-lm``),
+#: the command passes that flag to `with_flag_names` (see `cli.common.build_lm`).
+FLAG_NAMES = {
+    **SETTING_FLAGS,
+    # make_lm / check_provider_key / check_endpoint_address
+    "spec": "--lm", "model": "--lm-model", "api_key_env": "--api-key-env", "max_tokens": "--max-tokens",
+    # run directories (RunDirectory, rejudge, benchmark, report) and their options
+    "out_dir": "--out", "out": "--out", "restart": "--restart", "question_set": "--question-set",
+    # loading items and benchmarks
+    "input_field": "--input-field", "output_field": "--output-field", "id_field": "--id-field",
+    "doc_field": "--doc-field", "empty_output": "--empty-output", "data_dir": "--data-dir", "split": "--split",
+    "limit": "--limit", "tasks_dir": "--tasks-dir", "questions": "--questions", "checks_module": "--checks-module",
+    # judging
+    "aggregation": "--aggregation", "pressure_test": "--pressure-test", "dimensions": "--dimensions",
+    "logprobs": "--logprobs",
+    # batch runs (`bineval batch resolve`, resolve_submission)
+    "batch_id": "--batch-id", "not_created": "--not-created", "number": "--submission",
+    # comparisons and optimization
+    "source_lm": "--source-lm", "source_verdicts_dir": "--source-verdicts", "mode": "--mode",
+    "simba_metric_calls": "--simba-metric-calls", "gepa_metric_calls": "--gepa-metric-calls",
+    # agreement, benchmark reports
+    "predictions": "--predictions", "human_fields": "--human-fields", "run_dir": "--run",
+    "constant_predictions": "--constant-predictions", "from_metrics": "--from-metrics",
+}
+# A backticked name from FLAG_NAMES ("`max_cost`") always becomes its flag. Unbackticked, a
+# setting is recognised by its field name with an underscore (max_cost), or by a one-word
 # name right after "setting" ("bad run setting concurrency"), never as an ordinary word.
+_QUOTED_NAME = re.compile(r"`([a-z][a-z_]*)`")
 _SETTING_NAME = re.compile(
     r"(?<![\w-])(" + "|".join(n for n in SETTING_FLAGS if "_" in n) + r")(?![\w-])"
     r"|(?<=setting )(" + "|".join(n for n in SETTING_FLAGS if "_" not in n) + r")(?![\w-])")
 
 
-def with_flag_names(text: str) -> str:
-    """`text` (a library message naming run settings, e.g. ``max_cost``) with each setting
-    named by its command-line flag (``--max-cost``): the one place settings become flags."""
+def with_flag_names(text: str, flags: dict[str, str] | None = None) -> str:
+    """`text` (a library message naming settings and parameters, e.g. ``max_cost``) with each
+    named by its command-line flag (``--max-cost``): the one place names become flags.
+
+    Args:
+        text: the message. A backticked name in `FLAG_NAMES` ("`spec`") becomes its flag
+            ("--lm"); other backticked text is kept. Unbackticked, only run settings are
+            replaced (see `SETTING_FLAGS`).
+        flags: names this command spells differently, over `FLAG_NAMES` (e.g.
+            ``{"spec": "--source-lm"}`` where the LM comes from ``--source-lm``).
+    """
+    names = {**FLAG_NAMES, **flags} if flags else FLAG_NAMES
+    text = _QUOTED_NAME.sub(lambda m: names.get(m.group(1), m.group(0)), text)
     return _SETTING_NAME.sub(lambda m: SETTING_FLAGS[m.group(1) or m.group(2)], text)
 
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from binaryeval_dspy.cli.common import adapter_note, build_lm, endpoint_config, padding_note
 from binaryeval_dspy.cli.console import console, quiet_libraries
-from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.error_handling import friendly_errors, with_flag_names
 from binaryeval_dspy.cli.file_arguments import load_question_set_and_items, slug
 from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import (
@@ -188,5 +188,5 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
                       highlight=False)
     for note in (*engine.notes, adapter_note(handle), padding_note(outcome.cache_padding)):
         if note:
-            console.print(f"[dim]{escape(note)}[/dim]")
+            console.print(f"[dim]{escape(with_flag_names(note))}[/dim]")
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from binaryeval_dspy.cli.common import build_lm
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
-from binaryeval_dspy.cli.error_handling import friendly_errors
+from binaryeval_dspy.cli.error_handling import friendly_errors, with_flag_names
 from binaryeval_dspy.cli.file_arguments import check_writable_file
 from binaryeval_dspy.cli.item_progress import GenerationSteps, ItemProgress
 from binaryeval_dspy.cli.options import lm_options, with_run_settings
@@ -115,7 +115,7 @@ def _print_provenance(question_set: QuestionSet) -> None:
     dimension_of = {q.id: q.dimension for q in question_set.questions}
     out_console.print(Text(f"Generation: {report.summary(dimension_of)}"), soft_wrap=True)
     for warning in report.warnings():
-        console.print(Text.assemble(("warning: ", "yellow"), warning), soft_wrap=True)
+        console.print(Text.assemble(("warning: ", "yellow"), with_flag_names(warning)), soft_wrap=True)
     shown = report.dropped_requirements + report.dropped_questions
     for d in shown[:_MAX_DROPPED_SHOWN]:
         what = f"question for {d.requirement_id}" if d.requirement_id else "requirement"

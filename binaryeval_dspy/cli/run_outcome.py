@@ -50,14 +50,14 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     """
     for item_id, message in outcome.errors[:5]:
         console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
-                      f"{escape(message[:400])}", highlight=False)
+                      f"{escape(with_flag_names(message[:400]))}", highlight=False)
     if outcome.incomplete:
         console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
                       f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
                       f"{', ...' if len(outcome.incomplete) > 5 else ''}). Whatever they answered is stored; rerun "
                       "the same command to ask only the unanswered questions.[/yellow]", highlight=False)
     if outcome.first_error:
-        console.print(f"[yellow]First failed call:[/yellow] {escape(outcome.first_error[:400])}", highlight=False)
+        console.print(f"[yellow]First failed call:[/yellow] {escape(with_flag_names(outcome.first_error[:400]))}", highlight=False)
     no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None
     if no_answer and (outcome.first_error or "").startswith("EmptyReply"):
         console.print("[red]No LM call succeeded in this run:[/red] the server was reached but its replies held no "
@@ -78,7 +78,8 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
         console.print(f"[red]Stopped early:[/red] {escape(with_flag_names(outcome.stopped_early))}.", highlight=False)
     if outcome.failed:
         for item_id, message in outcome.failed[:5]:
-            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(message)}", highlight=False)
+            console.print(f"[red]failed[/red] {escape(item_id)}: {escape(with_flag_names(message))}",
+                          highlight=False)
         console.print(f"[yellow]{len(outcome.failed)} items failed and were not stored; rerun the same "
                       "command to retry them.[/yellow]")
     if outcome.interrupted:
@@ -108,7 +109,7 @@ def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir
                                     price_model=price_model, batch=batch)
         if shown and len(shown) <= 40:
             out_console.print(items_table(shown, embedded=summary.embedded_lm))
-        out_console.print(summary_table(summary))
+        out_console.print(summary_table(summary, wording=with_flag_names))
         write_summary(summary, run_dir.path)
     if aggregation in ("verdict", "both"):
         output = build_verdict_output(results, question_set, lm=lm, aggregation=aggregation,
@@ -116,5 +117,5 @@ def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir
         path = write_verdict_output(output, run_dir.path)
         print_item_verdicts(output.model_copy(update={"items": [i for i in output.items
                                                                 if print_only is None or i.item_id in print_only]}),
-                            out_console)
+                            out_console, wording=with_flag_names)
         console.print(f"Verdicts for downstream code: {path} (schema docs/verdict_output.schema.json)")

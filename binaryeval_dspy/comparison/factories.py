@@ -79,8 +79,9 @@ def make_setup(
             if source_verdicts_dir is not None:
                 source_verdicts = load_source_verdicts(source_verdicts_dir)
             elif source_lm is None:
-                raise InputError("cross_model needs a source evaluator", field="--source-lm",
-                                 fix="pass --source-lm SPEC (an LM for the source BinEval) or --source-verdicts DIR.")
+                raise InputError("cross_model needs a source evaluator", field="`source_lm`",
+                                 fix="pass `source_lm` SPEC (an LM for the source BinEval) or "
+                                     "`source_verdicts_dir` DIR.")
         setup = EvaluatorSetup(split=split, prompt_lm=prompt_lm, num_threads=num_threads, question_set=question_set,
                                evaluator_mode=mode, judge_instructions=target_instructions, source_lm=source_lm,
                                source_verdicts=source_verdicts, regenerate_questions=regenerate_questions)
@@ -108,4 +109,4 @@ def make_setup(
             notes = [("The IFBench code checkers (binaryeval_dspy.ifbench) were not available in this build, so "
                       "strict/loose accuracy is missing; the test column is the BinEval judge's score instead.")]
         return SetupChoice(setup, metric, test, notes)
-    raise InputError(f"unknown mode {mode!r}; expected cross_model, human or generation", field="--mode")
+    raise InputError(f"unknown mode {mode!r}; expected cross_model, human or generation", field="`mode`")

@@ -133,7 +133,7 @@ def simba_plan(metric_calls: int, train_size: int) -> SimbaPlan:
             scores two programs on the whole training set).
     """
     if train_size < 1:
-        raise InputError("SIMBA needs at least one training item", field="--limit",
+        raise InputError("SIMBA needs at least one training item", field="`limit`",
                          fix="use a split with training items.")
 
     def steps_within(bsize: int, num_candidates: int) -> int:
@@ -153,8 +153,8 @@ def simba_plan(metric_calls: int, train_size: int) -> SimbaPlan:
     raise InputError(
         f"a SIMBA budget of {metric_calls} metric calls is below SIMBA's smallest run on {train_size} training "
         f"items ({minimum}: one step on one item with 2 candidates, then 2 programs scored on the whole training "
-        "set)", field="--simba-metric-calls",
-        fix=f"pass --simba-metric-calls {minimum} or more, or fewer training items (--limit).")
+        "set)", field="`simba_metric_calls`",
+        fix=f"pass `simba_metric_calls` {minimum} or more, or fewer training items (`limit`).")
 
 
 def simba_minimum(train_size: int) -> int:
@@ -172,10 +172,10 @@ def simba_budget(budgets: Budgets, train_size: int) -> tuple[int, str]:
     """
     given = getattr(budgets, "simba_metric_calls", None)
     if given is not None:
-        return int(given), "--simba-metric-calls"
+        return int(given), "`simba_metric_calls`"
     minimum = simba_minimum(train_size)
     if budgets.gepa_metric_calls >= minimum:
-        return budgets.gepa_metric_calls, "GEPA's budget (--gepa-metric-calls)"
+        return budgets.gepa_metric_calls, "GEPA's budget (`gepa_metric_calls`)"
     return minimum, (f"GEPA's budget ({budgets.gepa_metric_calls}) raised to SIMBA's smallest run on "
                      f"{train_size} training items")
 
@@ -239,7 +239,7 @@ ALL_RUNNERS: dict[str, Runner] = {**RUNNERS, "simba": run_simba}
 def _check_or_write_config(out_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     path = out_dir / "config.json"
     if path.is_file():
-        fix = f"restore config.json, or use another --out directory (the results under {out_dir} are kept)."
+        fix = f"restore config.json, or use another `out_dir` (the results under {out_dir} are kept)."
         try:
             old = read_json_file(path, what="comparison config", fix=fix)
         except InputError as exc:  # a run-written file: resuming is what fails
@@ -262,7 +262,7 @@ def _check_or_write_config(out_dir: Path, config: dict[str, Any]) -> dict[str, A
             if old.get(key) != config.get(key):
                 raise RunStateError(
                     f"{out_dir} holds a comparison with another {key} ({str(old.get(key))[:120]!r}); "
-                    "use another --out directory, or the same settings to resume"
+                    "use another `out_dir`, or the same settings to resume"
                 )
         config["optimizers"] = list(dict.fromkeys([*old["optimizers"], *config["optimizers"]]))
     out_dir.mkdir(parents=True, exist_ok=True)

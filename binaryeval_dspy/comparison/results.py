@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 RESULT_SCHEMA_VERSION = 1
-_OLDER_FIX = ("run the comparison again with this version (bineval optimize --compare), into a new --out "
-               "directory")
+_OLDER_FIX = ("run the comparison again with this version (bineval optimize, comparing the methods), into a new "
+               "`out_dir`")
 
 
 class MetricValue(BaseModel):

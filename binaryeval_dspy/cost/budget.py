@@ -73,8 +73,8 @@ class CostBudget:
     def __init__(self, max_usd: float, price: ModelPrice | None, *, batch: bool = False,
                  tokenizer: Any = None) -> None:
         if isinstance(max_usd, bool) or not isinstance(max_usd, (int, float)) or not max_usd > 0:
-            raise LMConfigError("bad --max-cost", expected="a positive number of US dollars", received=repr(max_usd),
-                                fix="e.g. --max-cost 2.50.")
+            raise LMConfigError("bad `max_cost`", expected="a positive number of US dollars", received=repr(max_usd),
+                                fix="e.g. `max_cost` 2.50.")
         self.max_usd = float(max_usd)
         self.price = price
         self.batch = batch
@@ -89,7 +89,7 @@ class CostBudget:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, max_usd: float, model: str | None, *, option: str = "--max-cost") -> CostBudget:
+    def for_model(cls, max_usd: float, model: str | None) -> CostBudget:
         """A budget for calls to `model` (a LiteLLM id, `LOCAL` for the embedded model).
 
         Raises:
@@ -103,9 +103,10 @@ class CostBudget:
         if price is None:
             what = f"{model} has no price in {price_source()}" if model else (
                 "a served model reached by base URL has no price in LiteLLM's map")
-            raise LMConfigError(f"{option} {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was judged.",
-                                fix="add --price-model MODEL naming a LiteLLM id to price the calls as (e.g. "
-                                    "--price-model gpt-4o-mini), or drop --max-cost.")
+            raise LMConfigError(f"`max_cost` {max_usd:g}: {what}, so the budget cannot be enforced. Nothing was "
+                                "judged.",
+                                fix="add `price_model` MODEL naming a LiteLLM id to price the calls as (e.g. "
+                                    "`price_model` gpt-4o-mini), or drop `max_cost`.")
         return cls(max_usd, price)
 
     @property
@@ -210,17 +211,17 @@ class CostBudget:
             return True
 
     def _stop_sentence(self, cost: float, tokens: list[int] | None) -> str:
-        limit = f"--max-cost {format_usd(self.max_usd)}"
+        limit = f"`max_cost` {format_usd(self.max_usd)}"
         sizes = (f" ({tokens[0]:,} prompt tokens and up to {tokens[1]:,} completion tokens at "
                  f"{self.price.key}'s {'batch ' if self.batch else ''}prices)") if tokens else ""
         if cost > self.max_usd:
             return (f"{limit} is less than the worst case of one LM call, {format_usd(cost)}{sizes}: the smallest "
                     f"budget that allows this call is {format_usd(cost)}. {format_usd(self.spent_usd)} spent by "
                     f"this command on {self.calls} calls. Everything judged is stored; rerun with a larger "
-                    "--max-cost to continue.")
+                    "`max_cost` to continue.")
         return (f"the next LM call could take the cost past {limit}: {format_usd(self.spent_usd)} spent by this "
                 f"command on {self.calls} calls, and the next call may cost up to {format_usd(cost)}{sizes}. "
-                "Everything judged is stored; rerun with a larger --max-cost to continue.")
+                "Everything judged is stored; rerun with a larger `max_cost` to continue.")
 
     def settle(self, usage: Usage, request: CallRequest | None = None) -> None:
         """Record a reserved call's usage once it is done: its cost is spent, the rest of

@@ -320,7 +320,7 @@ def check_policy(policy: str) -> str:
     value = policy.strip().lower() if isinstance(policy, str) else policy
     if value not in CACHE_PADDING_POLICIES:
         raise LMConfigError("bad cache padding policy", expected=f"one of {', '.join(CACHE_PADDING_POLICIES)}",
-                            received=repr(policy), fix="--cache-padding auto (pads only where it saves money) or off.")
+                            received=repr(policy), fix="`cache_padding` auto (pads only where it saves money) or off.")
     return value
 
 

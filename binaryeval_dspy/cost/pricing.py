@@ -149,7 +149,7 @@ def run_cost(*, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens
     if model is None:
         return RunCost(status="unknown", display=UNKNOWN_DISPLAY, mode=mode,
                        source="a served model reached by base URL has no price in LiteLLM's map",
-                       note="price it as a hosted model with --price-model MODEL (a LiteLLM id)")
+                       note="price it as a hosted model with `price_model` MODEL (a LiteLLM id)")
     price = model_price(model)
     if price is None:
         return RunCost(status="unknown", display=UNKNOWN_DISPLAY, model=model, mode=mode,

@@ -80,7 +80,7 @@ def load_ifbench(
             duplicate key, or no prompt at all; the message names file, line and field.
     """
     if limit is not None and limit < 0:
-        raise InputError(f"limit must be >= 0, got {limit}", fix="pass a positive --limit or none.")
+        raise InputError(f"limit must be >= 0, got {limit}", fix="pass a positive `limit` or none.")
     path = resolve_data_file(IFBENCH_TEST_FILE, path=path, data_dir=data_dir)
     examples: list[dspy.Example] = []
     first_line: dict[str, int] = {}

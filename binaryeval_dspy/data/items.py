@@ -39,7 +39,7 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
         raise InputError(
             f"the {role} field is missing (fields present: {available})",
             path=path, line=line, field=name,
-            fix=f"pass --{role}-field with the name this file uses for the {role}.",
+            fix=f"pass `{role}_field` with the name this file uses for the {role}.",
         )
     value = row[name]
     if value is None:
@@ -49,9 +49,9 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
     if role == "output" and is_empty_output(value):
         if empty_output == "fail":
             raise InputError(
-                "the output is empty (nothing but whitespace or invisible characters) and --empty-output is "
+                "the output is empty (nothing but whitespace or invisible characters) and `empty_output` is "
                 "'fail'", path=path, line=line, field=name,
-                fix="fill in the output or remove the row, or use --empty-output record to store it as "
+                fix="fill in the output or remove the row, or use `empty_output` record to store it as "
                     "status empty_output without asking the LM.",
             )
     elif not value.strip():
@@ -85,11 +85,11 @@ def item_from_row(
         if id_field not in row:
             available = ", ".join(sorted(row)) or "none"
             raise InputError(f"the id field is missing (fields present: {available})", path=path, line=line,
-                             field=id_field, fix="pass --id-field with the name this file uses for the id, or leave "
+                             field=id_field, fix="pass `id_field` with the name this file uses for the id, or leave "
                                                  "it out to number rows by line.")
         if row[id_field] in (None, ""):
             raise InputError("the id field is empty", path=path, line=line, field=id_field,
-                             fix="give every row an id, or leave --id-field out to number rows by line.")
+                             fix="give every row an id, or leave `id_field` out to number rows by line.")
         if not isinstance(row[id_field], (str, int)) or isinstance(row[id_field], bool):
             raise InputError(
                 f"an id must be a string or an integer, got {type(row[id_field]).__name__}",
@@ -240,7 +240,7 @@ def _check_limit(limit: int | None) -> None:
 def _check_empty_output_policy(empty_output: str) -> None:
     if empty_output not in EMPTY_OUTPUT_POLICIES:
         raise InputError(f"empty_output must be one of {EMPTY_OUTPUT_POLICIES}, got {empty_output!r}",
-                         field="--empty-output")
+                         field="`empty_output`")
 
 
 def _check_not_empty(examples: list[dspy.Example], path: Path) -> None:

@@ -71,7 +71,7 @@ def packaged_data_file(relative: str | Path) -> Path:
     if not resource.is_file():
         raise InputError(
             f"the package ships no benchmark file {name}", path=f"{PACKAGED_DATA_PACKAGE}/{PACKAGED_DATA_FOLDER}/{name}",
-            fix=f"reinstall binaryeval-dspy, or point --data-dir (or {DATA_DIR_ENV}) at a folder holding {relative}.",
+            fix=f"reinstall binaryeval-dspy, or point `data_dir` (or {DATA_DIR_ENV}) at a folder holding {relative}.",
         )
     if isinstance(resource, Path):
         return resource
@@ -114,7 +114,7 @@ def resolve_data_file(relative: str | Path, *, path: str | Path | None = None,
                              fix="give the path of the benchmark's JSONL file.")
         return file
     if data_dir is not None:
-        folder, origin = Path(data_dir).expanduser(), "--data-dir (or data_dir=)"
+        folder, origin = Path(data_dir).expanduser(), "`data_dir`"
     else:
         folder, origin = default_data_dir(), f"${DATA_DIR_ENV}"
     if folder is None:
@@ -123,7 +123,7 @@ def resolve_data_file(relative: str | Path, *, path: str | Path | None = None,
     if file is None:
         raise InputError(
             f"benchmark file not found in the data folder {folder} (set by {origin})", path=folder / relative,
-            fix=f"point --data-dir (or {DATA_DIR_ENV}) at the folder that holds {relative} (or {relative}.gz), "
+            fix=f"point `data_dir` (or {DATA_DIR_ENV}) at the folder that holds {relative} (or {relative}.gz), "
                 f"or unset {DATA_DIR_ENV} to use the data shipped with the package.",
         )
     return file

@@ -114,7 +114,7 @@ def load_scored_items(
     if not texts:
         if not id_field:
             raise InputError("an id field is needed to match items without their texts", field="id_field",
-                             fix="pass the field that names each item (e.g. --id-field item_id).")
+                             fix="pass the field that names each item (e.g. `id_field` item_id).")
         # The id column stands in for the (unread) texts: it is required and non-empty anyway.
         try:
             items = load_scored_items(path, human_fields=human, input_field=id_field, output_field=id_field,
@@ -126,7 +126,7 @@ def load_scored_items(
             what = (f"the header has no column {id_field!r} for the item id" if exc.message.startswith("the header")
                     else "the id field is missing or empty")
             raise InputError(what, path=exc.path, line=exc.line, field=id_field,
-                fix="give every row an id (the ids the predictions use), or pass --id-field with the field "
+                fix="give every row an id (the ids the predictions use), or pass `id_field` with the field "
                     "that holds it.") from exc
         return [ex.copy(input="", output="").with_inputs("input", "output") for ex in items]
     if Path(path).suffix.lower() == ".csv":  # a missing column is a header error (line 1), not one per row
@@ -185,7 +185,7 @@ def _open_dataset(name: str, split: str, revision: str | None) -> Any:
             if isinstance(data, datasets.DatasetDict):
                 if split not in data:
                     raise InputError(f"the saved dataset has no split {split!r} (splits: {', '.join(data)})",
-                                     path=local, field="split", fix="pass --split with one of those names.")
+                                     path=local, field="split", fix="pass `split` with one of those names.")
                 data = data[split]
             if len(data) == 0:
                 raise InputError("the saved dataset has no rows", path=local, fix="save a dataset with scored items.")

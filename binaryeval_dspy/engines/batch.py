@@ -206,10 +206,10 @@ class _Submitting:
                     f"batch list could not be read to find out ({error_text(exc, 300)}). Sending it again could "
                     "pay for its requests twice, so nothing is sent.",
                     fix=f"look for a batch with metadata bineval_intent={sub.intent_id} (input file "
-                        f"{sub.input_file_id}) in the provider's dashboard, then run `bineval batch resolve "
-                        f"{self.run_dir.path} --submission {sub.number} --batch-id <id>`; if there is none, "
-                        f"`bineval batch resolve {self.run_dir.path} --submission {sub.number} --not-created`; "
-                        "then rerun this command.") from exc
+                        f"{sub.input_file_id}) in the provider's dashboard, then record it for run "
+                        f"{self.run_dir.path} (`resolve_submission`, `bineval batch resolve`) with `number` "
+                        f"{sub.number} and `batch_id` <id>; if there is none, with `number` {sub.number} and "
+                        "`not_created`; then rerun this command.") from exc
             if found is not None:
                 sub.phase = "submitted"
                 sub.update_from(found)
@@ -252,11 +252,11 @@ class _Submitting:
             except OSError as exc:
                 raise RunStateError(f"{path}: the requests file of submission {sub.number} cannot be read "
                                     f"({exc.strerror}); nothing was sent for it.",
-                                    fix="restore the file, or start the run over with --restart.") from exc
+                                    fix="restore the file, or start the run over with `restart`.") from exc
             if hashlib.sha256(data).hexdigest() != sub.requests_sha256:
                 raise RunStateError(f"{path} changed since submission {sub.number} was prepared (its SHA-256 differs "
                                     "from the journal's); nothing was sent.",
-                                    fix="restore the file, or start the run over with --restart.")
+                                    fix="restore the file, or start the run over with `restart`.")
             try:
                 sub.input_file_id = self.api.upload(path)
             except Exception as exc:  # noqa: BLE001 - reported; the next run uploads again
@@ -356,7 +356,7 @@ def _check_same_settings(state: BatchState, settings: dict[str, Any], path: Path
             f"the batches of this run ({path}) were built with other settings ({', '.join(changed)}: then "
             f"{[state.run_settings.get(k) for k in changed]}, now {[settings.get(k) for k in changed]}); their "
             "replies cannot be recorded as answers to this command's questions.",
-            fix="rerun with the original options, or choose another --out (or --restart: the old directory, "
+            fix="rerun with the original options, or choose another `out_dir` (or `restart`: the old directory, "
                 "batch ids included, is moved aside).")
 
 
@@ -367,7 +367,7 @@ def _check_same_target(state: BatchState, target: BatchTarget, path: Path) -> No
             raise RunStateError(
                 f"the batches of this run were sent with {name} {old!r} ({path}), this command has {new!r}: their "
                 "results can only be collected from where they were sent.",
-                fix="rerun with the original --lm (and OPENAI_BASE_URL), or choose another --out.")
+                fix="rerun with the original `spec` (and OPENAI_BASE_URL), or choose another `out_dir`.")
 
 class _Polling:
     """Step 4 of a batch invocation, as a method of `_Run` (`binaryeval_dspy.engines.batch`)."""
@@ -580,9 +580,9 @@ def run_batch(
         BinEvalError: `program` is not a BinEval.
     """
     if not isinstance(program, BinEval):
-        raise BinEvalError("--batch supports the BinEval scores only (--aggregation score): the named-verdict "
+        raise BinEvalError("`engine` batch supports the BinEval scores only (`aggregation` score): the named-verdict "
                            "aggregations make further LM calls after the questions, which a batch cannot hold.",
-                           fix="drop --batch, or use --aggregation score.")
+                           fix="choose another `engine`, or use `aggregation` score.")
     started = time.perf_counter()
     target = batch_target(handle, api_key_env=api_key_env)
     api = api if api is not None else BatchAPI.for_handle(target, handle)

@@ -104,7 +104,7 @@ def batch_status(run_path: str | Path, *, refresh: bool = True, api: BatchAPI | 
     state = store.load()
     if state is None:
         raise InputError("holds no batch run (no batch/state.json)", path=run_dir.path,
-                         fix="give the --out directory of a `bineval evaluate --batch` run.")
+                         fix="give the `out_dir` of a run judged with `engine` batch.")
     problems: list[str] = []
     refreshed = False
     if refresh and any(s.phase == "submitted" and not s.ended for s in state.submissions):
@@ -170,7 +170,7 @@ def resolve_submission(run_path: str | Path, number: int, *, batch_id: str | Non
         RunStateError: another process holds the run.
     """
     if (batch_id is None) == (not not_created):
-        raise InputError("give exactly one of --batch-id ID and --not-created")
+        raise InputError("give exactly one of `batch_id` ID and `not_created`")
     run_dir = RunDirectory(run_path)
     store = BatchStore(run_dir.path)
     run_dir.lock()
@@ -208,8 +208,8 @@ def _pending_batch_error(run_path: str | Path) -> RunStateError | None:
     return RunStateError(
         f"{run_dir.path} is a batch run with {waiting} request(s) still out or not yet recorded (batches "
         f"{', '.join(report.batch_ids) or 'not yet created'}); a live run would ask and pay for them again.",
-        fix="rerun with --batch to collect them (`bineval batch status RUN` shows their progress), or use "
-            "another --out.")
+        fix="rerun with `engine` batch to collect them (`bineval batch status RUN` shows their progress), or "
+            "use another `out_dir`.")
 
 
 def pending_batch_work(run_path: str | Path) -> str | None:

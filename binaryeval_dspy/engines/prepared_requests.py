@@ -181,8 +181,8 @@ def _mapped_params(litellm: Any, params: dict[str, Any], *, model: str, provider
         if logprobs_optional and "logprob" in str(exc).lower() and ("logprobs" in params or "top_logprobs" in params):
             trimmed = {k: v for k, v in params.items() if k not in ("logprobs", "top_logprobs")}
             return _mapped_params(litellm, trimmed, model=model, provider=provider, logprobs_optional=False)
-        raise LMConfigError(f"--batch: {provider} does not take these options for {model}: {exc}.",
-                            fix="drop the option, or run without --batch.") from exc
+        raise LMConfigError(f"`engine` batch: {provider} does not take these options for {model}: {exc}.",
+                            fix="drop the option, or use another `engine`.") from exc
 
 
 class _ReplayEngine:
@@ -210,7 +210,7 @@ class _ReplayEngine:
         if body is None or self._local.used:
             raise LMConfigError("batch mode: this judgment made a second LM call (e.g. an adapter retrying in "
                                 "another format), which a batch reply cannot answer.",
-                                fix="judge these items without --batch (a live run lets the adapter retry).")
+                                fix="judge these items with another `engine` (a live run lets the adapter retry).")
         self._local.used = True
         return response_from_openai_chat(body, model=getattr(request, "model", None))
 

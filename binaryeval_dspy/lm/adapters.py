@@ -53,7 +53,7 @@ ADAPTER_POLICIES = ("auto", "json", "chat")
 
 
 #: How an unreadable reply that stopped at the completion cap is explained.
-CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise --max-tokens)"
+CUT_REPLY_NOTE = "the reply stopped at max_tokens (raise `max_tokens`)"
 
 
 #: Keys our parsers add beside the output fields, kept through DSPy's post-processing: the
@@ -380,7 +380,7 @@ def choose_adapter(
     if not isinstance(policy, str) or policy.strip().lower() not in ADAPTER_POLICIES:
         raise LMConfigError("bad adapter policy", expected=f"one of {', '.join(ADAPTER_POLICIES)}",
                             received=repr(policy),
-                            fix="--adapter auto (JSON with a schema where the endpoint supports it, else chat).")
+                            fix="`adapter` auto (JSON with a schema where the endpoint supports it, else chat).")
     policy = policy.strip().lower()
     stats = stats if stats is not None else AdapterStats()
     embedded = _is_embedded(lm, spec)
@@ -389,8 +389,8 @@ def choose_adapter(
     if embedded:
         if policy == "chat":
             raise LMConfigError(
-                f"--adapter chat cannot be used with the embedded model {where}: it answers reliably only under "
-                "schema-constrained decoding, which the JSON adapter requests.", fix="--adapter auto or json.",
+                f"`adapter` chat cannot be used with the embedded model {where}: it answers reliably only under "
+                "schema-constrained decoding, which the JSON adapter requests.", fix="`adapter` auto or json.",
             )
         return CountingJSONAdapter(stats=stats), "json", f"embedded model {where}: JSON schema constrains decoding"
     if policy == "chat":

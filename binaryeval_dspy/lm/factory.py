@@ -259,8 +259,8 @@ def make_lm(
     """
     install_dspy_patches()
     if not isinstance(spec, str) or not spec.strip():
-        raise LMConfigError("--lm must be a non-empty string", expected="a model name, path or URL",
-                            received=repr(spec), fix="e.g. --lm local.")
+        raise LMConfigError("`spec` must be a non-empty string", expected="a model name, path or URL",
+                            received=repr(spec), fix="e.g. `spec` local.")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise LMConfigError("bad max_tokens", expected="a positive integer", received=repr(max_tokens),
                             fix="pass e.g. max_tokens=1024.")
@@ -268,15 +268,15 @@ def make_lm(
         raise LMConfigError("bad n_ctx", expected="an integer >= 256", received=repr(n_ctx),
                             fix="pass e.g. n_ctx=4096.")
     if not isinstance(adapter, str) or adapter.strip().lower() not in ADAPTER_POLICIES:
-        raise LMConfigError("bad --adapter", expected=f"one of {', '.join(ADAPTER_POLICIES)}", received=repr(adapter),
-                            fix="--adapter auto (JSON with a schema where the endpoint takes one, else chat).")
+        raise LMConfigError("bad `adapter`", expected=f"one of {', '.join(ADAPTER_POLICIES)}", received=repr(adapter),
+                            fix="`adapter` auto (JSON with a schema where the endpoint takes one, else chat).")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
-        raise LMConfigError("bad --timeout", expected="a positive number of seconds", received=repr(timeout),
-                            fix="e.g. --timeout 120.")
+        raise LMConfigError("bad `timeout`", expected="a positive number of seconds", received=repr(timeout),
+                            fix="e.g. `timeout` 120.")
     if llama_threads is not None and (isinstance(llama_threads, bool) or not isinstance(llama_threads, int)
                                       or llama_threads < 1):
-        raise LMConfigError("bad --llama-threads", expected="a positive integer", received=repr(llama_threads),
+        raise LMConfigError("bad `llama_threads`", expected="a positive integer", received=repr(llama_threads),
                             fix="e.g. 1.")
     client = {"timeout": float(timeout)} if timeout is not None else {}
     policy = adapter.strip().lower()
@@ -287,8 +287,8 @@ def make_lm(
         spec = f"{scheme.lower()}://{rest}"  # HTTP://host is a base URL too
     if not is_url and (model or api_key_env):
         raise LMConfigError(
-            f"--lm-model / --api-key-env only apply to a base URL, but --lm is {spec!r}.",
-            fix="drop them, or pass the server's URL as --lm.",
+            f"`model` / `api_key_env` only apply to a base URL, but `spec` is {spec!r}.",
+            fix="drop them, or pass the server's URL as `spec`.",
         )
     if spec == LOCAL:
         _refuse_chat_for_embedded(policy, spec)
@@ -297,29 +297,29 @@ def make_lm(
     if spec.endswith(".gguf"):
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise LMConfigError(f"--lm {spec}: GGUF file not found.", fix="give an existing .gguf path.")
+            raise LMConfigError(f"`spec` {spec}: GGUF file not found.", fix="give an existing .gguf path.")
         _refuse_chat_for_embedded(policy, spec)
         return _with_adapter(_gguf_handle(path, max_tokens=max_tokens, n_ctx=n_ctx, cache=cache,
                                           n_threads=llama_threads), policy, spec)
     if spec.startswith(("http://", "https://")):
         if not model:
             raise LMConfigError(
-                f"--lm {spec} is a base URL, so the served model's name is needed too.",
-                fix="add --lm-model NAME (the name the server lists at /v1/models).",
+                f"`spec` {spec} is a base URL, so the served model's name is needed too.",
+                fix="add `model` NAME (the name the server lists at /v1/models).",
             )
         api_key = None
         if api_key_env:
             api_key = os.environ.get(api_key_env)
             if not api_key:
-                raise LMConfigError(f"--api-key-env {api_key_env}: that environment variable is not set.",
+                raise LMConfigError(f"`api_key_env` {api_key_env}: that environment variable is not set.",
                                     fix="export it, or drop the option for a server without keys.")
         normalize_base_url(spec)  # a malformed URL fails here, naming the fix
         if urlsplit(spec).query:
             raise LMConfigError(
-                f"--lm {spec}: a base URL with a query string is not supported (DSPy adds /chat/completions after "
+                f"`spec` {spec}: a base URL with a query string is not supported (DSPy adds /chat/completions after "
                 "it, so the query would end up inside the path).",
-                fix="drop the ?... part; a key goes in --api-key-env, and Azure OpenAI deployments are reached as "
-                    "--lm azure/<deployment> (LiteLLM).")
+                fix="drop the ?... part; a key goes in `api_key_env`, and Azure OpenAI deployments are reached as "
+                    "`spec` azure/<deployment> (LiteLLM).")
         # OpenAI-compatible servers (vLLM, llama.cpp's servers, ...) take a JSON schema as
         # response_format; DSPy cannot know that for a served model name, so say so. The
         # form is OpenAI's until the server refuses it (llama-cpp-python's server takes
@@ -346,11 +346,11 @@ def make_lm(
         lm._declared_response_schema = _declared_response_schema(lm)
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=spec, embedded=False), policy, spec)
     raise LMConfigError(
-        f"--lm {spec!r} is not a model this tool knows how to reach",
+        f"`spec` {spec!r} is not a model this tool knows how to reach",
         expected="'local', a path ending in .gguf, a LiteLLM id like 'openai/gpt-4o-mini', or an http(s) base URL "
-                 "with --lm-model",
+                 "with `model`",
         received=repr(spec),
-        fix="pass one of those forms, e.g. --lm local or --lm openai/gpt-4o-mini.",
+        fix="pass one of those forms, e.g. `spec` local or `spec` openai/gpt-4o-mini.",
     )
 
 

@@ -132,7 +132,7 @@ def load_llama(path: str | Path, *, n_ctx: int = 8192, seed: int = 0, n_threads:
                 ) from exc
             if not Path(path).is_file():
                 raise LMConfigError(f"GGUF model file not found: {path}.",
-                                    fix="give an existing .gguf path, or --lm local.")
+                                    fix="give an existing .gguf path, or `spec` local.")
             try:
                 threads = n_threads or choose_llama_threads().threads
                 _MODELS[key] = llama_cpp.Llama(

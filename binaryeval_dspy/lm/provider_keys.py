@@ -65,15 +65,14 @@ def missing_provider_keys(spec: str) -> list[str]:
     return missing
 
 
-def check_provider_key(spec: str, option: str = "--lm") -> None:
+def check_provider_key(spec: str) -> None:
     """Refuse a LiteLLM model id whose API key is missing, before any model call.
 
     Without this, every item of a run fails in turn with the provider's error. Base
     URLs, ``local`` and ``.gguf`` paths are never checked (see `missing_provider_keys`).
 
     Args:
-        spec: the ``--lm`` value.
-        option: the option it came from, named in the message.
+        spec: the model, as `make_lm` takes it (named `spec` in the message).
 
     Raises:
         LMConfigError: LiteLLM reports the provider's key variable unset; the message
@@ -84,13 +83,13 @@ def check_provider_key(spec: str, option: str = "--lm") -> None:
         return
     names = missing[0] if len(missing) == 1 else " or ".join(missing)
     raise LMConfigError(
-        f"{option} {spec}: the provider's API key is missing ({names} is not set in the environment, as "
+        f"`spec` {spec}: the provider's API key is missing ({names} is not set in the environment, as "
         "LiteLLM reports). Nothing was judged.",
-        fix=f"export {missing[0]}=... and rerun; or use --lm local, or a served model's base URL with --lm-model.",
+        fix=f"export {missing[0]}=... and rerun; or use `spec` local, or a served model's base URL with `model`.",
     )
 
 
-def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 5.0) -> None:
+def check_endpoint_address(spec: str, *, timeout: float = 5.0) -> None:
     """Refuse a base URL where nothing listens, before any model call.
 
     Opens (and closes) one TCP connection to the URL's host and port. Only definite
@@ -100,8 +99,7 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
     run's own timeouts and retries. Anything but an http(s) URL is not checked.
 
     Args:
-        spec: the ``--lm`` value.
-        option: the option it came from, named in the message.
+        spec: the model, as `make_lm` takes it (named `spec` in the message).
         timeout: seconds to wait for the connection.
 
     Raises:
@@ -130,11 +128,11 @@ def check_endpoint_address(spec: str, option: str = "--lm", *, timeout: float = 
             connection.close()
             return
         raise LMConfigError(
-            f"{option} {spec}: {host}:{port} answers plain HTTP, not HTTPS. Nothing was judged.",
+            f"`spec` {spec}: {host}:{port} answers plain HTTP, not HTTPS. Nothing was judged.",
             fix=f"use http://{spec.split('://', 1)[1]}, then rerun.")
     raise LMConfigError(
-        f"{option} {spec}: {reason}. Nothing was judged.",
-        fix="check the host and port in --lm and that the server is running (e.g. curl "
+        f"`spec` {spec}: {reason}. Nothing was judged.",
+        fix="check the host and port in `spec` and that the server is running (e.g. curl "
             f"{spec.rstrip('/')}/models), then rerun.",
     )
 

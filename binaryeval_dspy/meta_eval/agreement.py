@@ -63,10 +63,10 @@ def check_prediction_names(names: Sequence[str]) -> None:
         if key in RESERVED_NAMES:
             raise InputError(f"the prediction set name {name!r} is taken by one of our methods "
                              f"({', '.join(ALL_METHODS)}, or their titles) or by an entry of metrics.json",
-                             field="--predictions",
+                             field="`predictions`",
                              fix="choose another NAME in NAME=FILE, e.g. my-judge.")
         if key in seen:
-            raise InputError(f"the prediction set name {name!r} is given twice", field="--predictions",
+            raise InputError(f"the prediction set name {name!r} is given twice", field="`predictions`",
                              fix="give each prediction file its own NAME.")
         seen.add(key)
 
@@ -110,7 +110,7 @@ def _parse_human_fields(human_fields: str | Mapping[str, str] | Sequence[str]) -
         if parts and all("=" in p for p in parts):
             return {p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip() for p in parts}
         if any("=" in p for p in parts):
-            raise InputError(f"mix of DIM=FIELD and plain names in {human_fields!r}", field="--human-fields",
+            raise InputError(f"mix of DIM=FIELD and plain names in {human_fields!r}", field="`human_fields`",
                              fix="write either coherence,fluency or coherence=scores.coh,fluency=scores.flu.")
         return parts
     return dict(human_fields) if isinstance(human_fields, Mapping) else list(human_fields)
@@ -164,14 +164,14 @@ def load_agreement_scores(
     """
     check_constant_predictions(constant_predictions)
     if not predictions:
-        raise InputError("no prediction file given", field="--predictions",
-                         fix="pass --predictions NAME=FILE (repeat it for several sets).")
+        raise InputError("no prediction file given", field="`predictions`",
+                         fix="pass `predictions` NAME=FILE (repeat it for several sets).")
     check_prediction_names([name for name, _ in predictions])
     if run is not None:
         run = run if isinstance(run, BenchmarkRun) else BenchmarkRun(run)
         if run.read_config() is None:
-            raise InputError("not a benchmark run directory (no benchmark.json)", path=run.path, field="--run",
-                             fix="pass the --out directory of a `bineval benchmark` run.")
+            raise InputError("not a benchmark run directory (no benchmark.json)", path=run.path, field="`run_dir`",
+                             fix="pass the `out_dir` of a `bineval benchmark` run.")
     file_target = None
     spec: BenchmarkSpec | None = None
     if target is not None and str(target).strip():
@@ -185,24 +185,24 @@ def load_agreement_scores(
                              field="BENCHMARK_OR_SCORED_FILE",
                              fix="name a bundled benchmark, or give the path of your human-scored .jsonl / .csv.")
     elif run is None:
-        raise InputError("nothing to compare with: give a benchmark, a scored file or --run",
-                         field="BENCHMARK_OR_SCORED_FILE", fix="e.g. bineval agreement summeval --predictions a=a.jsonl")
+        raise InputError("nothing to compare with: give a benchmark, a scored file or `run_dir`",
+                         field="BENCHMARK_OR_SCORED_FILE", fix="e.g. the benchmark summeval with `predictions` a=a.jsonl")
     if run is not None:
         if file_target is not None:
-            raise InputError("--run reads a benchmark run; it cannot be combined with a scored file",
-                             path=file_target, field="--run",
-                             fix="leave out --run, or name the run's benchmark instead of the file.")
+            raise InputError("`run_dir` reads a benchmark run; it cannot be combined with a scored file",
+                             path=file_target, field="`run_dir`",
+                             fix="leave out `run_dir`, or name the run's benchmark instead of the file.")
         scores = load_run_scores(run, constant_predictions=constant_predictions)
         if spec is not None and spec.name != scores.spec.name:
-            raise InputError(f"the run is a {scores.spec.name} run, not {spec.name}", path=run.path, field="--run",
+            raise InputError(f"the run is a {scores.spec.name} run, not {spec.name}", path=run.path, field="`run_dir`",
                              fix=f"name {scores.spec.name} (or nothing) as the benchmark, or pass another run.")
         scores.items_source = (f"the items of benchmark run {run.path} ({scores.spec.title}, "
                                f"{_selection(scores.config)})")
     else:
         if file_target is not None:
             if not human_fields:
-                raise InputError("a scored file needs --human-fields", path=file_target, field="--human-fields",
-                                 fix="name the fields that hold the human scores, e.g. --human-fields "
+                raise InputError("a scored file needs `human_fields`", path=file_target, field="`human_fields`",
+                                 fix="name the fields that hold the human scores, e.g. `human_fields` "
                                      "coherence,fluency or coherence=scores.coh.")
             mapping = _parse_human_fields(human_fields)
             items = load_scored_items(file_target, human_fields=mapping, id_field=id_field, doc_field=doc_field,

@@ -42,7 +42,7 @@ METHOD_TITLES = {"bineval": "BinEval", "geval": "G-Eval-style", "unieval": "UniE
 ROUGE_LM_NAME = "none (ROUGE-L via rouge-score)"
 NO_LM = "none"  # benchmark.json's LM while only LM-free methods have run
 BENCHMARK_RUN_SCHEMA_VERSION = 1
-_OLDER_FIX = "run the benchmark again with this version, into a new --out directory"
+_OLDER_FIX = "run the benchmark again with this version, into a new `out_dir`"
 
 
 class BenchmarkRunConfig(BaseModel):
@@ -85,8 +85,8 @@ class BenchmarkRunConfig(BaseModel):
     updated_at: str = Field(default_factory=utc_now)
 
 
-_DAMAGED_CONFIG_FIX = ("restore benchmark.json from a backup, or run `bineval benchmark` again into a new --out "
-                       "directory (the results in this one cannot be attributed without it).")
+_DAMAGED_CONFIG_FIX = ("restore benchmark.json from a backup, or run `bineval benchmark` again into a new `out_dir` "
+                       "(the results in this one cannot be attributed without it).")
 
 
 class BenchmarkRun:
@@ -98,11 +98,11 @@ class BenchmarkRun:
 
     def __init__(self, path: str | Path) -> None:
         if str(path).strip() == "":
-            raise InputError("the run directory path is empty", fix="pass --out DIR.")
+            raise InputError("the run directory path is empty", fix="pass `out_dir` DIR.")
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise InputError("exists and is not a directory", path=self.path,
-                             fix="choose another --out for the run directory.")
+                             fix="choose another `out_dir` for the run directory.")
         self.config_path = self.path / "benchmark.json"
         self.items_path = self.path / "items.jsonl"
         self.question_set_path = self.path / "question_set.json"

@@ -110,7 +110,7 @@ def prepare_run(
                          f"{len(new)} items" if key == "item_ids" else repr(new))
                 raise RunStateError(
                     f"{run.path} holds a run with {key} {shown[0]}, this command has {shown[1]}: {why}.",
-                    fix="choose another --out, or rerun with the original settings.",
+                    fix="choose another `out_dir`, or rerun with the original settings.",
                 )
         try:  # same ids but other texts or human scores (another data folder)?
             old_items = {r["item_id"]: r for r in run.read_items()}
@@ -127,7 +127,7 @@ def prepare_run(
                         f"{run.path} holds item {ex.item_id} with another {what} than the data read now "
                         f"(data folder then: {existing.data_dir or 'default'}, now: {data_dir or 'default'}): "
                         "stored scores would not match the items.",
-                        fix="choose another --out, or point --data-dir at the data the run was made with.",
+                        fix="choose another `out_dir`, or point `data_dir` at the data the run was made with.",
                     )
         if wanted.lm == NO_LM:
             wanted.lm = existing.lm

@@ -36,7 +36,7 @@ from binaryeval_dspy.settings import RunSettings
 logger = logging.getLogger(__name__)
 
 METHOD_RESULT_SCHEMA_VERSION = 1
-_OLDER_FIX = "run the benchmark again with this version, into a new --out directory"
+_OLDER_FIX = "run the benchmark again with this version, into a new `out_dir`"
 MethodFunction = Callable[[dspy.Example], dspy.Prediction]
 
 

@@ -106,10 +106,10 @@ def parse_prediction_option(value: str) -> tuple[str, Path]:
     name, sep, path = value.partition("=")
     name, path = name.strip(), path.strip()
     if not sep or not path:
-        raise InputError(f"expected NAME=FILE, got {value!r}", field="--predictions",
-                         fix="name each prediction set, e.g. --predictions myjudge=preds.jsonl.")
+        raise InputError(f"expected NAME=FILE, got {value!r}", field="`predictions`",
+                         fix="name each prediction set, e.g. `predictions` myjudge=preds.jsonl.")
     if not NAME_PATTERN.match(name):
-        raise InputError(f"the prediction set name {name!r} is not usable", field="--predictions",
+        raise InputError(f"the prediction set name {name!r} is not usable", field="`predictions`",
                          fix="use 1-60 letters, digits, spaces or _ . + -, starting with a letter or digit.")
     return name, Path(path)
 
@@ -205,7 +205,7 @@ def load_predictions(path: str | Path, *, name: str, dimensions: Sequence[str],
     path = Path(path)
     if not path.is_file():
         raise InputError("is a directory, not a file" if path.is_dir() else "file not found", path=path,
-                         field="--predictions", fix="check the path given after NAME=.")
+                         field="`predictions`", fix="check the path given after NAME=.")
     suffix = path.suffix.lower()
     if suffix not in PREDICTION_SUFFIXES:
         raise InputError(f"unsupported file type {suffix!r}; expected one of {PREDICTION_SUFFIXES}", path=path,

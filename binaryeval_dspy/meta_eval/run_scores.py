@@ -322,7 +322,7 @@ def load_run_scores(run: BenchmarkRun, *,
         from binaryeval_dspy.errors import InputError
 
         raise InputError("not a benchmark run directory (no benchmark.json)", path=run.path,
-                         fix="pass the --out directory of a `bineval benchmark` run.")
+                         fix="pass the `out_dir` of a `bineval benchmark` run.")
     spec = get_benchmark(config.benchmark)
     rows = []
     for row in run.read_items():

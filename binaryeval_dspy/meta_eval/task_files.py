@@ -66,11 +66,11 @@ class TaskFiles:
         root = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
         if root is None:
             raise InputError("no tasks directory found (neither ./examples/tasks nor the packaged copy)",
-                             fix="pass --tasks-dir pointing at a folder laid out like binaryeval_dspy/benchmark_data/tasks.")
+                             fix="pass `tasks_dir` pointing at a folder laid out like binaryeval_dspy/benchmark_data/tasks.")
         folder = root / task_dir
         if not folder.is_dir():
             raise InputError("task folder not found", path=folder,
-                             fix="pass --tasks-dir pointing at a folder that holds it.")
+                             fix="pass `tasks_dir` pointing at a folder that holds it.")
         return cls(folder)
 
     @property
@@ -100,8 +100,9 @@ class TaskFiles:
             path = self.manual_questions
         elif choice == GENERATED:
             if handle is None:
-                raise InputError("--questions generated needs the LM that generated them",
-                                 fix="pass the same --lm as `bineval benchmark-questions`, or --questions manual.")
+                raise InputError("`questions` generated needs the LM that generated them",
+                                 fix="pass the same `spec` as `bineval benchmark-questions`, or `questions` "
+                                     "manual.")
             path = self.generated_questions(lm_tag(handle))
         else:
             path = Path(choice)
@@ -109,6 +110,6 @@ class TaskFiles:
             present = sorted(p.name for p in self.folder.glob("questions.*.json"))
             raise InputError(
                 f"question set not found (this task folder has: {', '.join(present) or 'none'})", path=path,
-                fix="run `bineval benchmark-questions` with this --lm first, or pass --questions manual / a path.",
+                fix="run `bineval benchmark-questions` with this `spec` first, or pass `questions` manual / a path.",
             )
         return path

@@ -93,27 +93,28 @@ def _parse_reason(exc: AdapterParseError) -> str:
 
 _LIBRARY_ADVICE = "\n\n  To fix:"  # DSPy's HTTP layer (lm15) appends advice written for its own API users
 
-_HINTS = {  # error type name -> what to do with bineval's options
+_HINTS = {  # error type name -> what to do with bineval's settings (the CLI shows them as flags)
     **dict.fromkeys(("LMRateLimitError", "RateLimitError"),
-                    "the endpoint kept refusing after DSPy's retries: lower --concurrency or wait, then rerun "
+                    "the endpoint kept refusing after DSPy's retries: lower `concurrency` or wait, then rerun "
                     "(only unanswered questions are asked)"),
     **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError"),
-                    "a request took longer than --timeout seconds: raise --timeout or lower --concurrency, then rerun"),
+                    "a request took longer than `timeout` seconds: raise `timeout` or lower `concurrency`, then "
+                    "rerun"),
     **dict.fromkeys(("LMAuthError", "AuthenticationError"),
-                    "the endpoint refused the key: for a base URL pass --api-key-env NAME (the variable holding its "
+                    "the endpoint refused the key: for a base URL pass `api_key_env` NAME (the variable holding its "
                     "key; without it a placeholder is sent), for a provider set its key variable, then rerun"),
 }
 
 
-_NOT_FOUND_HINT = ("the server has no such path or model: check that --lm ends where its OpenAI-compatible API "
-                   "starts (usually .../v1) and that --lm-model names a model it serves")
+_NOT_FOUND_HINT = ("the server has no such path or model: check that `spec` ends where its OpenAI-compatible API "
+                   "starts (usually .../v1) and that `model` names a model it serves")
 
-# Advice inside DSPy's HTTP-layer (lm15) messages that names its own API: what it means in bineval's options.
+# Advice inside DSPy's HTTP-layer (lm15) messages that names its own API: what it means in bineval's settings.
 _LIBRARY_PHRASES = (
     (re.compile(r"this is lm15's read timeout, not a server failure\W+raise it with Timeouts\(read=\.\.\.\) "
                 r"if the model needs longer"),
      "the client's read timeout, not a server failure"),
-    (re.compile(r"raise max_connections, or Timeouts\(pool=\.\.\.\) to wait longer"), "lower --concurrency"),
+    (re.compile(r"raise max_connections, or Timeouts\(pool=\.\.\.\) to wait longer"), "lower `concurrency`"),
 )
 
 

@@ -222,7 +222,7 @@ class QuestionGenerator(dspy.Module):
                 return self._usable(_clean_list(whole))
             raise BinEvalError(
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
-                f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger --lm."
+                f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger `spec`."
             ) from exc
         return self._usable(found)
 
@@ -233,7 +233,7 @@ class QuestionGenerator(dspy.Module):
         usable = [t for t in found if requirement_text_problem(t) is None]
         if not usable:
             got = f" (it returned only unusable ones: {[d.text for d in dropped]!r:.200})" if dropped else ""
-            raise BinEvalError(f"the LM returned no requirements for this task prompt{got}; try a stronger --lm")
+            raise BinEvalError(f"the LM returned no requirements for this task prompt{got}; try a stronger `spec`")
         return usable[: self.max_requirements], dropped
 
     def _dimensions(self, task_prompt: str, requirements: list[str]) -> tuple[list[str], str, str]:

@@ -136,7 +136,7 @@ def write_benchmark_report(run: BenchmarkRun | str | Path | RunScores, *, n_resa
         if out_dir is None:
             from binaryeval_dspy.errors import InputError
 
-            raise InputError("no output directory for the report", field="out_dir", fix="pass out_dir (--out).")
+            raise InputError("no output directory for the report", field="out_dir", fix="pass `out_dir`.")
         scores: RunScores | None = run
         metrics = compute_benchmark_metrics(run, n_resamples=n_resamples, seed=seed, figures=figures)
     else:

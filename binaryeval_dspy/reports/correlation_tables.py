@@ -217,7 +217,7 @@ def ci_and_tests_tables(calc: Calculator, scores: RunScores, lm: str, n_resample
     unit = "documents" if level == "summary" else "items"
     n_units = scores.items["doc_id"].nunique() if level == "summary" else len(scores.items)
     few = (f"Only {plural(n_units, unit[:-1])} to resample: intervals and p-values from so few are not "
-           f"reliable; use {'more items' if scores.prediction_sets else 'a larger --limit'}."
+           f"reliable; use {'more items' if scores.prediction_sets else 'a larger `limit`'}."
            if n_units < FEW_UNITS else "")
     tables = [Table(
         caption=f"Spearman ρ with bootstrap 95% intervals ({n_resamples} resamples of {unit}, seed {seed}) - LM: {lm}",

@@ -149,7 +149,7 @@ def score_source_table(scores: RunScores, lm: str, metrics: dict) -> Table | Non
         note="G-Eval-style scores are the probability-weighted mean over the scale (Liu et al., 2023) and "
              "UniEval-style scores P(yes) (Zhong et al., 2022) only when the LM returned token "
              "log-probabilities at the answer's position; otherwise the plain integer or 1/0 answer was "
-             "used (fell back), or, with --logprobs on, no score was given (unscored). "
+             "used (fell back), or, with `logprobs` on, no score was given (unscored). "
              "For BinEval, P(yes), parsed verdicts without a P(yes) are left out of its means. "
              "Unparsed answers are not counted here (see the coverage table); answers off the rubric's scale "
              "are counted apart as 'out of range (no score)'.")

@@ -72,9 +72,9 @@ def constant_policy_note(scores: RunScores, metrics: dict) -> str:
     """
     policy = scores.constant_predictions
     rule = ("left out of that method's average, as G-Eval's and UniEval's meta-evaluation scripts do "
-            "(--constant-predictions zero counts it as 0 instead)" if policy == "skip" else
+            "(`constant_predictions` zero counts it as 0 instead)" if policy == "skip" else
             "counted as ρ = τ = 0 in that method's average (G-Eval's and UniEval's scripts skip it instead: "
-            "--constant-predictions skip)")
+            "`constant_predictions` skip)")
     text = (f"Summary level, constant predictions: policy '{policy}' - a document whose method scores are all "
             f"equal while its human scores vary is {rule}; a document whose human scores are all equal is left "
             "out for every method under either policy.")

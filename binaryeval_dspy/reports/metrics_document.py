@@ -138,7 +138,7 @@ class BenchmarkMetrics(BaseModel):
             raise InputError("this metrics.json holds no report document (written before reports were rendered "
                              "from metrics.json)", path=path, field="report",
                              fix="rebuild the report from the run's files: bineval report RUN_DIR (without "
-                                 "--from-metrics).")
+                                 "`from_metrics`).")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

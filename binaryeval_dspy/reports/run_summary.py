@@ -339,7 +339,7 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
             said = (f'The judge answered "{skew.verdict}" to {skew.count} of the {skew.answered} questions it '
                     f'answered ({skew.share:.0%}; {skew.answered - skew.count} "{other}"): it barely '
                     "discriminates between items")
-        fix = ("Try a larger model (--lm provider/model or a served model's URL)"
+        fix = ("Try a larger model (`spec` provider/model or a served model's URL)"
                if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
         notes.append(f"{said}, so these scores say little about them. {fix}.")
     if summary.explanations_flagged:
@@ -358,7 +358,7 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     if summary.replies_cut:
         notes.append(f"{summary.replies_cut} answers came from replies that stopped at max_tokens after the answer "
                      "(\"reply_cut\" in results.jsonl): the verdicts are the LM's, text after them was cut. "
-                     "Raise --max-tokens to get whole replies.")
+                     "Raise `max_tokens` to get whole replies.")
     if summary.embedded_lm:
         has_soft = any(d.mean_p_yes is not None for d in summary.dimensions)
         if has_soft:

@@ -9,6 +9,7 @@ a defined score and an item's status are shared with the summary's computation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -66,7 +67,7 @@ def usage_line(summary: RunSummary) -> str:
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
     return (f"{calls_phrase(summary)}, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
             f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
-            "item's first call to its score (items overlap with --concurrency > 1: not the run's time per item)")
+            "item's first call to its score (items overlap with `concurrency` > 1: not the run's time per item)")
 
 
 def status_line(summary: RunSummary) -> str:
@@ -103,7 +104,7 @@ def incomplete_line(summary: RunSummary) -> str | None:
     failed = summary.questions_total - summary.questions_answered
     return (f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
             f"{summary.questions_total} questions have no answer (their LM call failed, or was not made: an "
-            "interrupted run or a --max-cost stop); scores use the answered questions. Rerun the same command to "
+            "interrupted run or a `max_cost` stop); scores use the answered questions. Rerun the same command to "
             "ask just those again.")
 
 
@@ -128,9 +129,13 @@ def flagged_line(summary: RunSummary) -> str | None:
     return "; ".join(parts) or None
 
 
-def summary_table(summary: RunSummary) -> Table:
+def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = None) -> Table:
     """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts,
-    with the run's notes about the judge (`judge_notes`) in its caption."""
+    with the run's notes about the judge (`judge_notes`) in its caption.
+
+    `wording` rewrites each caption line and note (the CLI passes one naming settings
+    by their flags, `cli.error_handling.with_flag_names`); None keeps them as they are."""
+    wording = wording or str
     low, high = summary.scale
     table = Table(title=escape(f"BinEval scores - {summary.items} items - LM: {summary.lm}"))
     table.add_column("dimension")
@@ -151,12 +156,12 @@ def summary_table(summary: RunSummary) -> Table:
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
     warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    caption = Text("\n".join([status_line(summary), usage_line(summary),
-                              *([cost_line(summary.cost)] if summary.cost is not None else []), *warnings,
-                              *([flagged_line(summary)] if flagged_line(summary) else [])]))
+    caption = Text("\n".join(wording(line) for line in [
+        status_line(summary), usage_line(summary), *([cost_line(summary.cost)] if summary.cost is not None else []),
+        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]))
     for note in summary.notes:
         caption.append("\nNote: ", style="bold yellow")
-        caption.append(note, style="yellow")
+        caption.append(wording(note), style="yellow")
     table.caption = caption
     table.caption_justify = "left"
     return table

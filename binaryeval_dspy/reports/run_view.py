@@ -67,7 +67,7 @@ def run_kind(path: str | Path) -> str:
     folder = Path(path)
     if not folder.is_dir():
         raise InputError("is not a directory", path=folder,
-                         fix="pass the --out directory of a bineval evaluate, rejudge, benchmark or optimize run.")
+                         fix="pass the `out_dir` of a bineval evaluate, rejudge, benchmark or optimize run.")
     if (folder / "benchmark.json").is_file():
         return "benchmark"
     if (folder / MANIFEST).is_file():
@@ -80,7 +80,7 @@ def run_kind(path: str | Path) -> str:
                          fix="restore the manifest, or view another run.")
     raise InputError("is not a run directory (no manifest.json, benchmark.json, or config.json with optimizer "
                      "results)", path=folder,
-                     fix="pass the --out directory of a bineval evaluate, rejudge, benchmark or optimize run.")
+                     fix="pass the `out_dir` of a bineval evaluate, rejudge, benchmark or optimize run.")
 
 
 @dataclass
@@ -183,7 +183,7 @@ def load_run(path: str | Path, *, texts: bool = True) -> LoadedRun:
     manifest = run_dir.read_manifest()
     if manifest is None:
         raise InputError(f"holds no {MANIFEST}", path=run_dir.path,
-                         fix="pass the --out directory of a bineval evaluate or rejudge run.")
+                         fix="pass the `out_dir` of a bineval evaluate or rejudge run.")
     results = run_dir.read_results(repair=False)
     notes: list[str] = []
     question_set = _question_set(run_dir, manifest, notes)
@@ -599,5 +599,5 @@ def write_view(path: str | Path, other: str | Path | None = None, *, out: str | 
         target.write_text(build_view_html(data), encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the page: {exc.strerror}", path=target,
-                         fix="pass --out with a writable file path.") from exc
+                         fix="pass `out` with a writable file path.") from exc
     return target

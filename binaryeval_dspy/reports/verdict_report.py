@@ -6,6 +6,7 @@ run's frozen question set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -137,17 +138,25 @@ def item_verdict_lines(item: ItemVerdictOutput) -> list[str]:
     return lines
 
 
-def print_item_verdicts(output: VerdictOutput, console: Console) -> None:
-    """Print every item's verdict, grounds and code-check evidence, then the label counts."""
+def print_item_verdicts(output: VerdictOutput, console: Console,
+                        wording: Callable[[str], str] | None = None) -> None:
+    """Print every item's verdict, grounds and code-check evidence, then the label counts.
+
+    `wording` rewrites each line and action (the CLI passes one naming settings by their
+    flags, `cli.error_handling.with_flag_names`); None keeps them as they are."""
+    wording = wording or str
     for item in output.items:
         for number, line in enumerate(item_verdict_lines(item)):
+            line = wording(line)
             console.print(f"[bold]{escape(line)}[/bold]" if number == 0 else escape(line), highlight=False,
                           soft_wrap=True)
-    console.print(label_counts_table(output))
+    console.print(label_counts_table(output, wording))
 
 
-def label_counts_table(output: VerdictOutput) -> Table:
-    """A rich table: items per label with its action, the LM named in the title."""
+def label_counts_table(output: VerdictOutput, wording: Callable[[str], str] | None = None) -> Table:
+    """A rich table: items per label with its action, the LM named in the title; `wording`
+    as in `print_item_verdicts`."""
+    wording = wording or str
     table = Table(title=f"Verdicts - {len(output.items)} items - LM: {output.lm}")
     table.add_column("verdict")
     table.add_column("pass", justify="center")
@@ -157,7 +166,8 @@ def label_counts_table(output: VerdictOutput) -> Table:
         table.add_row(label.name, "yes" if label.is_pass else "no", str(output.counts.get(label.name, 0)),
                       label.action)
     if output.counts.get("unparsed"):
-        table.add_row("unparsed", "-", str(output.counts["unparsed"]), "rerun with a stronger --lm or inspect attempts")
+        table.add_row("unparsed", "-", str(output.counts["unparsed"]),
+                      wording("rerun with a stronger `spec` or inspect attempts"))
     if output.counts.get("empty_output"):
         table.add_row("empty_output", "-", str(output.counts["empty_output"]), "nothing to judge: no LM call")
     if output.counts.get("error"):

@@ -111,7 +111,7 @@ def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], 
             raise RunStateError(
                 f"stored result for item {result.item_id!r} was made with question set "
                 f"{result.question_set_hash}, this command uses {manifest.question_set_hash}.",
-                fix="choose another --out for a new run.",
+                fix="choose another `out_dir` for a new run.",
             )
         item = by_id.get(result.item_id)
         if item is None:
@@ -123,5 +123,5 @@ def check_stored_items(stored: list[ItemResult], items: Sequence[dspy.Example], 
             raise RunStateError(
                 f"item {result.item_id!r} already has a result, but its {' and '.join(changed)} "
                 f"differ from the text judged then (line {item.get('line')} of {manifest.items_path}).",
-                fix="use another --out for a new run, or re-judge changed outputs explicitly.",
+                fix="use another `out_dir` for a new run, or re-judge changed outputs explicitly.",
             )

@@ -70,7 +70,7 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
     manifest = previous.read_manifest()
     if manifest is None:
         raise RunStateError(f"{previous.path} is not a run directory (no manifest.json).",
-                            fix="pass the --out directory of an earlier `bineval evaluate`.")
+                            fix="pass the `out_dir` of an earlier `bineval evaluate`.")
     frozen = previous.read_frozen_question_set()
     if frozen is not None and frozen.content_hash != manifest.question_set_hash:
         raise RunStateError(
@@ -86,7 +86,7 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
             f"the run used {manifest.question_set_hash}{detail}. A re-judge must ask exactly the same questions, "
             "otherwise a changed verdict could come from the edited output or from the moved bar, and nobody "
             "could tell which.",
-            fix="leave --question-set out (the run keeps a frozen copy), restore the file, "
+            fix="leave `question_set` out (the run keeps a frozen copy), restore the file, "
                 "or start a new baseline with `bineval evaluate`.",
         )
     if frozen is not None:
@@ -94,7 +94,7 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
     if given is None:
         raise RunStateError(
             f"{previous.path} has no frozen question_set.json (made before runs kept one).",
-            fix=f"pass --question-set {manifest.question_set_path} (its hash is checked against the run).",
+            fix=f"pass `question_set` {manifest.question_set_path} (its hash is checked against the run).",
         )
     return given
 
@@ -302,7 +302,7 @@ def rejudge_items(
     """
     if run_dir.path.resolve() == previous.path.resolve():
         raise RunStateError(f"re-judging into {previous.path} would overwrite the previous results.",
-                            fix="choose another --out (or leave it out for a fresh directory).")
+                            fix="choose another `out_dir` (or leave it out for a fresh directory).")
     old_manifest = previous.read_manifest()
     if old_manifest is None or program.question_set.content_hash != old_manifest.question_set_hash:
         raise RunStateError("the program's question set is not the one the previous run was judged with",

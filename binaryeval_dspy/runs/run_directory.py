@@ -89,7 +89,7 @@ def refuse_unrelated_folder(folder: Path, *, kind: str, marker: str, ignore: tup
         raise RunStateError(
             f"{folder} is not empty and is not {kind} (it holds no {marker}; found {unrelated[:5]}); its files "
             "could be overwritten or taken as results.",
-            fix="choose a new or empty --out directory.",
+            fix="choose a new or empty `out_dir`.",
         )
 
 class RunDirectory(ResultsFile):
@@ -110,10 +110,10 @@ class RunDirectory(ResultsFile):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if str(path).strip() == "":
-            raise InputError("the run directory path is empty", fix="pass --out DIR.")
+            raise InputError("the run directory path is empty", fix="pass `out_dir` DIR.")
         if self.path.exists() and not self.path.is_dir():
             raise InputError("exists and is not a directory", path=self.path,
-                             fix="choose another --out for the run directory.")
+                             fix="choose another `out_dir` for the run directory.")
         self.manifest_path = self.path / MANIFEST
         self.results_path = self.path / RESULTS
         self.frozen_question_set_path = self.path / FROZEN_QUESTION_SET
@@ -132,13 +132,13 @@ class RunDirectory(ResultsFile):
             handle = (self.path / LOCK).open("a+")
         except OSError as exc:
             raise RunStateError(f"cannot write the run directory {self.path}: {exc.strerror}.",
-                                fix="choose a writable --out.") from exc
+                                fix="choose a writable `out_dir`.") from exc
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             handle.close()
             raise RunStateError(f"another process is writing the run in {self.path}.",
-                                fix="wait for it to finish, or use another --out.") from exc
+                                fix="wait for it to finish, or use another `out_dir`.") from exc
         self._lock_handle = handle
 
     def unlock(self) -> None:
@@ -174,7 +174,7 @@ class RunDirectory(ResultsFile):
             os.rename(self.path, target)
         except OSError as exc:
             raise RunStateError(f"cannot move {self.path} aside to {target}: {exc.strerror}.",
-                                fix="move or delete it yourself, or choose another --out.") from exc
+                                fix="move or delete it yourself, or choose another `out_dir`.") from exc
         finally:
             self.unlock()
         return target
@@ -220,7 +220,7 @@ class RunDirectory(ResultsFile):
             f"{what} (then sha256 {old.sha256[:12]}, {old.bytes} bytes; now sha256 {new.sha256[:12]}, "
             f"{new.bytes} bytes). One run directory judges one items file (rows appended to it are accepted), "
             "so the stored results and the new ones would describe different items.",
-            fix="choose another --out for a new run, or rerun with --restart to start this run over (the old "
+            fix="choose another `out_dir` for a new run, or rerun with `restart` to start this run over (the old "
                 f"directory is moved to {self.path.name}.old-N; nothing is deleted).",
         )
 
@@ -234,7 +234,7 @@ class RunDirectory(ResultsFile):
         if not self.manifest_path.is_file():
             return None
         return read_json_file(self.manifest_path, RunManifest, what="run manifest",
-                              fix="point --out at a new directory.")
+                              fix="point `out_dir` at a new directory.")
 
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write the manifest atomically (temp file + rename)."""
@@ -282,7 +282,7 @@ class RunDirectory(ResultsFile):
         if existing is None and has_results:
             raise RunStateError(
                 f"{self.path} holds {RESULTS} but no {MANIFEST}, so its settings cannot be checked.",
-                fix="choose another --out, or restore the manifest.",
+                fix="choose another `out_dir`, or restore the manifest.",
             )
         if existing is None:
             refuse_unrelated_folder(self.path, kind="a run directory", marker=MANIFEST,
@@ -296,7 +296,7 @@ class RunDirectory(ResultsFile):
                 if old != new:
                     raise RunStateError(
                         f"{self.path} holds a run with {key} {old!r}, this command has {new!r}: {why}.",
-                        fix="choose another --out for a new run, or rerun with the original settings.",
+                        fix="choose another `out_dir` for a new run, or rerun with the original settings.",
                     )
             for key in _CONFIG_MUST_MATCH:
                 default = _CONFIG_DEFAULTS.get(key)
@@ -306,7 +306,7 @@ class RunDirectory(ResultsFile):
                 if _norm(old) != _norm(new):
                     raise RunStateError(
                         f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}.",
-                        fix="choose another --out, or rerun with the original value.",
+                        fix="choose another `out_dir`, or rerun with the original value.",
                     )
             current = existing
             current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
@@ -346,7 +346,7 @@ class RunDirectory(ResultsFile):
             raise RunStateError(
                 f"{self.frozen_question_set_path} holds a question set with hash {existing.content_hash}, "
                 f"this command has {question_set.content_hash}.",
-                fix="choose another --out.",
+                fix="choose another `out_dir`.",
             )
 
     def read_frozen_question_set(self) -> QuestionSet | None:

@@ -121,7 +121,7 @@ class GenerationReport(BaseModel):
         out: list[str] = []
         if self.dimensions_source == "fallback":
             out.append(f"no dimensions were inferred, so every question is under the fallback dimension "
-                       f"'overall' ({self.dimensions_note}); name the dimensions (--dimensions, or "
+                       f"'overall' ({self.dimensions_note}); name the dimensions (`dimensions`, or "
                        "QuestionGenerator(dimensions=...)) to avoid it.")
         elif self.dimensions_note:
             out.append(self.dimensions_note)

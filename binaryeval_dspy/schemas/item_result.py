@@ -14,7 +14,7 @@ from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 ITEM_RESULT_SCHEMA_VERSION = 1
 #: what to do with a item result from an older version
-_OLDER_FIX = "judge the items again with this version, into a new run directory (--out)"
+_OLDER_FIX = "judge the items again with this version, into a new run directory (`out_dir`)"
 #: What became of an item: judged with a score (or, without a score card, a decided
 #: label), judged without one (no readable answer), skipped because its output is empty
 #: (no LM call, no score), or not judged at all (no LM answer).

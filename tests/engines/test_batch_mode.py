@@ -381,7 +381,7 @@ def test_a_live_rerun_is_refused_while_batch_requests_are_out(tmp_path, endpoint
     live = [a for a in evaluate_args(files, out, endpoint) if a != "--batch"]
     result = invoke(live)
     assert result.exit_code == 2
-    assert "rerun with --batch" in text(result)
+    assert "rerun with --engine batch" in text(result)  # --batch is its alias
     assert endpoint.requests == []  # no live call was made
 
 
@@ -401,7 +401,7 @@ def test_unsupported_lms_and_aggregations_are_refused(small_question_set, tmp_pa
     items = load_items(items_file, input_field="source", output_field="summary", id_field="id")
     served = make_lm(endpoint.base_url, model="fake-x", cache=False)
     not_bineval = object.__new__(VerdictJudge)  # a named-verdict judge: its finish makes further LM calls
-    with pytest.raises(BinEvalError, match="--aggregation score"):
+    with pytest.raises(BinEvalError, match="`aggregation` score"):
         run_batch(not_bineval, items, RunDirectory(tmp_path / "r"), _manifest(items_file, small_question_set, served),
                   served)
     assert endpoint.create_calls == 0

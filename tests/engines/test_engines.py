@@ -14,7 +14,7 @@ import pytest
 
 from binaryeval_dspy.cli.error_handling import with_flag_names
 from binaryeval_dspy.engines.base import make_engine
-from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.settings import RunSettings
 from tests.engines.test_remote_faults import evaluate, stored, write_inputs
@@ -58,6 +58,18 @@ def test_library_messages_name_settings_and_the_cli_shows_flags():
     assert "--fail-on-errors is set" in shown and "bad run setting --concurrency" in shown
     assert "the live engine" in shown  # an ordinary word is never taken for a setting
 
+
+def test_backticked_parameter_names_become_flags_and_a_command_can_rename_one():
+    from binaryeval_dspy.lm.factory import make_lm
+
+    with pytest.raises(BinEvalError) as err:
+        make_lm("   ")
+    assert str(err.value).startswith("`spec` must be a non-empty string") and "--" not in str(err.value)
+    shown = with_flag_names(str(err.value))
+    assert shown.startswith("--lm must be a non-empty string") and "e.g. --lm local" in shown
+    assert with_flag_names("`max_cost` 2.5; `out_dir`; `not_a_name`") == "--max-cost 2.5; --out; `not_a_name`"
+    assert with_flag_names("`spec` x: GGUF file not found", {"spec": "--source-lm"}) == (
+        "--source-lm x: GGUF file not found")
 
 def test_the_engine_follows_the_settings_and_the_lm():
     served = make_lm("http://127.0.0.1:9/v1", model="m", cache=False)  # never contacted

@@ -364,26 +364,26 @@ def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
 
     limited = error_text(LMRateLimitError("Rate limit reached\n\n  To fix:\n    - Retry with backoff in your "
                                           "application layer (lm15 never retries for you)\n"))
-    assert limited.startswith("LMRateLimitError: Rate limit reached (") and "--concurrency" in limited
+    assert limited.startswith("LMRateLimitError: Rate limit reached (") and "`concurrency`" in limited
     assert "never retries" not in limited
     slow = error_text(LMTimeoutError("read timed out\n\n  To fix:\n    - raise it with Timeouts(read=...)\n"))
-    assert "--timeout" in slow and "Timeouts(read" not in slow
+    assert "`timeout`" in slow and "Timeouts(read" not in slow
     # The same advice inside the message itself, as DSPy's HTTP layer writes it today.
     from dspy._vendor.lm15.transports._limits import pool_timeout_hint, read_timeout_hint
 
     inline = error_text(LMTimeoutError(f"read timed out waiting for headers: {read_timeout_hint(2)}"))
-    assert "Timeouts(" not in inline and "lm15" not in inline and "--timeout" in inline
+    assert "Timeouts(" not in inline and "lm15" not in inline and "`timeout`" in inline
     busy = error_text(LMTimeoutError(f"pool timeout: {pool_timeout_hint(5, 10)}"))
-    assert "Timeouts(" not in busy and "--concurrency" in busy
+    assert "Timeouts(" not in busy and "`concurrency`" in busy
     assert error_text(ValueError("bad")) == "ValueError: bad"
     from dspy.utils.exceptions import LMInvalidRequestError
 
     missing = error_text(LMInvalidRequestError("[bineval-openai-compatible/x]", status=404))  # base URL without /v1
-    assert "HTTP 404" in missing and "/v1" in missing and "--lm-model" in missing
+    assert "HTTP 404" in missing and "/v1" in missing and "`model`" in missing
     from dspy.utils.exceptions import LMAuthError
 
     refused = error_text(LMAuthError("[bineval-openai-compatible/x] Unauthorized", status=401))
-    assert "HTTP 401" in refused and "--api-key-env" in refused
+    assert "HTTP 401" in refused and "`api_key_env`" in refused
 
 
 def test_a_base_url_where_nothing_listens_is_refused_before_any_item(tmp_path):

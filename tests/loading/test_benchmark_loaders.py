@@ -154,7 +154,7 @@ def test_no_data_folder_reads_the_packaged_data_and_a_missing_folder_gives_a_fix
     monkeypatch.chdir(tmp_path)
     assert default_data_dir() is None
     assert len(load_summeval(limit=3)) == 3  # shipped in the package (tests/loading/test_packaged_data.py)
-    with pytest.raises(InputError, match="--data-dir"):
+    with pytest.raises(InputError, match="`data_dir`"):
         load_summeval(data_dir=tmp_path / "none")
 
 

@@ -101,7 +101,7 @@ def test_missing_data_dir_error_says_where_it_looked(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     with pytest.raises(InputError, match="benchmark file not found in the data folder") as error:
         load_ifbench(data_dir=tmp_path / "absent")
-    assert "absent" in str(error.value) and "--data-dir" in str(error.value)
+    assert "absent" in str(error.value) and "`data_dir`" in str(error.value)
 
 
 def test_missing_file(tmp_path):

@@ -161,7 +161,7 @@ def test_unknown_check_name_fails_at_load_time(tmp_path):
     with pytest.raises(QuestionSetError) as err:
         QuestionSet.from_data(data, path="qs.json")
     assert "q1" in str(err.value) and "unknown check 'no_such_check'" in str(err.value)
-    assert "--checks-module" in str(err.value)
+    assert "`checks_module`" in str(err.value)
 
 
 @pytest.fixture

@@ -79,7 +79,7 @@ def test_compare_bineval_simba_adds_simba_row_with_its_costs(tmp_path, compariso
     settings = saved["settings"]
     assert settings["bsize"] == 3 and settings["max_demos"] == 0  # bsize = min(32, |train|)
     assert settings["metric_calls"] <= settings["metric_call_bound"] <= settings["metric_calls_budget"] == 40
-    assert settings["budget_from"] == "--simba-metric-calls"
+    assert settings["budget_from"] == "`simba_metric_calls`"
     assert (out / "simba" / "program.json").is_file()
     history = json.loads((out / "simba" / "history.json").read_text())
     assert history["plan"]["max_steps"] == settings["max_steps"] >= 1 and history["candidates"]
@@ -146,7 +146,7 @@ def test_simba_plan_keeps_every_budget_it_accepts(budget, train_size):
     (bsize capped by the training set) when one step fits, and take as many steps as fit."""
     minimum = simba_metric_call_bound(max_steps=1, bsize=1, num_candidates=2, train_size=train_size)
     if budget < minimum:
-        with pytest.raises(InputError, match=f"--simba-metric-calls {minimum}"):
+        with pytest.raises(InputError, match=f"`simba_metric_calls` {minimum}"):
             simba_plan(budget, train_size)
         return
     plan = simba_plan(budget, train_size)
@@ -204,11 +204,11 @@ def test_simba_joins_a_comparison_made_before_it_existed(tmp_path, comparison_da
 
 def test_simba_budget_defaults_to_gepas_raised_to_simbas_smallest_run():
     assert simba_minimum(3) == 9 and simba_minimum(80) == 163
-    assert simba_budget(Budgets(gepa_metric_calls=40), 3) == (40, "GEPA's budget (--gepa-metric-calls)")
+    assert simba_budget(Budgets(gepa_metric_calls=40), 3) == (40, "GEPA's budget (`gepa_metric_calls`)")
     budget, source = simba_budget(Budgets(gepa_metric_calls=40), 80)
     assert budget == 163 and "raised to SIMBA's smallest run" in source
     assert simba_budget(ComparisonBudgets(gepa_metric_calls=40, simba_metric_calls=12), 3) == (
-        12, "--simba-metric-calls")
+        12, "`simba_metric_calls`")
 
 
 def test_without_a_simba_budget_simba_gets_gepas(tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):

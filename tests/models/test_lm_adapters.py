@@ -217,9 +217,9 @@ def test_embedded_models_are_always_json(tmp_path):
     for policy in ("auto", "json"):
         adapter, name, _ = choose_adapter(policy, lm, spec=str(gguf))
         assert name == "json" and isinstance(adapter, CountingJSONAdapter)
-    with pytest.raises(LMConfigError, match="--adapter auto or json"):
+    with pytest.raises(LMConfigError, match="`adapter` auto or json"):
         choose_adapter("chat", lm, spec=str(gguf))
-    with pytest.raises(LMConfigError, match="--adapter auto or json"):
+    with pytest.raises(LMConfigError, match="`adapter` auto or json"):
         make_lm(str(gguf), adapter="chat")  # refused before the file is loaded
 
 

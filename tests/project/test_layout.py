@@ -7,7 +7,10 @@
   package ``__init__`` files, the documented public lists, are exempt;
 * DSPy's private modules (``dspy.clients``, ``dspy._vendor``, any ``_name``) are imported,
   and DSPy's modules patched, only in `binaryeval_dspy.lm.dspy_internals`;
-* no click ``ctx.meta`` side channel for settings.
+* no click ``ctx.meta`` side channel for settings;
+* library code (outside ``binaryeval_dspy/cli/``) names settings and parameters in its
+  messages, never command-line flags (``--max-cost``): the CLI translates names to flags
+  in one place (`binaryeval_dspy.cli.error_handling.with_flag_names`).
 """
 
 from __future__ import annotations
@@ -235,4 +238,36 @@ def test_dspy_is_patched_only_behind_the_door():
 def test_no_click_context_side_channel():
     found = [f"{_rel(name)}: {word}" for name, (path, _tree) in SOURCES.items()
              for word in ("ctx.meta", "get_current_context") if word in path.read_text(encoding="utf-8")]
+    assert found == []
+
+
+#: A command-line flag as messages write it: two dashes, then a lowercase word ("--max-cost").
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+#: Modules outside cli/ that are command-line front ends of their own: the pytest plugin
+#: declares pytest's options (``--bineval-lm``), which are not bineval's flags.
+OWN_COMMAND_LINE = {"binaryeval_dspy.pytest_plugin"}
+
+
+def flags_in_strings(tree: ast.Module) -> list[str]:
+    """``"<line>: <flag>"`` for each flag in a string constant of `tree`, docstrings of the
+    module, classes and functions left out (comments are not in the tree)."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [f"{node.lineno}: {flag}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            for flag in FLAG.findall(node.value)]
+
+
+def test_flag_finder_skips_docstrings_and_comments():
+    tree = ast.parse('"""Use --out."""\ndef f():\n    """--lm is fine here."""\n    # --timeout\n'
+                     '    raise ValueError(f"bad --max-cost {x}", "a-b --", "x--y")\n')
+    assert flags_in_strings(tree) == ["5: --max-cost"]
+
+
+def test_library_messages_name_no_cli_flags():
+    found = [f"{_rel(name)}:{flag}" for name, (_path, tree) in SOURCES.items()
+             if not name.startswith("binaryeval_dspy.cli") and name not in OWN_COMMAND_LINE
+             for flag in flags_in_strings(tree)]
     assert found == []

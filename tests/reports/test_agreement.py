@@ -181,7 +181,7 @@ def test_names_and_combinations_are_checked(tmp_path, user_files):
     with pytest.raises(InputError, match="given twice"):
         load_agreement_scores(user_files["scored"], [("a", user_files["mine"]), ("A", user_files["other"])],
                               human_fields="coherence=ratings.coherence", id_field="id")
-    with pytest.raises(InputError, match="needs --human-fields"):
+    with pytest.raises(InputError, match="needs `human_fields`"):
         load_agreement_scores(user_files["scored"], [("a", user_files["mine"])], id_field="id")
     with pytest.raises(InputError, match="neither a benchmark"):
         load_agreement_scores(tmp_path / "nothing.jsonl", [("a", user_files["mine"])])

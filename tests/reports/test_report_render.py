@@ -90,7 +90,7 @@ def test_a_metrics_json_without_its_report_is_refused_with_the_fix(tmp_path):
                                                        "level": "summary", "constant_predictions": "skip"}))
     with pytest.raises(InputError, match="no report document") as info:
         BenchmarkMetrics.load(tmp_path)
-    assert "without --from-metrics" in str(info.value)
+    assert "without `from_metrics`" in str(info.value)
     result = _run(["report", str(tmp_path), "--from-metrics"])
     assert result.exit_code == 2 and "no report document" in " ".join(result.output.split())
     (tmp_path / "metrics.json").unlink()
