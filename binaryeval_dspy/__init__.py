@@ -33,7 +33,7 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from typing import TYPE_CHECKING
 
-from binaryeval_dspy._lazy import lazy_exports as _lazy_exports
+import binaryeval_dspy._lazy as _lazy_module
 
 __version__ = "0.1.0"
 
@@ -127,7 +127,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, submodules=True)
+__getattr__, __dir__ = _lazy_module.lazy_exports(__name__, _EXPORTS, submodules=True)
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these

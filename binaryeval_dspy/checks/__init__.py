@@ -15,11 +15,11 @@ User checks: ``@register_check("name")`` on ``func(text, **params)``, from Pytho
 from a file passed as ``--checks-module``.
 """
 
-from binaryeval_dspy.checks import language as _language  # noqa: F401  (registers the built-ins)
-from binaryeval_dspy.checks import references as _references  # noqa: F401
-from binaryeval_dspy.checks import regex_checks as _regex_checks  # noqa: F401
-from binaryeval_dspy.checks import structured_formats as _structured_formats  # noqa: F401
-from binaryeval_dspy.checks import text_counts as _text_counts  # noqa: F401
+import binaryeval_dspy.checks.language  # noqa: F401  (registers the built-ins)
+import binaryeval_dspy.checks.references  # noqa: F401  (registers the built-ins)
+import binaryeval_dspy.checks.regex_checks  # noqa: F401  (registers the built-ins)
+import binaryeval_dspy.checks.structured_formats  # noqa: F401  (registers the built-ins)
+import binaryeval_dspy.checks.text_counts  # noqa: F401  (registers the built-ins)
 from binaryeval_dspy.checks.registry import (
     CheckDefinition,
     CheckResult,

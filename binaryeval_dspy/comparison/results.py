@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from binaryeval_dspy.metrics import pooled_spearman
-from binaryeval_dspy.metrics.bootstrap import bootstrap_ci as _bootstrap_interval
+from binaryeval_dspy.metrics import bootstrap, pooled_spearman
 from binaryeval_dspy.metrics.correlation import spearman
 from binaryeval_dspy.schemas.versioned import SchemaVersion
 
@@ -137,7 +136,7 @@ def bootstrap_ci(
 
     if n < 3:
         return None, None
-    interval = _bootstrap_interval(lambda idx: float(np.asarray(statistic(idx[None, :]), dtype=float)[0]), n,
+    interval = bootstrap.bootstrap_ci(lambda idx: float(np.asarray(statistic(idx[None, :]), dtype=float)[0]), n,
                                    n_resamples=n_resamples, seed=seed)
     if n_resamples - interval.undefined_resamples < n_resamples / 2 or math.isnan(interval.low):
         return None, None
