@@ -74,7 +74,7 @@ class RayEngine:
     name = "ray"
 
     def __init__(self, handle: LMHandle | None, settings: RunSettings) -> None:
-        require("ray.data", "ray", "The ray engine")
+        require("ray.data", "ray", "the ray engine")
         if handle is None:
             raise LMConfigError("the ray engine needs an LM to send requests to", fix="pass an LM (lm=...).")
         target = batch_target(handle, engine="ray")
