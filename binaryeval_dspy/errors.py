@@ -156,3 +156,9 @@ class RunStateError(BinEvalError):
 
 class MissingExtraError(BinEvalError, ImportError):
     """An optional feature whose extra is not installed (raised by `binaryeval_dspy.extras.require`)."""
+
+
+class LMCallFailed(BinEvalError):
+    """An LM call a step needs got no answer after its retries (an ``error`` answer): the step
+    cannot go on (e.g. a verdict pick). ``str(exc)`` is the call's error text as recorded
+    (``"<ErrorType>: <message>"``), so the original error type stays visible."""

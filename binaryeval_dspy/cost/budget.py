@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from binaryeval_dspy.cost.price_map import LOCAL, ModelPrice, model_price, price_source
 from binaryeval_dspy.cost.pricing import format_usd
 from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD
-from binaryeval_dspy.engines.item_work import CallRequest
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -46,6 +46,24 @@ from binaryeval_dspy.schemas.item_result import Usage
 APPROXIMATE_MARGIN = 0.25
 #: Tokens for the reply's priming (OpenAI's chat format), besides `MESSAGE_OVERHEAD` per message.
 _REPLY_PRIMING = 3
+
+
+@dataclass
+class CallRequest:
+    """What one request will send, so that a budget can reserve its worst case before it goes.
+
+    Attributes:
+        messages: the chat messages (``role`` and ``content``), as the adapter formats them;
+            None when not known beforehand (the budget then estimates the call).
+        max_tokens: the completion cap (tokens); None when not known.
+        reserved_usd: what the budget has reserved for it so far (every attempt's worst case).
+        attempts: attempts reserved under it (a retry is reserved before it is sent).
+    """
+
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    reserved_usd: float = 0.0
+    attempts: int = 0
 
 
 class CostBudget:
@@ -172,27 +190,29 @@ class CostBudget:
         return max(plain.total, written.total), prompt, cap
 
     def reserve(self, request: CallRequest | None = None) -> bool | None:
-        """Ask before sending one call: True (send it: its worst case is now reserved, in
-        ``request.reserved_usd``), None (wait: calls in flight hold reservations that
-        their usage will release), False (stop: the call could pass the budget with
-        nothing in flight; `stop_reason` says so).
+        """Ask before sending one request (a first attempt or a retry): True (send it: its worst
+        case is now reserved, added to ``request.reserved_usd``, and ``request.attempts``
+        counts it), None (wait: other calls in flight hold reservations that their usage will
+        release), False (stop: the request could pass the budget with nothing else in flight;
+        `stop_reason` says so).
 
         Args:
-            request: what the call will send (`CallRequest`); None or one without
+            request: what the request will send (`CallRequest`); None or one without
                 messages is estimated at the dearest call settled so far.
         """
         request = request if request is not None else CallRequest()
         with self._lock:
             if self._stop is not None:
                 return False
+            others = self.in_flight - request.attempts  # a retry's own earlier attempts never make it wait
             if self.price is None:
-                request.reserved_usd = 0.0
+                request.attempts += 1
                 self.in_flight += 1
                 return True
             worst = self.worst_case(request)
             if worst is None:
                 if self.largest_call_usd is None:  # nothing known: one unbounded call at a time
-                    if self.in_flight:
+                    if others > 0:
                         return None
                     cost = 0.0
                 else:
@@ -201,11 +221,12 @@ class CostBudget:
             else:
                 cost, *sizes = worst
             if self.spent_usd + self.reserved_usd + cost > self.max_usd:
-                if self.in_flight:
+                if others > 0:
                     return None  # their unused reservations come back when they settle
                 self._stop = self._stop_sentence(cost, sizes)
                 return False
-            request.reserved_usd = cost
+            request.reserved_usd += cost
+            request.attempts += 1
             self.reserved_usd += cost
             self.in_flight += 1
             return True
@@ -223,19 +244,33 @@ class CostBudget:
                 f"command on {self.calls} calls, and the next call may cost up to {format_usd(cost)}{sizes}. "
                 "Everything judged is stored; rerun with a larger `max_cost` to continue.")
 
-    def settle(self, usage: Usage, request: CallRequest | None = None) -> None:
-        """Record a reserved call's usage once it is done: its cost is spent, the rest of
-        its reservation (``request.reserved_usd``) released, and it is no longer in flight."""
+    def settle(self, usage: Usage, request: CallRequest | None = None, *, unanswered: int = 0) -> None:
+        """Record a reserved call's usage once it is done (every attempt of it): its cost is
+        spent, and its reservations released, except those of `unanswered` attempts (a
+        timeout, a cut connection: a provider may bill a request it got no reply to), which
+        stay spent at their worst case; it is no longer in flight.
+
+        Args:
+            usage: what the call's replies reported.
+            request: the `CallRequest` given to `reserve` (None: one unreserved call).
+            unanswered: attempts that got no reply at all.
+        """
         cost = self.cost_of(usage)
         with self._lock:
-            self.in_flight = max(0, self.in_flight - 1)
-            if request is not None:
+            if request is None:
+                self.in_flight = max(0, self.in_flight - 1)
+            else:
+                attempts = request.attempts
+                self.in_flight = max(0, self.in_flight - attempts)
+                if attempts and unanswered:
+                    cost += request.reserved_usd / attempts * min(unanswered, attempts)
                 self.reserved_usd = max(0.0, self.reserved_usd - request.reserved_usd)
                 request.reserved_usd = 0.0
+                request.attempts = 0
             self.spent_usd += cost
             if usage.lm_calls:  # a cache hit says nothing about a call's cost
                 self.calls += 1
-                per_call = cost / usage.lm_calls
+                per_call = self.cost_of(usage) / usage.lm_calls
                 self.largest_call_usd = max(self.largest_call_usd or 0.0, per_call)
 
     def charge(self, usage: Usage) -> None:

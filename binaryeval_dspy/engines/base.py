@@ -1,68 +1,87 @@
 """The engine interface, and the choice of engine for a run.
 
-A run builds its judging plan once (`binaryeval_dspy.runs.evaluation.run_resumable`:
-which items, and per item which calls are still needed, with code-checked questions,
-empty outputs and earlier answers already settled) and hands it to one engine. An
-engine only executes: it runs each planned item's calls (`ItemWork.calls`), then its
-``finish`` step, and reports every item through ``on_done`` as an `ItemDone`. Storing
-answers and results, resuming, usage, cost and the summary are the recorder's
-(`run_resumable` and the answer journal), the same whatever the engine.
+A run's judging plan is data (`binaryeval_dspy.lm.calls.LMCall`s, made by the programs and
+handed out by the run's plan runner, `binaryeval_dspy.runs.plan_runner`). An engine only
+sends: it takes calls from a `CallSource` as it has room for them, and yields each call's
+`Answer` (the reply read through the run's adapter, an error, ``not_sent``, or, for a
+provider batch that spans invocations, ``pending``) with its usage. What the answers mean
+(verdicts, scores, statuses), where they are written (the answer journal, results.jsonl,
+the manifest, the summary) and how a run resumes belong to the runner and the recorder,
+the same for every engine.
 
-Engines:
+Engines (`make_engine` chooses one; the CLI has no engine branch):
 
-* ``local`` (`binaryeval_dspy.engines.local`): one call at a time, an item's questions
-  back to back: an in-process llama.cpp model reuses the prompt prefix they share.
-* ``live`` (`binaryeval_dspy.engines.live`): many calls in flight to a served or hosted
-  endpoint, through DSPy (its adapter, cache, retries and usage tracking).
-* ``ray`` (`binaryeval_dspy.engines.ray_engine`): requests formatted by DSPy's adapter on
-  the driver, sent through Ray Data, replies parsed by the same adapter.
-* ``batch``: the provider's batch API (`binaryeval_dspy.engines.batch`), which spans
-  several invocations (submit, poll, collect) and so is driven by its own command path.
+* ``local`` (`binaryeval_dspy.engines.threads`): one call at a time on the calling thread,
+  in plan order, so an item's questions go back to back: an in-process llama.cpp model
+  reuses the prompt prefix they share.
+* ``live`` (`binaryeval_dspy.engines.threads`): many calls in flight on a thread pool, each
+  sent by the run's sender (`binaryeval_dspy.engines.senders`): straight to an
+  OpenAI-compatible endpoint, or through DSPy's LM for any other.
+* ``ray`` (`binaryeval_dspy.engines.ray_engine`): calls go as rows through Ray Data; the
+  workers format, send and read them, and small answer rows come back.
+* ``batch`` (`binaryeval_dspy.engines.batch`): the provider's batch API; a call whose
+  batch has not ended is ``pending`` and is collected by a later invocation.
 
-Adding an engine: a module with a class that has ``name`` and ``run`` (below), and one
-line in `make_engine`.
+Adding an engine: one module with a class that has ``name``, ``notes`` and ``send`` (below),
+and one line in `make_engine`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from binaryeval_dspy.engines.item_work import CallBudget, ItemDone, ItemWork
 from binaryeval_dspy.errors import ConfigError
 
 if TYPE_CHECKING:
+    from binaryeval_dspy.engines.senders import CallBudget
+    from binaryeval_dspy.lm.calls import Answer, LMCall
     from binaryeval_dspy.lm.factory import LMHandle
     from binaryeval_dspy.settings import RunSettings
 
 
+class CallSource(Protocol):
+    """Where an engine takes its calls from (the plan runner): lazily, as it has room.
+
+    A call is handed out once, with a ticket (an int unique in the run); the engine yields
+    exactly one answer per ticket it took.
+    """
+
+    def take(self, n: int) -> list[tuple[int, LMCall]]:
+        """Up to `n` calls ready now (never blocks; [] when none is ready now)."""
+
+    @property
+    def exhausted(self) -> bool:
+        """True when no call is ready and none will come unless an answer still out brings one."""
+
+    def stop(self, reason: str) -> None:
+        """Hand out no more calls (e.g. a spending limit was reached); the engine finishes the calls it holds."""
+
+
 class Engine(Protocol):
-    """What executes a judging plan.
+    """What sends a judging plan's calls.
 
     Attributes:
-        name: the engine's name (``local``, ``live``, ``ray``), recorded in the manifest.
-        notes: lines for the user about how the run went on this engine (e.g. the Ray
-            cluster's start-up time), filled during `run`; empty when there is nothing to say.
+        name: the engine's name (``local``, ``live``, ``ray``, ``batch``), in the manifest.
+        notes: lines for the user about how the run went on this engine (e.g. Ray's
+            start-up time), filled during `send`; empty when there is nothing to say.
     """
 
     name: str
     notes: list[str]
 
-    def run(self, items: Sequence[Any], plan: Callable[[int, Any], ItemWork], on_done: Callable[[ItemDone], None],
-            *, budget: CallBudget | None = None) -> None:
-        """Execute every item's work and report each item once, as soon as it is done.
+    def send(self, source: CallSource, *, budget: CallBudget | None = None) -> Iterator[tuple[int, Answer]]:
+        """Send every call `source` hands out and yield ``(ticket, answer)`` as each is done.
+
+        The caller handles each answer before the next is produced (it may add calls to
+        `source`). Never raises for one failed request: its answer is an ``error``.
 
         Args:
-            items: the items still to judge, in order.
-            plan: ``plan(index, item) -> ItemWork``: the item's calls and finish step;
-                called on the calling thread, in item order.
-            on_done: called on the calling thread with one `ItemDone` per item; it may
-                raise `StopItems` to stop early (no further call is sent).
-            budget: asked before every call (``max_cost``), or None.
+            source: the calls (`CallSource`).
+            budget: asked before every request (``max_cost``), or None.
 
         Raises:
-            KeyboardInterrupt: after stopping; answers already returned were journaled
-                by the calls themselves (`binaryeval_dspy.runs.answer_journal`).
+            KeyboardInterrupt: after stopping; answers yielded before stay valid.
         """
 
 
@@ -70,25 +89,20 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
     """The engine `settings` names for a run with `handle` (``auto``: `RunSettings.engine_for`).
 
     Raises:
-        ConfigError: ``batch`` (driven by `binaryeval_dspy.engines.batch.run_batch`, not
-            through this interface), ``live`` / ``ray`` with an embedded model, or ``ray``
-            with ``max_cost`` set.
-        LMConfigError: the ray engine with a model it cannot reach.
+        ConfigError: ``live`` / ``ray`` / ``batch`` with an embedded model, or ``ray`` with
+            ``max_cost`` set.
+        LMConfigError: the ray or batch engine with a model it cannot reach.
         MissingExtraError: the ``ray`` engine without the ``ray`` extra.
     """
     name = settings.engine_for(handle)
-    if name in ("live", "ray") and handle is not None and handle.embedded:
+    if name in ("live", "ray", "batch") and handle is not None and handle.embedded:
         raise ConfigError(f"the {name} engine sends requests to an endpoint, but {handle.name} is an embedded model "
                           "run in this process.", fix="use the local engine (run setting engine 'local', or 'auto'), "
                                                       "or a served model.")
-    if name == "local":
-        from binaryeval_dspy.engines.local import LocalEngine
+    if name in ("local", "live"):
+        from binaryeval_dspy.engines.threads import ThreadedEngine
 
-        return LocalEngine()
-    if name == "live":
-        from binaryeval_dspy.engines.live import LiveEngine
-
-        return LiveEngine(settings.in_flight(handle))
+        return ThreadedEngine(name, handle, settings.in_flight(handle))
     if name == "ray":
         if settings.max_cost is not None:
             raise ConfigError("max_cost cannot be enforced by the ray engine: it sends many requests at once, so it "
@@ -97,5 +111,32 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
         from binaryeval_dspy.engines.ray_engine import RayEngine
 
         return RayEngine(handle, settings)
-    raise ConfigError(f"the {name} engine is not run through make_engine",
-                      fix="batch runs go through binaryeval_dspy.engines.batch.run_batch (the CLI does this).")
+    if name == "batch":
+        from binaryeval_dspy.engines.batch import BatchEngine
+
+        return BatchEngine(handle, settings)
+    raise ConfigError(f"unknown engine {name!r}", expected="local, live, ray or batch",
+                      fix="set the run setting `engine` to one of them.")
+
+
+def engine_sender(handle: Any, *, lm: Any = None) -> Any:
+    """The sender of a run with `handle` (`binaryeval_dspy.engines.senders.sender_for`), or, without a
+    handle, `lm` (a predictor's own) or DSPy's configured LM, with the adapter its judgments need
+    (`binaryeval_dspy.lm.adapters.judging_adapter`).
+
+    Raises:
+        ConfigError: no handle and no LM configured.
+    """
+    from binaryeval_dspy.engines.senders import LMSender, sender_for
+
+    if handle is not None:
+        return sender_for(handle)
+    import dspy
+
+    from binaryeval_dspy.lm.adapters import judging_adapter
+    from binaryeval_dspy.lm.cache_identity import cache_scoped
+
+    lm = cache_scoped(lm or dspy.settings.lm)
+    if lm is None:
+        raise ConfigError("no LM is configured for judging.", fix="pass an LM (lm=...), or dspy.configure(lm=...).")
+    return LMSender(lm, judging_adapter(dspy.settings.adapter, lm))

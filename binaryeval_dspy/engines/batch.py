@@ -89,7 +89,8 @@ from binaryeval_dspy.engines.prepared_requests import (
 )
 from binaryeval_dspy.errors import BinEvalError, RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.lm.calls import error_text
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
     check_stored_items,

@@ -21,7 +21,7 @@ from binaryeval_dspy.engines.batch_journal import (
     submission_outcomes,
 )
 from binaryeval_dspy.errors import InputError, RunStateError
-from binaryeval_dspy.programs.bineval import error_text
+from binaryeval_dspy.lm.calls import error_text
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 

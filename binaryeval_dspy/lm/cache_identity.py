@@ -24,6 +24,7 @@ already, through the rendered messages and ``response_format``.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import logging
 import math
@@ -62,6 +63,11 @@ logger = logging.getLogger(__name__)
 
 #: The field added to DSPy's cache key (a key of the hashed dict, never a request field).
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
+
+#: Set around one call by a sender with a spending limit (`binaryeval_dspy.engines.senders`): an
+#: object whose ``before_retry(unanswered)`` is asked before each further attempt `CacheScopedLM`
+#: makes, and returns the reason not to send it (the budget cannot reserve it), or None.
+ATTEMPT_GATE: contextvars.ContextVar[Any] = contextvars.ContextVar("bineval_attempt_gate", default=None)
 
 
 def _has_no_text(result: Any) -> bool:
@@ -257,7 +263,7 @@ class CacheScopedLM(dspy.LM):
                 result = execute_call(single, call)
                 break
             except Exception as exc:
-                if not _failed_attempt(self, exc, attempt, retries):
+                if not _failed_attempt(self, exc, attempt, retries) or _gate_refuses(exc):
                     raise
                 time.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=False)
@@ -277,7 +283,7 @@ class CacheScopedLM(dspy.LM):
                 result = await aexecute_call(single, call)
                 break
             except Exception as exc:
-                if not _failed_attempt(self, exc, attempt, retries):
+                if not _failed_attempt(self, exc, attempt, retries) or _gate_refuses(exc):
                     raise
                 await asyncio.sleep(_retry_delay(exc, attempt))
         _forget_empty_reply(runner, call, result, asynchronous=True)
@@ -431,6 +437,15 @@ def _failed_attempt(lm: Any, exc: BaseException, attempt: int, retries: int) -> 
     if isinstance(exc, (LMProviderError, LMUnexpectedError)):
         record_failed_request(lm.model)
     return attempt < retries and is_retryable_lm_error(exc)
+
+
+def _gate_refuses(exc: BaseException) -> bool:
+    """Whether the call's `ATTEMPT_GATE` (a spending limit) refuses the next attempt after `exc`."""
+    gate = ATTEMPT_GATE.get()
+    if gate is None:
+        return False
+    unanswered = "timeout" in type(exc).__name__.lower() or "timed out" in str(exc).lower()
+    return gate.before_retry(unanswered) is not None
 
 
 def _retry_delay(exc: BaseException, attempt: int) -> float:

@@ -47,13 +47,14 @@ from typing import Any
 from dspy.adapters.utils import apply_output_field_defaults, parse_value
 from dspy.clients import execution as _execution
 from dspy.clients._deprecation import warn_legacy_lm, warn_openai_messages
+from dspy.clients.capabilities import planning_scope
 from dspy.predict.parameter import Parameter
 from dspy.utils.usage_tracker import UsageTracker
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "Parameter", "UsageTracker", "aexecute_call", "apply_output_field_defaults", "execute_call", "finalize_call",
+    "Parameter", "UsageTracker", "adapter_messages", "adapter_values", "aexecute_call", "apply_output_field_defaults", "execute_call", "finalize_call",
     "forget_cached_reply", "install_dspy_patches", "is_openai_reasoning_model", "litellm_module",
     "memoize_input_serializers", "memoize_model_metadata", "memoize_model_routing", "memoize_proxy_environment",
     "memoize_response_schemas", "parse_value", "prepare_call", "scope_cache_key", "select_backend",
@@ -104,6 +105,36 @@ def select_backend(lm: Any, options: dict[str, Any] | None = None) -> Any:
     from dspy.clients.backend_selection import select_backend as dspy_select_backend
 
     return dspy_select_backend(lm, options or {})
+
+
+# ----- DSPy's adapter pipeline in two halves, for `binaryeval_dspy.lm.calls` (dspy.adapters.base, DSPy 3.4)
+
+def adapter_messages(adapter: Any, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list,
+                     inputs: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """The first half of ``Adapter.__call__`` (DSPy 3.4): the adapter's signature preprocessing
+    (``_call_preprocess``), the JSON adapter's ``response_format`` choice
+    (``_prepare_response_format``, into `lm_kwargs`) and ``format``, under DSPy's capability
+    planning scope for `lm`, as the pipeline runs them; nothing is sent.
+
+    Returns:
+        ``(processed signature, messages)``; `lm_kwargs` is updated in place.
+    """
+    with planning_scope(lm, lm_kwargs):
+        processed = adapter._call_preprocess(lm, lm_kwargs, signature, inputs)
+        prepare = getattr(adapter, "_prepare_response_format", None)
+        if prepare is not None:
+            prepare(lm, lm_kwargs, signature)
+        messages = adapter.format(processed, demos, inputs)
+    if lm_kwargs.get("parallel_tool_calls") is not None:
+        lm_kwargs.setdefault("tool_choice", "auto")
+    return processed, messages
+
+
+def adapter_values(adapter: Any, processed: Any, signature: Any, outputs: list, lm: Any,
+                   lm_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The second half of ``Adapter.__call__`` (``_call_postprocess``, DSPy 3.4): the LM's
+    outputs parsed into one value dict each; raises `AdapterParseError` as the pipeline does."""
+    return adapter._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
 
 # ----- DSPy's LM call path, for `cache_identity.CacheScopedLM` (dspy.clients.execution, DSPy 3.4)

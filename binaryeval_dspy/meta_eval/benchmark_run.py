@@ -25,7 +25,7 @@ from binaryeval_dspy.meta_eval.benchmark_files import (
     BenchmarkRunConfig,
 )
 from binaryeval_dspy.meta_eval.benchmark_spec import BenchmarkSpec
-from binaryeval_dspy.meta_eval.method_run import run_method
+from binaryeval_dspy.meta_eval.method_run import CodeMethod, run_method
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
@@ -259,14 +259,11 @@ def run_benchmark(
                                    question_set_path="(none)", items_path=data_source, config=config)
             if on_method_start:
                 on_method_start(method, len(items))
-            outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
+            outcomes[method] = run_method(method, CodeMethod(function), items, run.method_dir(method),
                                           manifest, lm=None, on_progress=progress, settings=baseline_settings)
             continue
         judge: dspy.Module = (GEvalJudge if method == "geval" else UniEvalJudge)(
             rubric, dimensions=dims, logprobs=logprobs)
-
-        def function(ex: dspy.Example, _judge: dspy.Module = judge) -> dspy.Prediction:
-            return _judge(input=ex.input, output=ex.output)
 
         manifest = RunManifest(command=f"benchmark {method}", lm=handle.name,  # type: ignore[union-attr]
                                question_set_hash=f"rubric-{rubric.content_hash}-logprobs-{logprobs}",
@@ -274,6 +271,6 @@ def run_benchmark(
                                config={**config, "logprobs": logprobs})
         if on_method_start:
             on_method_start(method, len(items))
-        outcomes[method] = run_method(method, function, items, run.method_dir(method),  # type: ignore[arg-type]
+        outcomes[method] = run_method(method, judge, items, run.method_dir(method),
                                       manifest, lm=handle, on_progress=progress, settings=baseline_settings)
     return outcomes

@@ -20,11 +20,11 @@ import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
+from binaryeval_dspy.engines.in_process import run_states
+from binaryeval_dspy.engines.plan_runner import ItemOutcome as ItemDone
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import error_text
+from binaryeval_dspy.lm.calls import error_text
 from binaryeval_dspy.runs.evaluation import run_resumable
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
@@ -127,34 +127,57 @@ def _method_result(method: str, item: dspy.Example, done: ItemDone) -> MethodIte
     )
 
 
-def score_item(method: str, function: MethodFunction, item: dspy.Example,
-               lm: LMHandle | None = None) -> MethodItemResult:
-    """Run one method on one item; the prediction must carry ``scores`` (and may carry ``details``).
+class CodeMethod:
+    """A method computed by code alone (ROUGE-L), as a judging plan with no LM call.
+
+    Args:
+        function: ``function(item) -> dspy.Prediction(scores=..., details=...)``.
+    """
+
+    def __init__(self, function: MethodFunction) -> None:
+        self.function = function
+
+    def begin(self, item: dspy.Example, previous: Any = ()) -> dspy.Example:
+        """The item itself: nothing is settled before, nothing is asked."""
+        return item
+
+    def next_calls(self, state: dspy.Example) -> list:
+        """No LM call."""
+        return []
+
+    def take(self, state: Any, call: Any, answer: Any) -> None:  # pragma: no cover - never called: no calls
+        """Never called (no calls)."""
+
+    def unsent(self, state: Any, call: Any, reason: str) -> None:  # pragma: no cover - never called: no calls
+        """Never called (no calls)."""
+
+    def finish(self, state: dspy.Example) -> dspy.Prediction:
+        """The method's prediction for the item."""
+        return self.function(state)
+
+
+def score_item(method: str, program: Any, item: dspy.Example, lm: LMHandle | None = None) -> MethodItemResult:
+    """Run one method (a judging plan: `GEvalJudge`, `UniEvalJudge`, `CodeMethod`) on one item;
+    the prediction must carry ``scores`` (and may carry ``details``).
 
     An empty output (`is_empty_output`) gets status ``empty_output`` without running the method.
 
     Raises:
-        Exception: whatever the LM call raised (the item is not stored).
+        Exception: whatever the method raised (a failed LM call: `LMCallFailed`; the item is not stored).
     """
     if is_empty_output(item.output):
         return _empty_result(method, item)
     context = lm.context() if lm is not None else contextlib.nullcontext()
-    done: list[ItemDone] = []
     with context:
-        map_items([item], lambda _i, it: _method_work(function, it), done.append)
-    if done[0].error is not None:
-        raise done[0].error
-    return _method_result(method, item, done[0])
-
-
-def _method_work(function: MethodFunction, item: dspy.Example) -> ItemWork:
-    """A baseline item as one call (its LM calls are sequential) and a pass-through finish."""
-    return ItemWork(calls=[lambda: function(item)], finish=lambda results: results[0])
+        done = run_states(program, [program.begin(item)])[0]
+    if done.error is not None:
+        raise done.error
+    return _method_result(method, item, done)
 
 
 def run_method(
     method: str,
-    function: MethodFunction,
+    program: Any,
     items: Sequence[dspy.Example],
     run_dir: MethodRunDirectory,
     manifest: RunManifest,
@@ -167,11 +190,14 @@ def run_method(
     """Score every item not yet in `run_dir` with one method, appending as it goes.
 
     The same loop as `binaryeval_dspy.runs.evaluate_items` (`run_resumable`): the run's
-    lock, stored items skipped, an item with an empty output stored with status
-    ``empty_output`` and no score (the method is not called), an item the method could
-    not score stored with status ``error`` (a rerun retries it), Ctrl-C keeps what is
-    done, ``settings``' engine and calls in flight (`RunSettings`), and
-    `max_consecutive_failures` failures in a row stop the loop.
+    lock, stored items skipped, the method's calls sent by the run's engine, an item with
+    an empty output stored with status ``empty_output`` and no score (the method is not
+    called), an item the method could not score stored with status ``error`` (a rerun
+    retries it), Ctrl-C keeps what is done, ``settings``' engine and calls in flight
+    (`RunSettings`), and `max_consecutive_failures` failures in a row stop the loop.
+
+    Args:
+        program: the method as a judging plan (`GEvalJudge`, `UniEvalJudge`, `CodeMethod`).
 
     Returns:
         An `EvaluationOutcome` whose ``results`` are `MethodItemResult`s.
@@ -180,12 +206,12 @@ def run_method(
         RunStateError: `run_dir` was made with another LM or method configuration, or
             another process is writing it.
     """
+    progress = (lambda _item, result, status: on_progress(result, status)) if on_progress is not None else None
     return run_resumable(
-        items, run_dir, manifest,
-        plan=lambda item, _stored: _method_work(function, item),
+        items, run_dir, manifest, program=program,
         package=lambda item, done, _stored: _method_result(method, item, done),
         empty_result=lambda item: _empty_result(method, item),
         failed_result=lambda item, done, _stored: _failed_result(method, item, done, manifest.lm),
-        lm=lm, settings=settings, on_progress=on_progress,
+        lm=lm, settings=settings, on_progress=progress,
         max_consecutive_failures=max_consecutive_failures,
     )

@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
-from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
-from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import CallRequest, ItemDone, ItemWork
+from binaryeval_dspy.engines.base import engine_sender
+from binaryeval_dspy.engines.in_process import arun_in_process, run_in_process
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import (
-    CUT_REPLY_NOTE,
-    is_empty_reply,
-    judging_adapter,
-    judging_context,
-    reply_text,
-)
-from binaryeval_dspy.lm.cache_identity import cache_scoped
+from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.final_answer import (
-    RAW_REPLY_LIMIT,
-    is_incomplete_reply,
-    parse_chat_reply,
-    parse_json_reply,
-)
-from binaryeval_dspy.lm.logprobs import p_yes
+from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT
 from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
@@ -42,100 +27,80 @@ from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 
 
-def _salvage(raw: str, signature: type[dspy.Signature], *, cut: bool = False,
-             failures: list[AdapterParseError] | None = None) -> dspy.Prediction | None:
-    """The judge's final answer in `raw`, read by our parsers; None if it holds none (each
-    parser's failure is appended to `failures` when given).
-
-    Needed when the configured adapter is not one of ours (e.g. DSPy's own ChatAdapter from
-    a plain ``dspy.configure(lm=...)``), or when the reply came in the other format: the
-    adapter's parse failed, ours may still read the reply, with the same final-answer,
-    planted-text and complete-answer rules (`binaryeval_dspy.lm.final_answer`); `cut` says
-    the reply stopped at ``max_tokens``.
-    """
-    text = (raw or "").strip()
-    chat = partial(parse_chat_reply, cut=cut)
-    for parse in (parse_json_reply, chat) if text.startswith(("{", "```")) else (chat, parse_json_reply):
-        try:
-            return dspy.Prediction(**parse(signature, text))
-        except AdapterParseError as exc:
-            if failures is not None:
-                failures.append(exc)
-    return None
-
-
-def _qualified(pred: dspy.Prediction, verdict: str, explanation: str) -> bool:
+def _qualified(fields: dict, verdict: str, explanation: str) -> bool:
     """Whether the judge qualified its `verdict` with a reservation (`verdict_text.reservation`):
-    in the verdict field (``"Yes, but the date is wrong"``; our adapters name it in the
-    prediction's ``qualified``, another adapter leaves the text in ``verdict``), or by opening
-    the explanation with the same verdict word and a reservation (``{"verdict": "yes",
+    in the verdict field (``"Yes, but the date is wrong"``; our parsers name it in the fields'
+    ``qualified`` note, another adapter leaves the text in ``verdict``), or by opening the
+    explanation with the same verdict word and a reservation (``{"verdict": "yes",
     "explanation": "Yes, although it omits the vote."}``, all a schema-held verdict leaves)."""
-    named = getattr(pred, "qualified", None)
+    named = fields.get("qualified")
     if isinstance(named, dict) and named.get("verdict"):
         return True
-    if reservation(pred.verdict):
+    if reservation(fields.get("verdict")):
         return True
     return normalize_yes_no(explanation) == verdict and reservation(explanation) is not None
 
 
 LogprobMode = Literal["auto", "on", "off"]
 _TOP_LOGPROBS = 5
+#: The value distribution every judge call reads from token log-probabilities: P(yes).
+_VERDICT_DISTRIBUTION = ("verdict", ("yes", "no"))
 
 
-_EMPTY_REPLY = "EmptyReply: the LM's reply held no answer (no choices or no text)"
+def question_verdict(question: BinaryQuestion, answer: Answer) -> QuestionVerdict:
+    """The `QuestionVerdict` of one answered judge call (paper 3.2): pure, the same on every engine.
 
-
-def _parse_reason(exc: AdapterParseError) -> str:
-    """The parser's reason in one line, without DSPy's long restatement of the signature."""
-    message = str(getattr(exc, "message", None) or "could not read a yes/no verdict")
-    return message.splitlines()[0][:300]
-
-
-_LIBRARY_ADVICE = "\n\n  To fix:"  # DSPy's HTTP layer (lm15) appends advice written for its own API users
-
-_HINTS = {  # error type name -> what to do with bineval's settings (the CLI shows them as flags)
-    **dict.fromkeys(("LMRateLimitError", "RateLimitError"),
-                    "the endpoint kept refusing after DSPy's retries: lower `concurrency` or wait, then rerun "
-                    "(only unanswered questions are asked)"),
-    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError"),
-                    "a request took longer than `timeout` seconds: raise `timeout` or lower `concurrency`, then "
-                    "rerun"),
-    **dict.fromkeys(("LMAuthError", "AuthenticationError"),
-                    "the endpoint refused the key: for a base URL pass `api_key_env` NAME (the variable holding its "
-                    "key; without it a placeholder is sent), for a provider set its key variable, then rerun"),
-}
-
-
-_NOT_FOUND_HINT = ("the server has no such path or model: check that `spec` ends where its OpenAI-compatible API "
-                   "starts (usually .../v1) and that `model` names a model it serves")
-
-# Advice inside DSPy's HTTP-layer (lm15) messages that names its own API: what it means in bineval's settings.
-_LIBRARY_PHRASES = (
-    (re.compile(r"this is lm15's read timeout, not a server failure\W+raise it with Timeouts\(read=\.\.\.\) "
-                r"if the model needs longer"),
-     "the client's read timeout, not a server failure"),
-    (re.compile(r"raise max_connections, or Timeouts\(pool=\.\.\.\) to wait longer"), "lower `concurrency`"),
-)
-
-
-def error_text(exc: BaseException, limit: int = 2000) -> str:
-    """``"<ErrorType>: <message>"`` of a failed call, cut to `limit` characters (for records).
-
-    Advice that DSPy's HTTP layer appends for its own API (``To fix: ... Timeouts(read=...)``,
-    "lm15 never retries for you") is replaced by what to do with bineval's options: DSPy has
-    already retried, and the timeout is ``--timeout``. A provider error's HTTP status is
-    added when the message lacks it; a 404 says to check the base URL's ``/v1`` and the
-    model name.
+    Returns:
+        yes/no (with P(yes) when log-probabilities came back, ``reply_cut`` when the reply
+        stopped at ``max_tokens`` after its whole answer, ``qualified`` when a reservation
+        follows the verdict word, "Yes, but ..."); ``unparsed`` (with the raw LM text)
+        when the answer cannot be read as yes/no or is not complete (a reply that stops
+        inside its JSON object or a field, whatever the finish reason; the error says
+        why); ``error`` (with the error's type and message) when the call failed, was
+        never sent, or the reply held no answer.
     """
-    name = type(exc).__name__
-    message = str(exc).split(_LIBRARY_ADVICE, 1)[0].rstrip()
-    for phrase, ours in _LIBRARY_PHRASES:
-        message = phrase.sub(ours, message)
-    status = getattr(exc, "status", None)  # DSPy's provider errors carry the HTTP status
-    if isinstance(status, int) and not isinstance(status, bool) and str(status) not in message:
-        message = f"{message} (HTTP {status})"
-    hint = _HINTS.get(name) or (_NOT_FOUND_HINT if status == 404 else None)
-    return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
+    if answer.status == "unparsed":
+        return QuestionVerdict(question_id=question.id, verdict="unparsed", raw_answer=(answer.raw or "")[:RAW_REPLY_LIMIT],
+                               error=answer.reason)
+    if answer.status != "answered":
+        reason = answer.reason or "the call gave no answer"
+        if answer.status == "not_sent" and not reason.startswith("NotAsked"):
+            reason = f"NotAsked: {reason}"
+        return QuestionVerdict(question_id=question.id, verdict="error", error=reason[:2000])
+    fields = answer.fields or {}
+    verdict = normalize_yes_no(fields.get("verdict"))
+    explanation = str(fields.get("explanation", "") or "").strip()
+    raw_reply = fields.get("raw_reply")
+    if verdict is None:
+        return QuestionVerdict(question_id=question.id, verdict="unparsed",
+                               raw_answer=str(raw_reply or fields.get("verdict"))[:RAW_REPLY_LIMIT],
+                               error="the verdict field is neither yes nor no")
+    qualified = _qualified(fields, verdict, explanation)
+    if qualified and not raw_reply:
+        raw_reply = f"verdict: {fields.get('verdict')}\nexplanation: {explanation}"  # what the judge wrote
+    p = answer.distribution.get("yes") if answer.distribution else None
+    return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation, p_yes=p,
+                           flags=explanation_flags(verdict, explanation, question.violation_example) or None,
+                           raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None,
+                           reply_cut=answer.cut or bool(fields.get("reply_cut")), qualified=qualified)
+
+
+@dataclass
+class ItemJudging:
+    """One item's judging state (`BinEval.begin`): its texts, questions and the verdicts so far.
+
+    Attributes:
+        input, output: the texts under judgment.
+        question_set: the questions for this item.
+        verdicts: question id -> verdict (code checks, kept answers, answers of this run).
+        empty: the output is empty: nothing is asked, the prediction says ``empty_output``.
+    """
+
+    input: str
+    output: str
+    question_set: QuestionSet
+    verdicts: dict[str, QuestionVerdict] = field(default_factory=dict)
+    empty: bool = False
 
 
 class BinEval(dspy.Module):
@@ -236,33 +201,6 @@ class BinEval(dspy.Module):
     def question_set(self, value: QuestionSet) -> None:
         self.questions.value = value
 
-    def _ask(self, fields: dict[str, str]) -> dspy.Prediction:
-        """One judge call, asking for log-probabilities unless the mode or the LM says no.
-
-        The call goes through `judging_adapter`, so the judge's final answer is read even
-        when the user configured DSPy's own ChatAdapter or JSONAdapter (or none).
-        """
-        settings = dspy.settings
-        lm = self.judge.lm or settings.lm
-        scoped = cache_scoped(lm)  # a plain dspy.LM: cached answers scoped to its endpoint
-        if scoped is not lm:
-            fields = {**fields, "lm": scoped}
-        with judging_context(scoped):
-            return self._ask_with_logprobs(fields)
-
-    def _ask_with_logprobs(self, fields: dict[str, str]) -> dspy.Prediction:
-        if self.logprobs == "off" or self._logprobs_refused:
-            return self.judge(**fields)
-        try:
-            return self.judge(**fields, config={"logprobs": True, "top_logprobs": _TOP_LOGPROBS})
-        except AdapterParseError:
-            raise
-        except Exception as exc:
-            if self.logprobs == "auto" and "logprob" in str(exc).lower():
-                self._logprobs_refused = True  # this LM does not take the parameter: stop asking
-                return self.judge(**fields)
-            raise
-
     @staticmethod
     def question_fields(input: str, output: str, question: BinaryQuestion) -> dict[str, str]:
         """The judge signature's input fields for one question: the input and output fenced as
@@ -271,163 +209,127 @@ class BinEval(dspy.Module):
         return {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
                 "question": question.text, "violation_example": question.violation_example}
 
-    def call_request(self, input: str, output: str, question: BinaryQuestion) -> CallRequest:
-        """What `judge_question` will send for one question, for a ``--max-cost`` budget to
-        reserve its worst case (`binaryeval_dspy.cost.budget`): the messages as the
-        judging adapter in effect formats them (cache padding included) and the LM's
-        ``max_tokens`` (None when the LM sets none). Makes no LM call."""
-        settings = dspy.settings
-        lm = self.judge.lm or settings.lm
-        adapter = judging_adapter(settings.adapter, cache_scoped(lm)) or settings.adapter or dspy.ChatAdapter()
-        messages = adapter.format(self.judge.signature, demos=self.judge.demos,
-                                  inputs=self.question_fields(input, output, question))
-        kwargs = getattr(lm, "kwargs", None) or {}
-        cap = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
-        return CallRequest(messages=messages, max_tokens=int(cap) if cap else None)
+    def question_call(self, input: str, output: str, question: BinaryQuestion) -> LMCall:
+        """The `LMCall` that asks one binary question f_E(x, y, q) (paper 3.2): the judge
+        predictor's signature and demos (an optimizer's, once compiled), the question's
+        fields, and a request for token log-probabilities unless ``logprobs="off"``."""
+        config = dict(self.judge.config or {})
+        if self.logprobs != "off":
+            config.update(logprobs=True, top_logprobs=_TOP_LOGPROBS)
+        return LMCall(key=question.id, signature=self.judge.signature,
+                      inputs=self.question_fields(input, output, question), demos=tuple(self.judge.demos or ()),
+                      config=config, distribution=_VERDICT_DISTRIBUTION)
 
-    def judge_question(self, input: str, output: str, question: BinaryQuestion) -> QuestionVerdict:
-        """Answer one binary question f_E(x, y, q) with its explanation (paper 3.2).
+    # ----- the judging plan (`binaryeval_dspy.engines.plan_runner.PlannedProgram`)
 
-        Never raises for LM trouble: the outcome is in the verdict.
-
-        Returns:
-            A `QuestionVerdict`: yes/no (with P(yes) when log-probabilities came back,
-            ``reply_cut`` when the reply stopped at ``max_tokens`` after its whole answer,
-            and ``qualified`` when a reservation follows the verdict word, "Yes, but ...");
-            ``unparsed`` (with the raw LM text) when the answer cannot be read as
-            yes/no or is not complete (a reply that stops inside its JSON object or a field,
-            whatever the finish reason; the error says why, and when the reply was cut at
-            ``max_tokens``); ``error`` (with the
-            error's type and message) when the call failed.
-        """
-        fields = self.question_fields(input, output, question)
-        cut = False
-        try:
-            pred = self._ask(fields)
-        except AdapterParseError as exc:
-            cut = str(getattr(exc, "message", "")).startswith(CUT_REPLY_NOTE)
-            raw = reply_text(exc.lm_response)
-            if is_empty_reply(exc):
-                # a 200 with no choices or an empty message: no answer, not an unreadable one
-                return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
-            failures: list[AdapterParseError] = []
-            pred = _salvage(raw, self.judge.signature, cut=cut, failures=failures)
-            if pred is None:
-                # say why in the terms of the format the reply was in: a reply cut inside its
-                # answer says so, whichever parser saw it first
-                exc = next((f for f in (exc, *failures) if is_incomplete_reply(f)), exc)
-                reason = _parse_reason(exc)
-                if cut and not reason.startswith(CUT_REPLY_NOTE):
-                    reason = f"{CUT_REPLY_NOTE}: {reason}"
-                return QuestionVerdict(
-                    question_id=question.id, verdict="unparsed", raw_answer=raw[:RAW_REPLY_LIMIT],
-                    error=f"{type(exc).__name__}: {reason}",
-                )
-        except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
-            return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
-        if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
-            return QuestionVerdict(question_id=question.id, verdict="error", error=_EMPTY_REPLY)
-        verdict = normalize_yes_no(pred.verdict)
-        explanation = str(getattr(pred, "explanation", "") or "").strip()
-        raw_reply = getattr(pred, "raw_reply", None)
-        if verdict is None:
-            return QuestionVerdict(
-                question_id=question.id, verdict="unparsed", raw_answer=str(raw_reply or pred.verdict)[:RAW_REPLY_LIMIT],
-                error="the verdict field is neither yes nor no",
-            )
-        qualified = _qualified(pred, verdict, explanation)
-        if qualified and not raw_reply:
-            raw_reply = f"verdict: {pred.verdict}\nexplanation: {explanation}"  # what the judge wrote
-        return QuestionVerdict(question_id=question.id, verdict=verdict, explanation=explanation,
-                               p_yes=p_yes(getattr(pred, "logprobs", None)),
-                               flags=explanation_flags(verdict, explanation, question.violation_example) or None,
-                               raw_answer=str(raw_reply)[:RAW_REPLY_LIMIT] if raw_reply else None,
-                               reply_cut=cut or bool(getattr(pred, "reply_cut", False)), qualified=qualified)
-
-    def item_work(
-        self, input: str, output: str, previous: Sequence[QuestionVerdict] = (),
-        question_set: QuestionSet | None = None,
-    ) -> ItemWork[QuestionVerdict, dspy.Prediction]:
-        """One item as independent question calls plus a scoring step (for `map_items`).
-
-        Code-checked questions are answered here, before any LM call. Questions with an
-        answer in `previous` (yes, no or unparsed from the LM) are not asked again: a
-        resumed run asks only the questions whose call failed (``error``) or that have
-        no verdict yet.
+    def begin(self, item: Any, previous: Sequence[QuestionVerdict] = (),
+              question_set: QuestionSet | None = None) -> ItemJudging:
+        """An item's judging state: code-checked questions answered, earlier answers kept.
 
         Args:
-            input: the source x; non-empty.
-            output: the output y under evaluation. One that is empty after removing
-                whitespace and invisible format characters (`is_empty_output`) is not
-                judged: the prediction has ``status="empty_output"``, ``score`` None,
-                ``score_card`` None and no verdicts, and no LM call is made.
-            previous: verdicts stored for this item by an earlier, incomplete run.
-            question_set: the questions for this item only (e.g. an IFBench prompt's
-                own questions); None uses the program's `question_set`.
-
-        Returns:
-            An `ItemWork` whose calls each return a `QuestionVerdict` and whose finish
-            returns the prediction `forward` returns. A question a ``--max-cost`` budget
-            kept from being asked (`ItemWork.unsent`) gets an ``error`` verdict
-            (``NotAsked: ...``), so a rerun asks it.
+            item: anything with ``input`` and ``output`` (a `dspy.Example` from
+                `binaryeval_dspy.data.load_items`), or an ``(input, output)`` pair.
+            previous: verdicts stored for this item by an earlier, incomplete run: its LM
+                answers (yes, no, unparsed) are kept and not asked again; an ``error`` is
+                asked again.
+            question_set: the questions for this item only; None uses the program's.
 
         Raises:
-            InputError: `input` is empty or not a string, or `output` is not a string.
-            BinEvalError: no `question_set` given and the program has none.
+            InputError: the input is empty or not a string, or the output is not a string.
+            BinEvalError: no question set.
         """
+        input, output = item if isinstance(item, tuple) else (item.input, item.output)
         if not isinstance(input, str) or not input.strip():
             raise InputError(f"BinEval needs a non-empty string, got {input!r:.60}", field="input")
         if not isinstance(output, str):
             raise InputError(f"BinEval needs a string, got {output!r:.60}", field="output")
-        if question_set is None:
-            question_set = self.question_set
+        question_set = question_set if question_set is not None else self.question_set
+        state = ItemJudging(input=input, output=output, question_set=question_set)
         if is_empty_output(output):  # nothing to judge: an outcome, never a score and never an LM call
-            return ItemWork(calls=[], finish=lambda _asked: dspy.Prediction(
-                score=None, score_card=None, verdicts=[], status="empty_output"), one_call_each=True)
+            state.empty = True
+            return state
         by_code = {q.id: answer_with_check(q, input=input, output=output) for q in question_set.code_checked}
-        kept = {v.question_id: v for v in previous if v.answered and v.source == "lm" and v.question_id not in by_code}
-        ask = [q for q in question_set.questions if q.id not in by_code and q.id not in kept]
+        state.verdicts.update({v.question_id: v for v in previous
+                               if v.answered and v.source == "lm" and v.question_id not in by_code})
+        state.verdicts.update(by_code)
+        return state
 
-        def finish(asked: list[QuestionVerdict]) -> dspy.Prediction:
-            by_id = {**kept, **{v.question_id: v for v in asked}, **by_code}
-            verdicts = [by_id[q.id] for q in question_set.questions]
-            card = score_verdicts(verdicts, question_set, scale=self.scale)
-            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+    def next_calls(self, state: ItemJudging) -> list[LMCall]:
+        """The questions of `state` without a verdict yet, as calls (one round)."""
+        if state.empty:
+            return []
+        return [self.question_call(state.input, state.output, q) for q in state.question_set.questions
+                if q.id not in state.verdicts]
 
-        def unsent(position: int, reason: str) -> QuestionVerdict:  # a call a --max-cost budget kept back
-            return QuestionVerdict(question_id=ask[position].id, verdict="error",
-                                   error=f"NotAsked: {reason}"[:2000])
+    def take(self, state: ItemJudging, call: LMCall, answer: Answer) -> QuestionVerdict:
+        """Record the answer to one question call; returns its verdict (what the journal keeps)."""
+        verdict = question_verdict(state.question_set.question(call.key), answer)
+        state.verdicts[call.key] = verdict
+        return verdict
 
-        return ItemWork(calls=[partial(self.judge_question, input, output, q) for q in ask], finish=finish,
-                        one_call_each=True, unsent=unsent,
-                        request=lambda position: self.call_request(input, output, ask[position]))
+    def unsent(self, state: ItemJudging, call: LMCall, reason: str) -> QuestionVerdict:
+        """A question never sent (a spending limit, an interrupt): an ``error`` verdict a rerun asks again."""
+        verdict = QuestionVerdict(question_id=call.key, verdict="error", error=f"NotAsked: {reason}"[:2000])
+        state.verdicts[call.key] = verdict
+        return verdict
+
+    def finish(self, state: ItemJudging) -> dspy.Prediction:
+        """The item's prediction from its verdicts: yes-rates per dimension and overall (paper 3.3).
+
+        Returns:
+            `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
+            parsed), ``score_card`` (`ScoreCard`) and ``verdicts`` in question order; for an
+            empty output ``status="empty_output"``, ``score`` and ``score_card`` None and no
+            verdicts.
+        """
+        if state.empty:
+            return dspy.Prediction(score=None, score_card=None, verdicts=[], status="empty_output")
+        verdicts = [state.verdicts.get(q.id) or QuestionVerdict(question_id=q.id, verdict="error",
+                                                                error="NotAsked: no answer")
+                    for q in state.question_set.questions]
+        card = score_verdicts(verdicts, state.question_set, scale=self.scale)
+        return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+
+    # ----- calling the module
+
+    def judge_question(self, input: str, output: str, question: BinaryQuestion) -> QuestionVerdict:
+        """Answer one binary question f_E(x, y, q) with its explanation, through DSPy's
+        configured LM (`question_verdict` says what the outcomes are). Never raises for LM
+        trouble: the outcome is in the verdict."""
+        sender = engine_sender(None, lm=self.judge.lm)
+        return question_verdict(question, sender.answer(self.question_call(input, output, question)))
 
     def forward(self, input: str, output: str, question_set: QuestionSet | None = None) -> dspy.Prediction:
-        """Answer every question about `output` and score it.
+        """Answer every question about `output` and score it, through DSPy's configured LM.
+
+        The item's questions go out together (``num_threads`` at a time) through DSPy's
+        adapter pipeline with the adapter the LM needs (`binaryeval_dspy.lm.adapters.judging_adapter`),
+        so DSPy's cache, history, callbacks and usage tracking see every call.
 
         Args:
             input: the source x (document, dialogue context, instruction); non-empty.
-            output: the output y under evaluation; non-empty.
+            output: the output y under evaluation.
             question_set: the questions for this call only; None uses the program's.
 
         Returns:
             `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
-            parsed), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
+            parsed: use ``score_card`` or `binaryeval_dspy.BinEvalMetric` for a number that
+            is never None), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
             unparsed and error, scaled scores, P(yes) soft scores when available) and
             ``verdicts`` (list of `QuestionVerdict`, in question order).
 
         Raises:
-            InputError: `input` or `output` is empty or not a string. A failed LM call
-                does not raise: it is an ``error`` verdict.
+            InputError: `input` is empty or not a string, or `output` not a string. A failed
+                LM call does not raise: it is an ``error`` verdict.
         """
-        work = self.item_work(input, output, question_set=question_set)
-        outcome: list[ItemDone] = []
-        map_items([None], lambda _index, _item: work, outcome.append,
-                  concurrency=min(self.num_threads, max(1, len(work.calls))))
-        done = outcome[0]
-        if done.error is not None:
-            raise done.error
-        return done.result
+        state = self.begin((input, output), question_set=question_set)
+        return run_in_process(self, state, num_threads=self.num_threads, lm=self.judge.lm)
+
+    async def aforward(self, input: str, output: str, question_set: QuestionSet | None = None) -> dspy.Prediction:
+        """`forward` for asyncio (``await judge.acall(input=..., output=...)``): the same outcomes,
+        the item's questions in flight together through DSPy's async LM path."""
+        state = self.begin((input, output), question_set=question_set)
+        return await arun_in_process(self, state, lm=self.judge.lm)
 
 
 def _checked_scale(scale: object) -> tuple[float, float]:

@@ -8,7 +8,7 @@ GEPA's reflection reads. It takes DSPy's five-argument form
 MIPROv2, COPRO, SIMBA and GEPA all accept it; `as_float()` gives the same metric
 returning a plain float for code that tests a metric's truth value (bootstrapping).
 
-Judging goes through `BinEval.item_work` and `binaryeval_dspy.engines.call_pool.map_items`,
+Judging goes through BinEval's judging plan (`binaryeval_dspy.engines.in_process.run_states`),
 the one judging path of the project: code-checked questions are answered by their
 check (never by the LM), replies are salvaged by our parsers, and every question ends
 yes / no / unparsed / error exactly as in `BinEval.forward` and ``bineval evaluate``.
@@ -29,12 +29,12 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import ItemDone
+from binaryeval_dspy.engines.in_process import run_states
 from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.lm.calls import error_text
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.score_card import ScoreCard
@@ -209,7 +209,7 @@ class BinEvalMetric(CountingMetric):
     def judge_outputs(
         self, pairs: Sequence[tuple[dspy.Example, str]], *, num_threads: int | None = None
     ) -> list[JudgedOutput]:
-        """Judge many (gold, output) pairs through `BinEval.item_work` and `map_items`.
+        """Judge many (gold, output) pairs through BinEval's judging plan (`run_states`).
 
         Every pair is one item of the project's one item loop: code-checked questions
         are answered by their check, the others by the judge LM (one call each), and the
@@ -231,18 +231,13 @@ class BinEvalMetric(CountingMetric):
             InputError: an output is empty or not a string.
         """
         planned = [(self.input_text(gold), output, self.questions(gold)) for gold, output in pairs]
-        works = [self.judge.item_work(input_text, output, question_set=question_set)
-                 for input_text, output, question_set in planned]
-        done: list[ItemDone | None] = [None] * len(works)
-
-        def on_done(item: ItemDone) -> None:
-            done[item.index] = item
-
-        calls = sum(len(work.calls) for work in works)
+        states = [self.judge.begin((input_text, output), question_set=question_set)
+                  for input_text, output, question_set in planned]
+        calls = sum(len(self.judge.next_calls(state)) for state in states)
         concurrency = max(1, min(num_threads if num_threads is not None else self.judge.num_threads, max(1, calls)))
         # The judge's calls must not land in the trace of the program being optimized.
         with lm_context(self.judge_lm), dspy.context(trace=None):
-            map_items(works, lambda _index, work: work, on_done, concurrency=concurrency)
+            done = run_states(self.judge, states, num_threads=concurrency, lm=self.judge.judge.lm)
         out: list[JudgedOutput] = []
         for (_, _, question_set), item in zip(planned, done, strict=True):
             if item is None or item.error is not None:

@@ -26,12 +26,14 @@ import dspy
 
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.logprobs import expected_value
+from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.programs.rubric_judge import (
     NON_INTEGER_ANSWER,
     OUT_OF_RANGE,
     SCORED,
     UNPARSED,
     LogprobMode,
+    RubricItem,
     RubricJudge,
 )
 from binaryeval_dspy.schemas.rubric import Rubric
@@ -251,8 +253,19 @@ class GEvalJudge(RubricJudge):
         self.raters = {f"{lo}_{hi}": dspy.Predict(rating_signature(lo, hi)) for lo, hi in sorted(scales)}
         self.text_raters = {f"{lo}_{hi}": dspy.Predict(rating_text_signature(lo, hi)) for lo, hi in sorted(scales)}
 
-    def rate(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """Score one dimension; returns the ``details`` entry (with ``score`` in [0, 1] or None).
+    def dimension_call(self, state: RubricItem, dimension: str) -> LMCall:
+        """The call rating one dimension on its scale (criterion, evaluation steps, score range)."""
+        spec = self.rubric.dimension(dimension)
+        low, high = spec.rating_scale
+        key = f"{low}_{high}"
+        return self.field_call(dimension, self.raters[key], self.text_raters[key], "score",
+                               [str(v) for v in range(low, high + 1)], state.constrained,
+                               input=as_evaluated_text(state.input), output=as_evaluated_text(state.output),
+                               criterion=spec.criterion, evaluation_steps=spec.steps_text(),
+                               score_range=f"{low} to {high}")
+
+    def read_dimension(self, state: RubricItem, dimension: str, answer: Answer) -> dict[str, Any]:
+        """One dimension's ``details`` entry (with ``score`` in [0, 1] or None).
 
         The score field's text is read by `read_score`; an unparsed or out-of-range
         answer gets no score (status ``"unparsed"`` / ``"out_of_range"``, the text kept
@@ -260,10 +273,7 @@ class GEvalJudge(RubricJudge):
         """
         spec = self.rubric.dimension(dimension)
         low, high = spec.rating_scale
-        key = f"{low}_{high}"
-        reply = self.ask_field(self.raters[key], self.text_raters[key], "score", input=as_evaluated_text(input), output=as_evaluated_text(output),
-                               criterion=spec.criterion, evaluation_steps=spec.steps_text(),
-                               score_range=f"{low} to {high}")
+        reply = self.field_reply(answer, self.text_raters[f"{low}_{high}"], "score", state.constrained)
         entry: dict[str, Any] = {"raw": None, "distribution": None, "source": None}
         if reply.text is None:
             return self.unread(UNPARSED, reply.reply, reply.error or "unparsed", entry)
@@ -284,7 +294,3 @@ class GEvalJudge(RubricJudge):
         entry["source"] = {"logprobs": "expected", "fallback": "integer"}.get(entry["score_source"])
         entry["reply"] = reply.reply
         return entry
-
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """`rate`: the holistic score of one dimension."""
-        return self.rate(input, output, dimension)

@@ -6,12 +6,11 @@ import re
 from typing import Literal
 
 import dspy
-from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.adapters import judging_context
+from binaryeval_dspy.engines.base import engine_sender
+from binaryeval_dspy.errors import ConfigError, LMCallFailed
+from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.final_answer import is_incomplete_reply
 from binaryeval_dspy.lm.verdict_text import normalize_label, reservation
 from binaryeval_dspy.schemas.named_verdict import LabelAttempt
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -85,48 +84,72 @@ class LabelPicker(dspy.Module):
         return [LabelOption(name=x.name, meaning=x.meaning, action=x.action, passes=x.is_pass)
                 for x in self.policy.labels]
 
+    def pick_call(self, input: str, output: str, evidence: list[EvidenceLine], *, attempt: int = 1,
+                  feedback: str = "") -> LMCall:
+        """The `LMCall` of one try (``pick-<attempt>``): the evidence, the declared labels and,
+        after a miss, the feedback saying what was wrong."""
+        return LMCall(key=f"pick-{attempt}", signature=self.pick.signature,
+                      inputs={"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                              "evidence": evidence, "allowed_labels": self.options(), "feedback": feedback},
+                      demos=tuple(self.pick.demos or ()), config=dict(self.pick.config or {}))
+
+    def read_pick(self, answer: Answer) -> tuple[LabelAttempt, str | None, str, str]:
+        """One try's answer read: ``(attempt record, matched label or None, reason, feedback for
+        the next try)``. A label outside the declared set, or no label at all, is a miss.
+
+        Raises:
+            LMCallFailed: the call failed (no reply): the item's label is not decided.
+        """
+        names = self.policy.names
+        if answer.status in ("error", "not_sent", "empty"):
+            raise LMCallFailed(answer.reason or "the label pick got no reply")
+        said = None  # a reservation after the label ("pass, but ...")
+        if answer.status == "unparsed":
+            raw = answer.raw or ""
+            # a reply that stops inside its answer has no label, whatever a pattern finds in it
+            raw_label = None if answer.incomplete else _raw_field(raw, "label")
+            reason = _raw_field(raw, "reason") or ""
+            if raw_label is None:
+                why = ((answer.reason or "").split(": ", 1)[-1][:300] if answer.incomplete
+                       else "no label could be read from the reply")
+                return (LabelAttempt(raw=raw[:500], accepted=False, error=why), None, "",
+                        label_feedback(raw[:80], names))
+            said = reservation(raw_label, names)
+        else:
+            fields = answer.fields or {}
+            raw_label, reason = str(fields.get("label")), str(fields.get("reason", "") or "")
+            named = fields.get("qualified")
+            said = (named.get("label") if isinstance(named, dict) else None) or reservation(raw_label, names)
+            written = fields.get("as_written")  # the label as the LM wrote it ("keep")
+            if not said and isinstance(written, dict) and written.get("label"):
+                raw_label = written["label"]
+        matched = self.policy.match(raw_label) or (self.policy.match(normalize_label(raw_label, names) or "")
+                                                   if said else None)
+        if matched is not None:
+            return (LabelAttempt(raw=f"{matched}, {said}"[:500] if said else raw_label, accepted=True,
+                                 qualified=bool(said)), matched, reason.strip(), "")
+        return (LabelAttempt(raw=raw_label[:500], accepted=False,
+                             error=f"'{raw_label[:80]}' is not a declared label {names}"), None, "",
+                label_feedback(raw_label[:80], names))
+
     def forward(self, input: str, output: str, evidence: list[EvidenceLine]) -> dspy.Prediction:
         """Pick a label.
 
         Returns:
             `dspy.Prediction` with ``label`` (a declared name, or None after
             `max_attempts` misses), ``reason`` (str) and ``attempts`` (list of
-            `LabelAttempt`). LM transport errors propagate (the item is retried on rerun).
+            `LabelAttempt`).
+
+        Raises:
+            LMCallFailed: an LM call failed (the item is retried on rerun).
         """
-        names = self.policy.names
+        sender = engine_sender(None, lm=self.pick.lm)
         attempts: list[LabelAttempt] = []
         feedback = ""
-        for _ in range(self.max_attempts):
-            said = None  # a reservation after the label ("pass, but ...")
-            try:
-                with judging_context(self.pick.lm):  # our parsers: complete answers, qualified labels
-                    pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence,
-                                     allowed_labels=self.options(), feedback=feedback)
-                raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
-                named = getattr(pred, "qualified", None)
-                said = (named.get("label") if isinstance(named, dict) else None) or reservation(raw_label, names)
-                written = getattr(pred, "as_written", None)  # the label as the LM wrote it ("keep")
-                if not said and isinstance(written, dict) and written.get("label"):
-                    raw_label = written["label"]
-            except AdapterParseError as exc:
-                raw = str(exc.lm_response or "")
-                # a reply that stops inside its answer has no label, whatever a pattern finds in it
-                raw_label = None if is_incomplete_reply(exc) else _raw_field(raw, "label")
-                reason = _raw_field(raw, "reason") or ""
-                if raw_label is None:
-                    why = (str(exc.message).splitlines()[0][:300] if is_incomplete_reply(exc)
-                           else "no label could be read from the reply")
-                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error=why))
-                    feedback = label_feedback(raw[:80], names)
-                    continue
-                said = reservation(raw_label, names)
-            matched = self.policy.match(raw_label) or (self.policy.match(normalize_label(raw_label, names) or "")
-                                                       if said else None)
+        for number in range(1, self.max_attempts + 1):
+            attempt, matched, reason, feedback = self.read_pick(
+                sender.answer(self.pick_call(input, output, evidence, attempt=number, feedback=feedback)))
+            attempts.append(attempt)
             if matched is not None:
-                attempts.append(LabelAttempt(raw=f"{matched}, {said}"[:500] if said else raw_label, accepted=True,
-                                             qualified=bool(said)))
-                return dspy.Prediction(label=matched, reason=reason.strip(), attempts=attempts)
-            attempts.append(LabelAttempt(raw=raw_label[:500], accepted=False,
-                                         error=f"'{raw_label[:80]}' is not a declared label {names}"))
-            feedback = label_feedback(raw_label[:80], names)
+                return dspy.Prediction(label=matched, reason=reason, attempts=attempts)
         return dspy.Prediction(label=None, reason="", attempts=attempts)

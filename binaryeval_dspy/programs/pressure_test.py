@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import dspy
-from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.adapters import judging_context
+from binaryeval_dspy.engines.base import engine_sender
+from binaryeval_dspy.errors import ConfigError, LMCallFailed
+from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
-from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
+from binaryeval_dspy.lm.final_answer import complete_list_items
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel
 from binaryeval_dspy.signatures.refutation import AnswerRefutationQuestion, DraftRefutationQuestions
@@ -51,18 +51,32 @@ class PressureTest(dspy.Module):
         self.draft = dspy.Predict(DraftRefutationQuestions)
         self.answer = dspy.Predict(AnswerRefutationQuestion)
 
-    def _questions(
-        self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel
-    ) -> tuple[list[str], int]:
-        """(distinct drafted questions, number of entries dropped because they are not questions)."""
-        try:
-            drafted = self.draft(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, proposed_label=label.name,
-                                 label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
-        except AdapterParseError as exc:
+    def draft_call(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> LMCall:
+        """The `LMCall` drafting refutation questions for `label` (``refute-draft``), capped at
+        `draft_max_tokens`."""
+        return LMCall(key="refute-draft", signature=self.draft.signature,
+                      inputs={"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                              "evidence": evidence, "proposed_label": label.name, "label_meaning": label.meaning},
+                      demos=tuple(self.draft.demos or ()),
+                      config={**(self.draft.config or {}), "max_tokens": self.draft_max_tokens})
+
+    def read_draft(self, answer: Answer) -> tuple[list[str], int]:
+        """(distinct drafted questions, number of entries dropped because they are not questions).
+
+        Raises:
+            LMCallFailed: the drafting call failed (no reply).
+        """
+        if answer.status in ("error", "not_sent"):
+            raise LMCallFailed(answer.reason or "the refutation draft got no reply")
+        if answer.status == "answered":
+            drafted = (answer.fields or {}).get("questions")
+        elif answer.status == "unparsed" and answer.incomplete:
             # a reply cut by the cap inside its list: the questions written in full still count
-            drafted = complete_list_items(exc, "questions") if is_incomplete_reply(exc) else None
-            if drafted is None:
-                return [], 0
+            drafted = complete_list_items(answer.parse_error(self.draft.signature), "questions")
+        else:
+            drafted = None
+        if drafted is None:
+            return [], 0
         seen: set[str] = set()
         questions = []
         dropped = 0
@@ -76,16 +90,27 @@ class PressureTest(dspy.Module):
                 questions.append(text)
         return questions, dropped
 
-    def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
-        """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
-        try:
-            with judging_context(self.answer.lm):  # our parsers: complete answers, qualified answers
-                pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
-        except AdapterParseError as exc:
-            raw = str(exc.lm_response or "")
-            if is_incomplete_reply(exc):  # stops inside its answer: no answer, whatever a pattern finds
+    def answer_call(self, input: str, output: str, question: str, number: int) -> LMCall:
+        """The `LMCall` answering refutation question `number` (``refute-<number>``)."""
+        return LMCall(key=f"refute-{number}", signature=self.answer.signature,
+                      inputs={"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                              "question": question},
+                      demos=tuple(self.answer.demos or ()), config=dict(self.answer.config or {}))
+
+    @staticmethod
+    def read_answer(question: str, answer: Answer) -> RefutationAnswer:
+        """One refutation answer read; an unreadable reply is ``unparsed``, never "yes".
+
+        Raises:
+            LMCallFailed: the call failed (no reply).
+        """
+        if answer.status in ("error", "not_sent", "empty"):
+            raise LMCallFailed(answer.reason or "the refutation question got no reply")
+        if answer.status == "unparsed":
+            raw = answer.raw or ""
+            if answer.incomplete:  # stops inside its answer: no answer, whatever a pattern finds
                 return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
-                                        error=str(exc.message).splitlines()[0][:300])
+                                        error=(answer.reason or "").split(": ", 1)[-1][:300])
             match = _ANSWER.search(raw)
             if match:
                 found = _EVIDENCE.search(raw)
@@ -93,17 +118,40 @@ class PressureTest(dspy.Module):
                                         evidence=found.group(1).strip() if found else "")
             return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
                                     error="could not read a yes/no answer")
-        answer = str(pred.answer).strip().lower()
-        if answer not in ("yes", "no"):
-            return RefutationAnswer(question=question, answer="unparsed", raw_answer=str(pred.answer)[:2000],
+        fields = answer.fields or {}
+        said_answer = str(fields.get("answer")).strip().lower()
+        if said_answer not in ("yes", "no"):
+            return RefutationAnswer(question=question, answer="unparsed", raw_answer=str(fields.get("answer"))[:2000],
                                     error="the answer is neither yes nor no")
-        # our adapters read "Yes, but ..." as yes and name the reservation (`final_answer`)
-        named = getattr(pred, "qualified", None)
+        # our parsers read "Yes, but ..." as yes and name the reservation (`final_answer`)
+        named = fields.get("qualified")
         said = named.get("answer") if isinstance(named, dict) else None
-        raw_reply = getattr(pred, "raw_reply", None)
-        return RefutationAnswer(question=question, answer=answer, evidence=str(pred.evidence or "").strip(),
+        raw_reply = fields.get("raw_reply")
+        return RefutationAnswer(question=question, answer=said_answer, evidence=str(fields.get("evidence") or "").strip(),
                                 qualified=bool(said),
-                                raw_answer=str(raw_reply or f"{answer}, {said}")[:2000] if said else None)
+                                raw_answer=str(raw_reply or f"{said_answer}, {said}")[:2000] if said else None)
+
+    def record(self, label: VerdictLabel, questions: list[str], dropped: int,
+               answers: list[RefutationAnswer] | None) -> PressureTestRecord:
+        """The `PressureTestRecord` of a test: "failed" when no usable question was written,
+        else "ran" with the first `max_questions` questions' answers (``refuted`` /
+        ``moved_to`` are decided by the rules later)."""
+        dropped_note = f"dropped {dropped} non-question entr{'y' if dropped == 1 else 'ies'}"
+        skipped = f" ({dropped_note})" if dropped else ""
+        if not questions:
+            return PressureTestRecord(
+                status="failed", tested_label=label.name,
+                reason=f"the LM wrote no usable refutation question{skipped}; the verdict was not tested",
+            )
+        notes = [dropped_note] if dropped else []
+        if len(questions) > self.max_questions:
+            notes.append(f"kept the first {self.max_questions} of {len(questions)} questions written")
+        return PressureTestRecord(status="ran", tested_label=label.name, reason="; ".join(notes),
+                                  questions=list(answers or []))
+
+    def kept(self, questions: list[str]) -> list[str]:
+        """The drafted questions that are asked: the first `max_questions`."""
+        return questions[: self.max_questions]
 
     def forward(self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel) -> dspy.Prediction:
         """Test `label`.
@@ -113,20 +161,13 @@ class PressureTest(dspy.Module):
             (questions answered; ``refuted`` / ``moved_to`` still unset) or "failed"
             (no usable question was written). Entries not ending in "?" (labels,
             fragments cut by the token cap) are dropped and counted in ``reason``.
+
+        Raises:
+            LMCallFailed: an LM call failed.
         """
-        questions, dropped = self._questions(input, output, evidence, label)
-        dropped_note = f"dropped {dropped} non-question entr{'y' if dropped == 1 else 'ies'}"
-        skipped = f" ({dropped_note})" if dropped else ""
-        if not questions:
-            return dspy.Prediction(record=PressureTestRecord(
-                status="failed", tested_label=label.name,
-                reason=f"the LM wrote no usable refutation question{skipped}; the verdict was not tested",
-            ))
-        notes = [dropped_note] if dropped else []
-        if len(questions) > self.max_questions:
-            notes.append(f"kept the first {self.max_questions} of {len(questions)} questions written")
-            questions = questions[: self.max_questions]
-        note = "; ".join(notes)
-        answers = [self.answer_question(input, output, q) for q in questions]
-        return dspy.Prediction(record=PressureTestRecord(status="ran", tested_label=label.name, reason=note,
-                                                         questions=answers))
+        draft_sender = engine_sender(None, lm=self.draft.lm)
+        questions, dropped = self.read_draft(draft_sender.answer(self.draft_call(input, output, evidence, label)))
+        sender = engine_sender(None, lm=self.answer.lm)
+        answers = [self.read_answer(q, sender.answer(self.answer_call(input, output, q, i)))
+                   for i, q in enumerate(self.kept(questions), start=1)]
+        return dspy.Prediction(record=self.record(label, questions, dropped, answers))

@@ -35,21 +35,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import dspy
-from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.errors import ConfigError, InputError
+from binaryeval_dspy.engines.in_process import run_in_process
+from binaryeval_dspy.errors import ConfigError, InputError, LMCallFailed
 from binaryeval_dspy.lm.adapters import schema_support
+from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.logprobs import (
     NO_ALLOWED_VALUE,
     NO_ALTERNATIVES,
     NO_LOGPROBS,
     NOT_LOCATED,
     ValueDistribution,
-    locate_value,
 )
 from binaryeval_dspy.schemas.rubric import Rubric
 
@@ -107,17 +107,36 @@ class FieldReply:
     Attributes:
         text: the field's value as text (a JSON number or a typed value through ``str``),
             or None when no field could be read from the reply.
-        pred: the DSPy prediction (carries ``logprobs``), or None when the field was read
-            again from the raw reply after the typed parse failed.
+        pred: the call's `Answer` (its value distribution read from the log-probabilities),
+            or None when the field was read again from the raw reply after the typed parse
+            failed.
         reply: what to keep as ``details[d]["reply"]``: the field's text, or the whole
             reply when no field could be read (cut to `REPLY_LIMIT`).
         error: why no field could be read (None when `text` is set).
     """
 
     text: str | None
-    pred: dspy.Prediction | None
+    pred: Answer | None
     reply: str | None
     error: str | None = None
+
+
+@dataclass
+class RubricItem:
+    """One item's state for a rubric baseline (`RubricJudge.begin`).
+
+    Attributes:
+        input, output: the texts scored.
+        constrained: replies are schema-constrained (`schema_constrained`, decided once).
+        details: dimension -> its ``details`` entry, as each answer comes.
+        failure: a call that failed (no reply): the item could not be scored.
+    """
+
+    input: str
+    output: str
+    constrained: bool
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failure: BaseException | None = None
 
 
 class RubricJudge(dspy.Module):
@@ -155,37 +174,26 @@ class RubricJudge(dspy.Module):
             rubric.dimension(d)
         self.logprobs: LogprobMode = "on" if logprobs == "require" else logprobs
         self.top_logprobs = top_logprobs
-        self._logprobs_refused = False
 
-    def _call(self, predictor: dspy.Predict, **fields: Any) -> dspy.Prediction:
-        """Call `predictor`, with log-probabilities unless they are off or were refused."""
-        if self.logprobs == "off" or self._logprobs_refused:
-            return predictor(**fields)
-        try:
-            return predictor(**fields, config=logprob_config(self.top_logprobs))
-        except AdapterParseError:
-            raise
-        except Exception as exc:
-            if self.logprobs == "auto" and logprobs_unsupported(exc):
-                logger.warning("the LM refused log-probabilities (%s); scoring from the answer alone", exc)
-                self._logprobs_refused = True
-                return predictor(**fields)
-            raise
+    def field_call(self, key: str, strict: dspy.Predict, loose: dspy.Predict, field: str, keys: list[str],
+                   constrained: bool, **inputs: Any) -> LMCall:
+        """The `LMCall` asking one dimension's question (`key`): the strict predictor's signature
+        when replies are schema-constrained, else the loose one's; log-probabilities asked
+        unless off (required in ``on`` mode), and `field`'s distribution over `keys` read."""
+        predictor = strict if constrained else loose
+        config = dict(predictor.config or {})
+        if self.logprobs != "off":
+            config.update(logprob_config(self.top_logprobs))
+        return LMCall(key=key, signature=predictor.signature, inputs=inputs, demos=tuple(predictor.demos or ()),
+                      config=config, distribution=(field, tuple(keys)), logprobs_required=self.logprobs == "on")
 
     @property
     def logprobs_required(self) -> bool:
         """True in ``on`` / ``require`` mode: a score must come from the log-probabilities."""
         return self.logprobs == "on"
 
-    def ask_field(self, strict: dspy.Predict, loose: dspy.Predict, field: str, **inputs: Any) -> FieldReply:
-        """Ask one question and return the answer `field` as the judge wrote it.
-
-        Args:
-            strict: the predictor whose `field` is typed as the allowed values, asked when
-                the reply is schema-constrained (`schema_constrained`).
-            loose: the same predictor with `field` typed as ``str``, asked otherwise.
-            field: the answer field (``"score"``, ``"answer"``).
-            inputs: the predictor's input fields.
+    def field_reply(self, answer: Answer, loose: dspy.Predict, field: str, constrained: bool) -> FieldReply:
+        """The answer `field` of one call as the judge wrote it.
 
         Returns:
             A `FieldReply`. When the strict reply does not parse (an endpoint that takes
@@ -195,14 +203,13 @@ class RubricJudge(dspy.Module):
             ``text`` is None and ``error`` says why.
 
         Raises:
-            Whatever the LM call raises besides `AdapterParseError`.
+            LMCallFailed: the call failed (no reply): the item is retried by a rerun.
         """
-        constrained = schema_constrained()
-        try:
-            pred = self._call(strict if constrained else loose, **inputs)
-        except AdapterParseError as exc:
-            response = str(exc.lm_response or "")
-            if constrained:
+        if answer.status in ("error", "not_sent"):
+            raise LMCallFailed(answer.reason or "the LM call failed")
+        if answer.status in ("unparsed", "empty"):
+            response = answer.raw or ""
+            if constrained and response:
                 try:
                     parsed = dspy.settings.adapter.parse(loose.signature, response)
                 except Exception:  # noqa: BLE001 - not readable as text either: unparsed below
@@ -212,18 +219,18 @@ class RubricJudge(dspy.Module):
                     text = str(value)
                     return FieldReply(text, None, text[:REPLY_LIMIT])
             return FieldReply(None, None, response[:REPLY_LIMIT], f"unparsed: {response[:200]}")
-        value = pred.get(field)
+        value = (answer.fields or {}).get(field)
         if value is None:
             return FieldReply(None, None, None, f"unparsed: no {field!r} field in the reply")
         text = str(value)
-        return FieldReply(text, pred, text[:REPLY_LIMIT])
+        return FieldReply(text, answer, text[:REPLY_LIMIT])
 
-    def read_value(self, pred: dspy.Prediction | None, field: str, keys: list[str], *,
+    def read_value(self, pred: Answer | None, field: str, keys: list[str], *,
                    unusable: str | None = None) -> ValueDistribution:
-        """Locate `field`'s value in `pred`'s log-probabilities (any reply format).
+        """`field`'s value as located in the call's log-probabilities (any reply format).
 
         Args:
-            pred: the prediction, or None when the answer was read again from the raw
+            pred: the call's answer, or None when the answer was read again from the raw
                 reply (then `unusable` should say so).
             field: the answer field.
             keys: the allowed values as text.
@@ -237,8 +244,10 @@ class RubricJudge(dspy.Module):
             return ValueDistribution(None, reason=LOGPROBS_OFF)
         if unusable is not None or pred is None:
             return ValueDistribution(None, reason=unusable or OFF_SCHEMA_REPLY)
-        located = locate_value(getattr(pred, "logprobs", None), field, keys)
-        if located.reason == NO_LOGPROBS and self._logprobs_refused:
+        found = pred.located or {"reason": NO_LOGPROBS}
+        located = ValueDistribution(pred.distribution, format=found.get("format"), chosen=found.get("chosen"),
+                                    reason=found.get("reason"))
+        if located.reason == NO_LOGPROBS and pred.logprobs_refused:
             return ValueDistribution(None, reason=LOGPROBS_REFUSED)
         return located
 
@@ -298,21 +307,64 @@ class RubricJudge(dspy.Module):
                      status=status, reply=reply, error=error)
         return entry
 
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """One dimension's ``details`` entry, with ``score`` in [0, 1] or None (unparsed)."""
+    # ----- the judging plan (`binaryeval_dspy.engines.plan_runner.PlannedProgram`): one call per dimension
+
+    def begin(self, item: Any, previous: Any = ()) -> RubricItem:
+        """An item's state (``item``: an Example with ``input`` and ``output``, or a pair).
+
+        Raises:
+            InputError: `input` or `output` is empty.
+        """
+        input, output = item if isinstance(item, tuple) else (item.input, item.output)
+        for name, value in (("input", input), ("output", output)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
+        return RubricItem(input=input, output=output, constrained=schema_constrained())
+
+    def next_calls(self, state: RubricItem) -> list[LMCall]:
+        """One call per dimension not yet scored."""
+        if state.failure is not None:
+            return []
+        return [self.dimension_call(state, d) for d in self.dimensions if d not in state.details]
+
+    def take(self, state: RubricItem, call: LMCall, answer: Answer) -> None:
+        """Score one dimension from its answer (a failed call fails the item)."""
+        try:
+            state.details[call.key] = self.read_dimension(state, call.key, answer)
+        except LMCallFailed as exc:
+            state.failure = exc
+
+    def unsent(self, state: RubricItem, call: LMCall, reason: str) -> None:
+        """A dimension never asked: the item is not scored (a rerun retries it)."""
+        state.failure = LMCallFailed(f"NotAsked: {reason}")
+
+    def finish(self, state: RubricItem) -> dspy.Prediction:
+        """``dspy.Prediction(scores={dimension: float in [0, 1] or None}, details={dimension: dict})``.
+
+        Raises:
+            LMCallFailed: a call failed or was never sent.
+        """
+        if state.failure is not None:
+            raise state.failure
+        details = {d: dict(state.details[d]) for d in self.dimensions}
+        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+
+    def dimension_call(self, state: RubricItem, dimension: str) -> LMCall:
+        """The call scoring one dimension (subclasses)."""
+        raise NotImplementedError
+
+    def read_dimension(self, state: RubricItem, dimension: str, answer: Answer) -> dict[str, Any]:
+        """One dimension's ``details`` entry from its answer, with ``score`` in [0, 1] or None (subclasses)."""
         raise NotImplementedError
 
     def forward(self, input: str, output: str) -> dspy.Prediction:
-        """Score `output` on every dimension (one LM call each).
+        """Score `output` on every dimension (one LM call each), through DSPy's configured LM.
 
         Returns:
             ``dspy.Prediction(scores={dimension: float in [0, 1] or None}, details={dimension: dict})``.
 
         Raises:
             InputError: `input` or `output` is empty.
+            LMCallFailed: an LM call failed.
         """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
-        details = {d: self.score_dimension(input, output, d) for d in self.dimensions}
-        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+        return run_in_process(self, self.begin((input, output)))

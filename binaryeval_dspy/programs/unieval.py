@@ -23,7 +23,8 @@ import dspy
 
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
-from binaryeval_dspy.programs.rubric_judge import UNPARSED, LogprobMode, RubricJudge
+from binaryeval_dspy.lm.calls import Answer, LMCall
+from binaryeval_dspy.programs.rubric_judge import UNPARSED, LogprobMode, RubricItem, RubricJudge
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.signatures.dimension_question import (
     AnswerDimensionQuestion,
@@ -60,32 +61,33 @@ class UniEvalJudge(RubricJudge):
         self.ask = dspy.Predict(AnswerDimensionQuestion)
         self.ask_text = dspy.Predict(AnswerDimensionQuestionText)
 
-    def answer(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """Ask one dimension's question; returns the ``details`` entry (with ``score``).
+    def dimension_call(self, state: RubricItem, dimension: str) -> LMCall:
+        """The call asking one dimension's yes/no question."""
+        return self.field_call(dimension, self.ask, self.ask_text, "answer", ["yes", "no"], state.constrained,
+                               input=as_evaluated_text(state.input), output=as_evaluated_text(state.output),
+                               question=self.rubric.dimension(dimension).question)
+
+    def read_dimension(self, state: RubricItem, dimension: str, answer: Answer) -> dict[str, Any]:
+        """One dimension's ``details`` entry (with ``score``).
 
         The answer field's text is read by `normalize_yes_no`; a hedge, both verdicts or
         no verdict is unparsed (no score, status ``"unparsed"``, the text kept in ``reply``).
         """
-        question = self.rubric.dimension(dimension).question
-        reply = self.ask_field(self.ask, self.ask_text, "answer", input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
+        reply = self.field_reply(answer, self.ask_text, "answer", state.constrained)
         entry: dict[str, Any] = {"answer": None, "p_yes": None, "source": None}
         if reply.text is None:
             return self.unread(UNPARSED, reply.reply, reply.error or "unparsed", entry)
-        answer = normalize_yes_no(reply.text)
-        if answer is None:
+        said = normalize_yes_no(reply.text)
+        if said is None:
             return self.unread(UNPARSED, reply.reply,
                                f"unparsed: neither a clear yes nor a clear no: {reply.text[:200]!r}", entry)
-        entry["answer"] = answer
+        entry["answer"] = said
         located = self.read_value(reply.pred, "answer", ["yes", "no"])
-        entry = self.sourced(located, answer, lambda dist: dist["yes"], 1.0 if answer == "yes" else 0.0, entry)
+        entry = self.sourced(located, said, lambda dist: dist["yes"], 1.0 if said == "yes" else 0.0, entry)
         entry["p_yes"] = entry["score"] if entry["score_source"] == "logprobs" else None
         entry["source"] = {"logprobs": "p_yes", "fallback": "answer"}.get(entry["score_source"])
         entry["reply"] = reply.reply
-        named = getattr(reply.pred, "qualified", None) if reply.pred is not None else None
+        named = (reply.pred.fields or {}).get("qualified") if reply.pred is not None else None
         if (isinstance(named, dict) and named.get("answer")) or reservation(reply.text):
             entry["qualified"] = True  # "Yes, but ...": scored as the answer named, never a plain one
         return entry
-
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """`answer`: the single question of one dimension."""
-        return self.answer(input, output, dimension)

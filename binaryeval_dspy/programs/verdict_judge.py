@@ -9,17 +9,19 @@ code applies the refutation rule and then the fatal rule. Every step is recorded
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, get_args
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 import dspy
 
 from binaryeval_dspy import verdict_rules
-from binaryeval_dspy.engines.item_work import ItemWork
-from binaryeval_dspy.errors import BinEvalError, ConfigError
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.engines.in_process import arun_in_process, run_in_process
+from binaryeval_dspy.errors import BinEvalError, ConfigError, LMCallFailed
+from binaryeval_dspy.lm.calls import Answer, LMCall, error_text
+from binaryeval_dspy.programs.bineval import BinEval, ItemJudging
 from binaryeval_dspy.programs.label_picker import LabelPicker, evidence_lines
 from binaryeval_dspy.programs.pressure_test import PressureTest
-from binaryeval_dspy.schemas.named_verdict import PressureTestRecord
+from binaryeval_dspy.schemas.named_verdict import LabelAttempt, PressureTestRecord, RefutationAnswer
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -99,31 +101,113 @@ class VerdictJudge(dspy.Module):
 
         Raises:
             InputError: empty input or output. A failed question call is an ``error``
-                verdict; a failed pick or pressure-test call propagates.
+                verdict; a failed pick or pressure-test call raises `LMCallFailed`.
         """
-        return self._decide(input, output, self.evidence(input=input, output=output))
+        state = self.begin((input, output))
+        pred = run_in_process(self, state, num_threads=self.evidence.num_threads, lm=self.evidence.judge.lm)
+        if state.failure is not None:
+            raise state.failure
+        return pred
 
-    def item_work(self, input: str, output: str, previous: Sequence[QuestionVerdict] = ()) -> ItemWork:
-        """One item for `map_items`: the evidence questions as independent calls, then the
-        label pick, pressure test and rules in the finish step (see `BinEval.item_work`).
+    async def aforward(self, input: str, output: str) -> dspy.Prediction:
+        """`forward` for asyncio (``await judge.acall(...)``): each round's calls in flight together."""
+        state = self.begin((input, output))
+        pred = await arun_in_process(self, state, lm=self.evidence.judge.lm)
+        if state.failure is not None:
+            raise state.failure
+        return pred
 
-        A failed pick or pressure-test call does not fail the item, so no answer is lost:
-        the finish step then returns every answer (code checks and the LM's) with no
-        named verdict and ``undecided`` set to the failure (`undecided_prediction`); the
-        item is stored incomplete (status ``error``) and a rerun asks only its unanswered
-        questions and the pick again.
-        """
-        evidence = self.evidence.item_work(input, output, previous)
+    # ----- the judging plan (`binaryeval_dspy.engines.plan_runner.PlannedProgram`): rounds of calls
 
-        def finish(asked: list[QuestionVerdict]) -> dspy.Prediction:
-            assessed = evidence.finish(asked)
-            try:
-                return self._decide(input, output, assessed)
-            except Exception as exc:  # noqa: BLE001 - any failed step after the questions keeps the answers
-                return self.undecided_prediction(assessed, exc)
+    def begin(self, item: Any, previous: Sequence[QuestionVerdict] = ()) -> VerdictItem:
+        """An item's state: the evidence questions as `BinEval.begin` settles them, no pick yet."""
+        return VerdictItem(evidence=self.evidence.begin(item, previous))
 
-        return ItemWork(calls=evidence.calls, finish=finish, one_call_each=evidence.one_call_each,
-                        unsent=evidence.unsent, request=evidence.request)
+    def next_calls(self, state: VerdictItem) -> list[LMCall]:
+        """The calls the item needs now, round by round: the evidence questions; then the label
+        pick (a second try after a label outside the declared set); then, unless the pressure
+        test is skipped for this pick, the refutation draft and its questions' answers."""
+        asked = self.evidence.next_calls(state.evidence)
+        if asked or state.evidence.empty or state.failure is not None:
+            return asked
+        item = state.evidence
+        if not state.picked:
+            return [self.picker.pick_call(item.input, item.output, self._lines(state),
+                                          attempt=len(state.attempts) + 1, feedback=state.feedback)]
+        if state.pressure is not None:
+            return []
+        policy = self.question_set.verdict_policy
+        if state.questions is None:
+            skip = verdict_rules.pressure_test_skip_reason(
+                self.pressure_test_mode, state.label, policy,
+                verdict_rules.fatal_failures(self._verdicts(state), self.question_set))
+            if skip is not None:
+                state.pressure = PressureTestRecord(status="not_run", reason=skip, tested_label=state.label)
+                return []
+            return [self.pressure.draft_call(item.input, item.output, self._lines(state), policy.label(state.label))]
+        return [self.pressure.answer_call(item.input, item.output, q, i)
+                for i, q in enumerate(self.pressure.kept(state.questions), start=1) if i not in state.refutations]
+
+    def take(self, state: VerdictItem, call: LMCall, answer: Answer) -> QuestionVerdict | None:
+        """Record one answer: an evidence verdict (returned, for the journal), a pick try or a
+        pressure-test step (kept in `state`; a failed one leaves the label undecided)."""
+        if not call.key.startswith(("pick-", "refute-")):
+            return self.evidence.take(state.evidence, call, answer)
+        policy = self.question_set.verdict_policy
+        try:
+            if call.key.startswith("pick-"):
+                attempt, matched, reason, feedback = self.picker.read_pick(answer)
+                state.attempts.append(attempt)
+                state.feedback = feedback
+                if matched is not None:
+                    state.label, state.reason, state.picked = matched, reason, True
+                elif len(state.attempts) >= self.picker.max_attempts:
+                    state.label, state.picked = None, True
+            elif call.key == "refute-draft":
+                state.questions, state.dropped = self.pressure.read_draft(answer)
+                if not state.questions:
+                    state.pressure = self.pressure.record(policy.label(state.label), [], state.dropped, None)
+            else:
+                number = int(call.key.rsplit("-", 1)[1])
+                question = self.pressure.kept(state.questions or [])[number - 1]
+                state.refutations[number] = self.pressure.read_answer(question, answer)
+                kept = self.pressure.kept(state.questions or [])
+                if len(state.refutations) == len(kept):
+                    state.pressure = self.pressure.record(policy.label(state.label), state.questions or [],
+                                                          state.dropped, [state.refutations[i]
+                                                                          for i in range(1, len(kept) + 1)])
+        except LMCallFailed as exc:
+            state.failure = exc
+        return None
+
+    def unsent(self, state: VerdictItem, call: LMCall, reason: str) -> QuestionVerdict | None:
+        """A call never sent: an evidence question gets an ``error`` verdict; a later step leaves
+        the label undecided (a rerun asks it again)."""
+        if not call.key.startswith(("pick-", "refute-")):
+            return self.evidence.unsent(state.evidence, call, reason)
+        state.failure = LMCallFailed(f"NotAsked: {reason}")
+        return None
+
+    def finish(self, state: VerdictItem) -> dspy.Prediction:
+        """The item's prediction: the label after the pressure test's refutation rule and the
+        fatal rule (`verdict_rules.decide_verdict`); an undecided prediction when a pick or
+        pressure-test call failed (every answer kept, `undecided_prediction`)."""
+        assessed = self.evidence.finish(state.evidence)
+        if state.evidence.empty:
+            return assessed
+        if state.failure is not None:
+            return self.undecided_prediction(assessed, state.failure)
+        try:
+            return self._decide(state, assessed)
+        except Exception as exc:  # noqa: BLE001 - any failed rule after the questions keeps the answers
+            return self.undecided_prediction(assessed, exc)
+
+    def _verdicts(self, state: VerdictItem) -> list[QuestionVerdict]:
+        item = state.evidence
+        return [item.verdicts[q.id] for q in item.question_set.questions if q.id in item.verdicts]
+
+    def _lines(self, state: VerdictItem) -> list:
+        return evidence_lines(self._verdicts(state), self.question_set)
 
     def undecided_prediction(self, assessed: dspy.Prediction, failure: BaseException) -> dspy.Prediction:
         """The prediction of an item whose answers are in but whose label could not be decided.
@@ -144,23 +228,47 @@ class VerdictJudge(dspy.Module):
             outputs.update(score=assessed.score, score_card=assessed.score_card)
         return dspy.Prediction(**outputs)
 
-    def _decide(self, input: str, output: str, assessed: dspy.Prediction) -> dspy.Prediction:
-        """Pick, pressure-test and rule on a label from BinEval's answers (`assessed`)."""
+    def _decide(self, state: VerdictItem, assessed: dspy.Prediction) -> dspy.Prediction:
+        """Rule on the picked label with the pressure test's record (code: `verdict_rules`)."""
         question_set = self.question_set
         policy = question_set.verdict_policy
         verdicts = assessed.verdicts
-        lines = evidence_lines(verdicts, question_set)
-        pick = self.picker(input=input, output=output, evidence=lines)
-        skip = verdict_rules.pressure_test_skip_reason(self.pressure_test_mode, pick.label, policy,
-                                                       verdict_rules.fatal_failures(verdicts, question_set))
-        if skip is not None:
-            record = PressureTestRecord(status="not_run", reason=skip, tested_label=pick.label)
-        else:
-            record = self.pressure(input=input, output=output, evidence=lines, label=policy.label(pick.label)).record
+        record = state.pressure or PressureTestRecord(status="not_run", reason="no label was picked",
+                                                      tested_label=state.label)
         named = verdict_rules.decide_verdict(policy=policy, question_set=question_set, verdicts=verdicts,
-                                             provisional=pick.label, reason=pick.reason, attempts=pick.attempts,
+                                             provisional=state.label, reason=state.reason, attempts=state.attempts,
                                              pressure_test=record)
         outputs = {"named_verdict": named, "label": named.label, "verdicts": verdicts}
         if self.aggregation == "both":
             outputs.update(score=assessed.score, score_card=assessed.score_card)
         return dspy.Prediction(**outputs)
+
+
+@dataclass
+class VerdictItem:
+    """One item's state in verdict mode (`VerdictJudge.begin`).
+
+    Attributes:
+        evidence: the binary questions' state (`binaryeval_dspy.programs.bineval.ItemJudging`).
+        attempts: the label pick's tries so far.
+        feedback: what the next try is told after a miss.
+        picked: the pick is over (a label matched, or every try missed: `label` None).
+        label, reason: the picked label and the LM's reason.
+        questions: the refutation questions drafted (None before the draft).
+        dropped: drafted entries that were not questions.
+        refutations: question number -> its answer.
+        pressure: the pressure test's record once it is decided (run, failed or not run).
+        failure: a pick or pressure-test call that failed: the label stays undecided.
+    """
+
+    evidence: ItemJudging
+    attempts: list[LabelAttempt] = field(default_factory=list)
+    feedback: str = ""
+    picked: bool = False
+    label: str | None = None
+    reason: str = ""
+    questions: list[str] | None = None
+    dropped: int = 0
+    refutations: dict[int, RefutationAnswer] = field(default_factory=dict)
+    pressure: PressureTestRecord | None = None
+    failure: BaseException | None = None

@@ -2,13 +2,12 @@
 
 An item's result goes to ``results.jsonl`` only once all of its questions are done. Until
 then its answers live in memory, and a process killed outright (SIGKILL, the machine
-going down, an out-of-memory kill) or stopped by ``--fail-on-errors`` would lose them.
+going down, an out-of-memory kill) or stopped by ``fail_on_errors`` would lose them.
 The journal keeps them: every yes, no or unparsed answer from the LM is appended (and
 flushed to the operating system) as soon as its call returns, with the item's id, the
 hashes of the input and output it judged and the question set's hash. A rerun of the
 same command hands an incomplete item the journal's answers as well as its stored
-verdicts, so only the questions without an answer are asked (issue "Real endpoints",
-per-question durability).
+verdicts, so only the questions without an answer are asked (per-question durability).
 
 Every line carries the usage of the call that gave it (LM calls, failed requests and
 tokens, `binaryeval_dspy.cost.usage`), and a call that ended in an ``error`` (every attempt
@@ -17,9 +16,12 @@ one. A rerun adds to an item's stored usage that of the journaled answers it tak
 the failed calls, so a resumed run's totals count every request the endpoint received
 (`AnswerJournal.recovered_usage`).
 
-An item's lines are dropped once its result is stored in ``results.jsonl`` (complete or
-not: the stored row then holds its answers and usage), and the file is removed when none
-is left. A line cut short by a kill is skipped on read.
+When an item's result is stored in ``results.jsonl`` (complete or not: the row then
+holds its answers and usage), a *stored* line is appended for it: the lines before it
+are in the row and are not read again. Nothing is rewritten per answer or per item (a
+cost that grew with the run); the file is compacted once when the run ends
+(`AnswerJournal.compact`: the lines of stored items dropped, the file removed when none
+is left). A line cut short by a kill is skipped on read.
 """
 
 from __future__ import annotations
@@ -28,15 +30,12 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import dspy
 from pydantic import ValidationError
 
-from binaryeval_dspy.cost.usage import usage_from_tracker
-from binaryeval_dspy.engines.item_work import ItemWork
 from binaryeval_dspy.schemas.item_result import Usage, text_hash
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
@@ -44,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: The journal's file name inside a run directory.
 ANSWERS = "answers.jsonl"
+
+_Key = tuple[str, str, str]  # (item id, input hash, output hash)
 
 
 class AnswerJournal:
@@ -59,13 +60,24 @@ class AnswerJournal:
         self.question_set_hash = question_set_hash
         self._lock = threading.Lock()
         self._warned = False
-        self._found: dict[tuple[str, str, str], dict[str, tuple[QuestionVerdict, Usage]]] | None = None
-        self._failed: dict[tuple[str, str, str], Usage] = {}  # usage of calls that ended in an error
-        # (both read once, at first use)
+        self._handle: Any = None
+        self._found: dict[_Key, dict[str, tuple[QuestionVerdict, Usage]]] | None = None
+        self._failed: dict[_Key, Usage] = {}  # usage of calls that ended in an error (read once, at first use)
+        self._hashes: dict[str, tuple[str, str, str, str]] = {}  # item id -> texts and their hashes (open items)
+
+    # ------------------------------------------------------------------ writing
+
+    def key(self, item: Any) -> _Key:
+        """(item id, input hash, output hash), hashed once per item while it is open."""
+        item_id = str(item.item_id)
+        known = self._hashes.get(item_id)
+        if known is None or known[0] is not item.input or known[1] is not item.output:
+            known = self._hashes[item_id] = (item.input, item.output, text_hash(item.input), text_hash(item.output))
+        return item_id, known[2], known[3]
 
     def write(self, item: Any, verdict: QuestionVerdict, usage: Usage | None = None) -> None:
         """Append one outcome of `item` (an Example with ``item_id``, ``input``, ``output``)
-        with the `usage` of the call that gave it.
+        with the `usage` of the call that gave it, flushed to the operating system.
 
         An answer (yes, no, unparsed) is journaled with its usage; an ``error`` outcome only
         when its call used something (failed requests, tokens), for that usage. Nothing is
@@ -78,34 +90,58 @@ class AnswerJournal:
         usage = usage if usage is not None else Usage()
         if not verdict.answered and not (usage.lm_calls or usage.failed_calls or usage.total_tokens):
             return
-        line = json.dumps({
-            "item_id": str(item.item_id), "question_set_hash": self.question_set_hash,
-            "input_hash": text_hash(item.input), "output_hash": text_hash(item.output),
-            "verdict": verdict.model_dump(mode="json"), "usage": usage.model_dump(mode="json"),
-        }, ensure_ascii=False)
+        item_id, input_hash, output_hash = self.key(item)
+        self._append({"item_id": item_id, "question_set_hash": self.question_set_hash, "input_hash": input_hash,
+                      "output_hash": output_hash, "verdict": verdict.model_dump(mode="json"),
+                      "usage": usage.model_dump(mode="json")})
+
+    def stored(self, item: Any, *, keep_answers: bool = False) -> None:
+        """`item`'s result is now in ``results.jsonl`` with its answers and usage: its lines so
+        far are not read again. With `keep_answers` (an ``error`` row stored without the
+        answers), the answers stay for the rerun, without their usage (now in the row)."""
+        item_id, input_hash, output_hash = self.key(item)
+        self._hashes.pop(item_id, None)
+        self._append({"stored": item_id, "question_set_hash": self.question_set_hash, "input_hash": input_hash,
+                      "output_hash": output_hash, **({"answers_kept": True} if keep_answers else {})})
+
+    def _append(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False) + "\n"
         try:
-            with self._lock, self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
+            with self._lock:
+                if self._handle is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._handle = self.path.open("a", encoding="utf-8")
+                self._handle.write(line)
+                self._handle.flush()
         except OSError as exc:
             if not self._warned:
                 self._warned = True
                 logger.warning("could not write %s (%s): answers are stored only when their item completes",
                                self.path, exc.strerror or exc)
 
+    def close(self) -> None:
+        """Close the file (later writes reopen it)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    # ------------------------------------------------------------------ reading
+
     def answers(self, item: Any) -> list[QuestionVerdict]:
         """The answers journaled before this run for `item` (same id, question set, input and
-        output), one per question. The file is read once, at the first call."""
+        output) and not yet in a stored row, one per question. The file is read once."""
         if self._found is None:
-            self._found = self._read()
-        return [verdict for verdict, _usage in self._found.get(self._key(item), {}).values()]
+            self._found, self._failed = self._read()
+        return [verdict for verdict, _usage in self._found.get(self._key_of(item), {}).values()]
 
     def recovered_usage(self, item: Any, stored: Sequence[QuestionVerdict]) -> Usage:
         """The usage, spent before this run, that `item`'s stored result does not hold yet:
         that of each journaled answer `merge_answers` takes over `stored` (a question with
         no stored answer), plus that of the journaled calls that ended in an error."""
         if self._found is None:
-            self._found = self._read()
-        key = self._key(item)
+            self._found, self._failed = self._read()
+        key = self._key_of(item)
         answered = {v.question_id for v in stored if v.answered}
         usage = self._failed.get(key, Usage())
         for question_id, (_verdict, spent) in self._found.get(key, {}).items():
@@ -113,90 +149,93 @@ class AnswerJournal:
                 usage = usage + spent
         return usage
 
-    def _key(self, item: Any) -> tuple[str, str, str]:
+    @staticmethod
+    def _key_of(item: Any) -> _Key:
         return str(item.item_id), text_hash(item.input), text_hash(item.output)
 
-    def _read(self) -> dict[tuple[str, str, str], dict[str, tuple[QuestionVerdict, Usage]]]:
-        found: dict[tuple[str, str, str], dict[str, tuple[QuestionVerdict, Usage]]] = {}
+    def _rows(self) -> Iterable[dict[str, Any]]:
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            handle = self.path.open(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            return found
+            return
         except OSError as exc:
             logger.warning("could not read %s (%s): its answers will be asked again", self.path, exc.strerror or exc)
-            return found
-        for raw in text.splitlines():
+            return
+        with handle:
+            for raw in handle:
+                try:
+                    row = json.loads(raw)
+                except ValueError:
+                    continue  # a line cut short by a kill: its question is asked again
+                if isinstance(row, dict) and row.get("question_set_hash") == self.question_set_hash:
+                    yield row
+
+    def _read(self) -> tuple[dict[_Key, dict[str, tuple[QuestionVerdict, Usage]]], dict[_Key, Usage]]:
+        found: dict[_Key, dict[str, tuple[QuestionVerdict, Usage]]] = {}
+        failed: dict[_Key, Usage] = {}
+        for row in self._rows():
             try:
-                row = json.loads(raw)
-                if row.get("question_set_hash") != self.question_set_hash:
+                if "stored" in row:  # what came before is in the stored row
+                    key = (str(row["stored"]), str(row["input_hash"]), str(row["output_hash"]))
+                    failed.pop(key, None)
+                    if row.get("answers_kept"):
+                        found[key] = {q: (v, Usage()) for q, (v, _u) in found.get(key, {}).items()}
+                    else:
+                        found.pop(key, None)
                     continue
                 verdict = QuestionVerdict.model_validate(row["verdict"])
                 usage = Usage.model_validate(row.get("usage") or {})  # lines written before usage existed: none
                 key = (str(row["item_id"]), str(row["input_hash"]), str(row["output_hash"]))
             except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
-                continue  # a line cut short by a kill, or not ours: its question is asked again
+                continue  # not ours: its question is asked again
             if verdict.answered:
                 found.setdefault(key, {})[verdict.question_id] = (verdict, usage)
             else:
-                self._failed[key] = self._failed.get(key, Usage()) + usage
-        return found
+                failed[key] = failed.get(key, Usage()) + usage
+        return found, failed
 
-    def drop(self, item_ids: Iterable[str], *, keep_answers: bool = False) -> None:
-        """Drop the lines of `item_ids`, items whose result is now stored in ``results.jsonl``
-        with their usage; the file is removed when no line is left. Lines of other items
-        stay. Holds the journal's lock, so answers appended meanwhile are kept.
+    # ------------------------------------------------------------------ at the end
 
-        Args:
-            item_ids: the items stored.
-            keep_answers: the stored rows do not hold these items' answers (an item whose
-                judging raised is stored as an ``error`` row without them): keep the answer
-                lines, without their usage (now in the stored row), for the rerun.
-        """
+    def compact(self) -> None:
+        """Rewrite the journal once without the lines of stored items (their answers and usage
+        are in their rows); remove it when nothing is left. Lines of other question sets stay."""
+        self.close()
         with self._lock:
-            self._drop(set(item_ids), keep_answers)
-
-    def _drop(self, done: set[str], keep_answers: bool) -> None:
-        try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return
-        kept = []
-        for raw in lines:
             try:
-                row = json.loads(raw)
-                if str(row["item_id"]) not in done:
+                lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                return
+            stored_at: dict[_Key, tuple[int, bool]] = {}
+            parsed: list[tuple[str, dict[str, Any] | None]] = []
+            for number, raw in enumerate(lines):
+                try:
+                    row = json.loads(raw)
+                except ValueError:
+                    parsed.append((raw, None))
+                    continue
+                parsed.append((raw, row if isinstance(row, dict) else None))
+                if isinstance(row, dict) and "stored" in row:
+                    stored_at[(row.get("question_set_hash"), str(row["stored"]), str(row.get("input_hash")),
+                               str(row.get("output_hash")))] = (number, bool(row.get("answers_kept")))
+            kept = []
+            for number, (raw, row) in enumerate(parsed):
+                if row is None or "stored" in row:
+                    continue  # a fragment cut by a kill, or a marker: nothing to keep
+                mark = stored_at.get((row.get("question_set_hash"), str(row.get("item_id")),
+                                      str(row.get("input_hash")), str(row.get("output_hash"))))
+                if mark is None or mark[0] < number:
                     kept.append(raw)
-                elif keep_answers and row["verdict"]["verdict"] != "error":
+                elif mark[1] and (row.get("verdict") or {}).get("verdict") != "error":
                     kept.append(json.dumps({**row, "usage": {}}, ensure_ascii=False))
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a kill: nothing to keep
-        try:
-            if not kept:
-                self.path.unlink(missing_ok=True)
-            elif kept != lines:
-                partial = self.path.with_suffix(".jsonl.partial")
-                partial.write_text("\n".join(kept) + "\n", encoding="utf-8")
-                os.replace(partial, self.path)
-        except OSError as exc:
-            logger.warning("could not tidy %s (%s); it is read again next time", self.path, exc.strerror or exc)
-
-
-def with_journal(journal: AnswerJournal, item: Any, work: ItemWork) -> ItemWork:
-    """`work` with every call's outcome appended to `journal` as soon as the call returns,
-    with the call's usage (read from the usage tracker the item loop runs each call under,
-    `binaryeval_dspy.engines.call_pool`)."""
-    def journaled(call: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            value = call()
-            if isinstance(value, QuestionVerdict):
-                tracker = dspy.settings.usage_tracker
-                journal.write(item, value, usage_from_tracker(tracker) if tracker is not None else None)
-            return value
-        run.__wrapped__ = call  # type: ignore[attr-defined]  # engines that prepare requests find the judge call
-        return run
-
-    work.calls = [journaled(call) for call in work.calls]
-    return work
+            try:
+                if not kept:
+                    self.path.unlink(missing_ok=True)
+                elif kept != lines:
+                    partial = self.path.with_suffix(".jsonl.partial")
+                    partial.write_text("\n".join(kept) + "\n", encoding="utf-8")
+                    os.replace(partial, self.path)
+            except OSError as exc:
+                logger.warning("could not tidy %s (%s); it is read again next time", self.path, exc.strerror or exc)
 
 
 def merge_answers(stored: Sequence[QuestionVerdict], journaled: Sequence[QuestionVerdict]) -> list[QuestionVerdict]:

@@ -1,12 +1,20 @@
-"""Running BinEval (or any per-item method) over items into a resumable run directory.
+"""Running BinEval (or any planned program) over items into a resumable run directory.
 
-`run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge,
-the benchmark's BinEval) and the benchmark's baseline methods are built on it, and
-it builds the run's judging plan (items still to do, each with the calls it still needs)
-and has an engine execute it (`binaryeval_dspy.engines`). Every item ends as a
-stored row: judged (``scored``, or ``unscored`` when no answer could be read into a
-score), ``empty_output`` (nothing to judge: no LM call) or
-``error`` (could not be judged: retried by the next run); those rows are made in
+`run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge, the
+pytest plugin, the benchmark's BinEval) and the benchmark's baseline methods are built on
+it. It opens the run directory (lock, manifest, the frozen question set), reads what is
+stored (`binaryeval_dspy.runs.stored_results`), gives each item still to do its stored and
+journaled answers, and has the plan runner (`binaryeval_dspy.engines.plan_runner`) send the
+item's calls through the run's engine. The recorder's parts are here and in the answer
+journal: every answer is journaled as it arrives, every finished item is appended to
+``results.jsonl`` as it is done (in completion order; the file is put back in item order
+once at the end), and the manifest is written when the run starts and when it ends.
+Nothing is held per item beyond the items still open, so memory does not grow with the
+number of items.
+
+Every item ends as a stored row: judged (``scored``, or ``unscored`` when no answer could
+be read into a score), ``empty_output`` (nothing to judge: no LM call) or ``error`` (could
+not be judged: retried by the next run); those rows are made in
 `binaryeval_dspy.runs.item_rows`, and the outcome of a run is an `EvaluationOutcome`
 (`binaryeval_dspy.runs.evaluation_outcome`).
 """
@@ -23,19 +31,15 @@ from typing import Any
 import dspy
 
 from binaryeval_dspy.cost.budget import CostBudget
-from binaryeval_dspy.cost.cache_padding import (
-    cache_padding_for,
-    lm_question_count,
-    padding_installed,
-)
+from binaryeval_dspy.cost.cache_padding import cache_padding_for, lm_question_count, padding_installed
 from binaryeval_dspy.cost.prompt_cache import warm_prefix_in_effect
-from binaryeval_dspy.data.text_checks import is_empty_output, item_output_is_empty
+from binaryeval_dspy.data.text_checks import item_output_is_empty
 from binaryeval_dspy.engines.base import Engine, make_engine
-from binaryeval_dspy.engines.item_work import ItemDone, ItemWork, StopItems
-from binaryeval_dspy.engines.local import LocalEngine
+from binaryeval_dspy.engines.in_process import run_in_process
+from binaryeval_dspy.engines.plan_runner import ItemOutcome, PlanRunner, StopRun
+from binaryeval_dspy.lm.calls import error_text
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.bineval import error_text
-from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers, with_journal
+from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
     Judge,
@@ -45,6 +49,7 @@ from binaryeval_dspy.runs.item_rows import (
     item_result,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.stored_results import StoredResults
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
@@ -67,24 +72,25 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
         lm: the LM to use (None: whatever `dspy.configure` set).
 
     Returns:
-        The item's `ItemResult`; an output for which `is_empty_output` is true gets
-        status ``empty_output`` without any LM call.
+        The item's `ItemResult`; an output that is empty gets status ``empty_output``
+        without any LM call.
 
     Raises:
-        Exception: what a non-question step raised that the program does not record
-            itself; a failed question call is an ``error`` verdict instead, and a
-            VerdictJudge whose pick or pressure test failed gives a status ``error``
-            result with every answer kept (``VerdictJudge.item_work``).
+        Exception: what planning or finishing the item raised (a failed question call is an
+            ``error`` verdict instead; a VerdictJudge whose pick or pressure test failed
+            gives a status ``error`` result with every answer kept).
     """
-    if is_empty_output(item.output):
+    if item_output_is_empty(item):
         return empty_item_result(program, item)
     context = lm.context() if lm is not None else contextlib.nullcontext()
-    done: list[ItemDone] = []
-    with context:
-        LocalEngine().run([item], lambda _i, it: program.item_work(it.input, it.output), done.append)
-    if done[0].error is not None:
-        raise done[0].error
-    return item_result(program, item, done[0], lm=lm.name if lm is not None else None)
+    started = time.perf_counter()
+    with context, dspy.track_usage() as tracker:
+        pred = run_in_process(program, program.begin(item), lm=lm.lm if lm is not None else None)
+    from binaryeval_dspy.cost.usage import usage_from_entries
+
+    done = ItemOutcome(index=0, item=item, result=pred, error=None, usage=usage_from_entries(dict(tracker.usage_data)),
+                       seconds=round(time.perf_counter() - started, 3))
+    return item_result(program, item, done, lm=lm.name if lm is not None else None)
 
 
 def _lm_answered_none(result: ItemResult) -> bool:
@@ -128,8 +134,8 @@ def evaluate_items(
         settings: how to judge (`RunSettings`: engine, concurrency, ``max_cost``,
             ``warm_prefix``, ``cache_padding``, ``price_model``, ``fail_on_errors``);
             None: the defaults. With ``fail_on_errors`` the run stops at the first item
-            with a failed call (it is stored, the calls in flight are dropped); the
-            caller turns it into a failing exit.
+            with a failed call (it is stored, the calls in flight finish); the caller turns
+            it into a failing exit.
         on_progress: called after each item with (result or None, status) where
             status is "done", "incomplete", "empty_output", "skipped" or "failed" (an
             item that raised; its ``error`` row is the result).
@@ -138,21 +144,20 @@ def evaluate_items(
         seed_results: item id -> an incomplete result from elsewhere (a re-judge's
             previous run) to continue from when `run_dir` has none for that item: its
             answers are kept and only its unanswered questions are asked.
-        budget: a `CostBudget` asked before every LM call (e.g. one shared by several
+        budget: a `CostBudget` asked before every request (e.g. one shared by several
             runs); None: ``settings.max_cost``'s (`RunSettings.cost_budget`), if any. When
             it stops the run, calls in flight finish, their items are stored (questions
             not asked as ``error`` verdicts, asked by a rerun) and ``stopped_early`` says why.
-        engine: what executes the plan (`binaryeval_dspy.engines.base.Engine`); None: the
-            one `settings` names (`make_engine`).
+        engine: what sends the plan's calls (`binaryeval_dspy.engines.base.Engine`); None:
+            the one `settings` names (`make_engine`).
 
     Each item's first question goes alone before the rest when ``settings.warm_prefix``
     says so (`binaryeval_dspy.cost.prompt_cache.warm_prefix_in_effect`), so a provider's
     prompt cache is written before it is read. An item's shared prompt prefix is padded up
     to the provider's cache minimum where that is cheaper (``settings.cache_padding``;
-    `binaryeval_dspy.cost.cache_padding`):
-    only for hosted OpenAI and Anthropic models with cache prices, and only when each item's
-    first question finishes before the others start (`warm_prefix`, or one call at a time).
-    What it padded is in the outcome's ``cache_padding``.
+    `binaryeval_dspy.cost.cache_padding`): only for hosted OpenAI and Anthropic models with
+    cache prices, and only when each item's first question finishes before the others start
+    (`warm_prefix`, or one call at a time). What it padded is in the outcome's ``cache_padding``.
 
     Returns:
         An `EvaluationOutcome`.
@@ -172,40 +177,43 @@ def evaluate_items(
     journal = AnswerJournal(run_dir.path / ANSWERS, manifest.question_set_hash)
     recovered: dict[str, Usage] = {}  # usage of journaled answers and failed calls an earlier session spent
 
-    def plan(item: dspy.Example, stored: ItemResult | None) -> ItemWork:
+    def begin(item: dspy.Example, stored: ItemResult | None) -> Any:
         kept = stored.verdicts if stored is not None else ()
         recovered[str(item.item_id)] = journal.recovered_usage(item, kept)
-        previous = merge_answers(kept, journal.answers(item))
-        return with_journal(journal, item, program.item_work(item.input, item.output, previous))
+        return program.begin(item, merge_answers(kept, journal.answers(item)))
 
-    def with_recovered(item: dspy.Example, done: ItemDone) -> ItemDone:
+    def with_recovered(item: dspy.Example, done: ItemOutcome) -> ItemOutcome:
         """`done` with the usage its journaled answers cost in an earlier session added in."""
         extra = recovered.pop(str(item.item_id), None)
         return dataclasses.replace(done, usage=done.usage + extra) if extra is not None else done
 
-    def on_stored(result: Any, status: str) -> None:
+    def on_answer(item: dspy.Example, record: Any, usage: Usage) -> None:
+        journal.write(item, record, usage)
+
+    def on_stored(item: dspy.Example, result: Any, status: str) -> None:
         """An item's row is stored: its journal lines are now in it (answers and usage; a
         ``failed`` row holds the usage but not the answers, which stay for the rerun)."""
         if result is not None:
-            journal.drop([result.item_id], keep_answers=status == "failed")
+            journal.stored(item, keep_answers=status == "failed")
         if on_progress is not None:
             on_progress(result, status)
 
-    with padding_installed(lm, padding):
-        outcome = run_resumable(
-            items, run_dir, manifest,
-            plan=plan,
-            package=lambda item, done, stored: item_result(program, item, with_recovered(item, done), stored,
-                                                           lm=manifest.lm),
-            empty_result=lambda item: empty_item_result(program, item),
-            failed_result=lambda item, done, stored: failed_item_result(program, item, with_recovered(item, done),
-                                                                        stored, lm=manifest.lm),
-            check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
-            lm=lm, settings=settings, on_progress=on_stored,
-            max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
-            budget=budget, engine=engine,
-        )
-    journal.drop(r.item_id for r in outcome.results if getattr(r, "complete", True))
+    try:
+        with padding_installed(lm, padding):
+            outcome = run_resumable(
+                items, run_dir, manifest, program=program, begin=begin,
+                package=lambda item, done, stored: item_result(program, item, with_recovered(item, done), stored,
+                                                               lm=manifest.lm),
+                empty_result=lambda item: empty_item_result(program, item),
+                failed_result=lambda item, done, stored: failed_item_result(program, item, with_recovered(item, done),
+                                                                            stored, lm=manifest.lm),
+                check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
+                lm=lm, settings=settings, on_progress=on_stored, on_answer=on_answer,
+                max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
+                budget=budget, engine=engine,
+            )
+    finally:
+        journal.compact()
     if padding is not None:
         outcome.cache_padding = padding.stats()
     return outcome
@@ -216,47 +224,52 @@ def run_resumable(
     run_dir: RunDirectory,
     manifest: RunManifest,
     *,
-    plan: Callable[[dspy.Example, Any], ItemWork],
-    package: Callable[[dspy.Example, ItemDone, Any], Any],
+    program: Any,
+    package: Callable[[dspy.Example, ItemOutcome, Any], Any],
+    begin: Callable[[dspy.Example, Any], Any] | None = None,
     empty_result: Callable[[dspy.Example], Any] | None = None,
-    failed_result: Callable[[dspy.Example, ItemDone, Any], Any] | None = None,
+    failed_result: Callable[[dspy.Example, ItemOutcome, Any], Any] | None = None,
     check_stored: Callable[[list[Any], Sequence[dspy.Example], RunManifest], None] | None = None,
     freeze: Callable[[], None] | None = None,
     lm: LMHandle | None = None,
     settings: RunSettings | None = None,
-    on_progress: ProgressCallback | None = None,
+    on_progress: Callable[[dspy.Example, Any, str], None] | None = None,
+    on_answer: Callable[[dspy.Example, Any, Usage], None] | None = None,
     max_consecutive_failures: int = 3,
     seed_results: dict[str, Any] | None = None,
     budget: CostBudget | None = None,
     engine: Engine | None = None,
 ) -> EvaluationOutcome:
-    """The resumable item loop over a run directory, for any kind of per-item result.
+    """The resumable item loop over a run directory, for any planned program and result type.
 
     Takes the run's lock, checks the manifest and stored results, skips complete items,
-    hands incomplete ones their stored result to continue from (the judging plan), has an
-    engine execute the rest (`binaryeval_dspy.engines.base.Engine`) and records each result
-    as soon as its item completes. At the end the results file is rewritten in item order,
-    so it does not depend on the engine or its concurrency.
+    gives incomplete ones their stored result to continue from, has the plan runner send
+    the rest through an engine (`binaryeval_dspy.engines.plan_runner.PlanRunner`) and
+    appends each result as soon as its item is finished. At the end the results file is
+    put back in item order (once, reading offsets), so it does not depend on the engine or
+    its concurrency.
 
     Args:
         items: the items (unique ``item_id``).
         run_dir: the run directory (its ``result_model`` is the result type).
         manifest: the manifest this invocation would write.
-        plan: ``plan(item, stored_result_or_None) -> ItemWork`` whose finish returns
-            what `package` needs.
-        package: ``package(item, ItemDone, stored_result_or_None) -> result`` to store.
+        program: the planned program (`PlannedProgram`).
+        package: ``package(item, ItemOutcome, stored_result_or_None) -> result`` to store.
             A result with ``complete == False`` is stored and counted as incomplete.
+        begin: ``begin(item, stored_result_or_None) -> state`` (default: ``program.begin(item)``).
         empty_result: ``empty_result(item) -> result`` for an item whose ``output`` is
-            empty (`is_empty_output`): stored (complete) without `plan` being called,
-            so no program and no LM sees it. None: such items are planned like others.
-        failed_result: ``failed_result(item, ItemDone, stored_result_or_None) -> result``
-            for an item whose work raised (``ItemDone.error``): stored (it should be
-            incomplete, so a rerun retries it) and listed in ``errors``. None: a failed
-            item is not stored and is listed in ``failed``.
+            empty (`is_empty_output`): stored (complete) without the program seeing it.
+            None: such items are planned like others.
+        failed_result: ``failed_result(item, ItemOutcome, stored_result_or_None) -> result``
+            for an item whose planning or finish raised: stored (it should be incomplete,
+            so a rerun retries it) and listed in ``errors``. None: a failed item is not
+            stored and is listed in ``failed``.
         check_stored: refuses stored results that do not belong to these items.
         freeze: called once the run is started (e.g. to keep the question set).
-        lm, settings, on_progress, max_consecutive_failures, seed_results, budget,
-            engine: as in `evaluate_items`.
+        on_progress: ``on_progress(item, result_or_None, status)`` after each item.
+        on_answer: ``on_answer(item, record, usage)`` as each answer comes (the journal).
+        lm, settings, max_consecutive_failures, seed_results, budget, engine: as in
+            `evaluate_items`.
 
     Returns:
         An `EvaluationOutcome`.
@@ -275,47 +288,45 @@ def run_resumable(
     run_dir.lock()
     try:
         run_dir.check(manifest)
-        stored = run_dir.read_results()
+        stored = StoredResults.read(run_dir)
         if check_stored is not None:
-            check_stored(stored, items, manifest)
+            check_stored(stored.checkable(), items, manifest)
         manifest = run_dir.start(manifest)
         if freeze is not None:
             freeze()
     except BaseException:
         run_dir.unlock()
         raise
-    by_id = {r.item_id: r for r in stored}
-    seeds = {i: r for i, r in (seed_results or {}).items() if i not in by_id}
-    complete = {i for i, r in by_id.items() if getattr(r, "complete", True)}
+    seeds = {i: r for i, r in (seed_results or {}).items() if i not in stored}
     wanted = {str(i.item_id) for i in items}
-    todo = [i for i in items if str(i.item_id) not in complete]
-    outcome = EvaluationOutcome(results=[], new_items=0, skipped_items=len(complete & wanted),
-                                resumed_items=sum(1 for i in todo if str(i.item_id) in by_id))
+    todo = [i for i in items if not stored.is_complete(str(i.item_id))]
+    outcome = EvaluationOutcome(results=[], new_items=0, skipped_items=sum(stored.is_complete(i) for i in wanted),
+                                resumed_items=sum(1 for i in todo if str(i.item_id) in stored), run_dir=run_dir,
+                                items=items)
     if on_progress:
         for _ in range(outcome.skipped_items):
-            on_progress(None, "skipped")
-    consecutive = 0
-    stopped_by_error = True
-    appended = False
+            on_progress(None, None, "skipped")
+    state = {"consecutive": 0}
+    writer = stored.writer()
 
-    def store(item_id: str, result: Any) -> None:
-        nonlocal appended
-        by_id[item_id] = result  # first: an interrupt during the append must not leave it out of the rewrite
-        appended = True
-        run_dir.append(result)
+    def store(item: dspy.Example, result: Any) -> None:
+        writer.append(result)
         outcome.new_items += 1
 
-    def on_done(done: ItemDone) -> None:
-        nonlocal consecutive
-        item = todo[done.index]
+    def previous_of(item: dspy.Example) -> Any:
+        item_id = str(item.item_id)
+        return stored.incomplete(item_id) or seeds.get(item_id)
+
+    def on_done(done: ItemOutcome) -> None:
+        item = done.item
         item_id = str(item.item_id)
         outcome.usage += done.usage
-        if done.result is _EMPTY_OUTPUT and done.error is None:
-            result = empty_result(item)  # type: ignore[misc]
-            store(item_id, result)
+        if done.pending:
+            outcome.pending_items += 1
+            outcome.pending_calls += done.pending
             if on_progress:
-                on_progress(result, "empty_output")
-            return  # says nothing about the endpoint: the failure streak is left as it is
+                on_progress(item, None, "pending")
+            return
         if done.error is not None:
             message = error_text(done.error)
             (outcome.errors if failed_result is not None else outcome.failed).append((item_id, message))
@@ -324,84 +335,111 @@ def run_resumable(
                 outcome.first_error = message
             failed_row = None
             if failed_result is not None:
-                failed_row = failed_result(item, done, by_id.get(item_id) or seeds.get(item_id))
-                store(item_id, failed_row)
+                failed_row = failed_result(item, done, previous_of(item))
+                store(item, failed_row)
                 outcome.incomplete.append(item_id)
-            consecutive += 1
+            state["consecutive"] += 1
             if on_progress:
-                on_progress(failed_row, "failed")
+                on_progress(item, failed_row, "failed")
             if failed_row is not None and fail_on_errors:
                 outcome.stopped_early = f"item {item_id} could not be judged and fail_on_errors is set"
-                raise StopItems
-            if consecutive >= max_consecutive_failures:
-                outcome.stopped_early = f"{consecutive} items in a row could not be judged"
-                raise StopItems
+                raise StopRun(outcome.stopped_early)
+            if state["consecutive"] >= max_consecutive_failures:
+                outcome.stopped_early = f"{state['consecutive']} items in a row could not be judged"
+                raise StopRun(outcome.stopped_early)
             return
-        result = package(item, done, by_id.get(item_id) or seeds.get(item_id))
-        store(item_id, result)
+        result = (empty_result(item) if done.result is _EMPTY and empty_result is not None
+                  else package(item, done, previous_of(item)))
+        store(item, result)
         is_complete = getattr(result, "complete", True)
         outcome.count_verdicts(getattr(result, "verdicts", ()))
         if getattr(result, "status", None) == "error" and outcome.first_error is None:
             outcome.first_error = result.error  # e.g. a verdict pick that failed after every question was answered
+        if getattr(result, "status", None) == "empty_output":
+            outcome.empty_outputs.append(item_id)
         if not is_complete:
             outcome.incomplete.append(item_id)
         if on_progress:
-            on_progress(result, "done" if is_complete else "incomplete")
-        consecutive = consecutive + 1 if isinstance(result, ItemResult) and _lm_answered_none(result) else 0
+            on_progress(item, result, "done" if is_complete else "incomplete")
+        if getattr(result, "status", None) == "empty_output":
+            return  # says nothing about the endpoint: the failure streak is left as it is
+        state["consecutive"] = (state["consecutive"] + 1
+                                if isinstance(result, ItemResult) and _lm_answered_none(result) else 0)
         if not is_complete and fail_on_errors:
             outcome.stopped_early = f"item {item_id} has failed LM calls and fail_on_errors is set"
-            raise StopItems
-        if consecutive >= max_consecutive_failures:
-            outcome.stopped_early = (f"every LM call of {consecutive} items in a row failed; the endpoint looks "
-                                     "unreachable")
-            raise StopItems
+            raise StopRun(outcome.stopped_early)
+        if state["consecutive"] >= max_consecutive_failures:
+            outcome.stopped_early = (f"every LM call of {state['consecutive']} items in a row failed; the endpoint "
+                                     "looks unreachable")
+            raise StopRun(outcome.stopped_early)
 
-    def planned(_index: int, item: dspy.Example) -> ItemWork:
+    def begin_item(_index: int, item: dspy.Example) -> Any:
         if empty_result is not None and item_output_is_empty(item):
-            return ItemWork(calls=[], finish=lambda _results: _EMPTY_OUTPUT)  # no program, no LM call
-        work = plan(item, by_id.get(str(item.item_id)) or seeds.get(str(item.item_id)))
-        if warm_prefix and len(work.calls) > 1:
-            work.warm_first = True  # the first question writes the prompt cache the others read
-        return work
+            return _Empty(item)
+        stored_row = previous_of(item)
+        return begin(item, stored_row) if begin is not None else program.begin(item)
 
+    planned = _EmptyAware(program, empty_result)
+    runner = PlanRunner(planned, enumerate(todo), begin=begin_item, on_done=on_done,
+                        on_answer=(lambda run, _call, answer, record: on_answer(run.item, record, answer.usage)
+                                   if on_answer is not None and record is not None else None),
+                        warm_first=warm_prefix, open_items=max(16, 4 * settings.in_flight(lm)))
     context = lm.context() if lm is not None else contextlib.nullcontext()
+    stopped_by_error = True
     try:
         with context:
-            engine.run(todo, planned, on_done, budget=budget)
+            runner.run(engine, budget=budget)
         stopped_by_error = False
         if budget is not None and budget.stop_reason:
+            budget.calls_left = runner.calls_left()
             outcome.stopped_early = budget.stop_reason  # the cause, even when an unasked question tripped another stop
+        elif runner.stop_reason is not None and outcome.stopped_early is None:
+            outcome.stopped_early = runner.stop_reason
     except KeyboardInterrupt:
         outcome.interrupted = True
         stopped_by_error = False
     finally:
         outcome.seconds = time.perf_counter() - started
+        outcome.notes.extend(getattr(engine, "notes", ()))
         try:
-            ordered = _in_item_order(list(by_id.values()), items)
-            if appended and not outcome.interrupted:  # item order is restored by the next uninterrupted run
-                run_dir.rewrite_results(ordered)
-            outcome.results = ordered
-            outcome.incomplete = [r.item_id for r in ordered
-                                  if r.item_id in wanted and not getattr(r, "complete", True)]
-            outcome.empty_outputs = [r.item_id for r in ordered
-                                     if r.item_id in wanted and getattr(r, "status", None) == "empty_output"]
+            writer.close(order=None if outcome.interrupted else [str(i.item_id) for i in items])
+            outcome.incomplete = [i for i in writer.incomplete_ids() if i in wanted]
+            outcome.empty_outputs = [i for i in writer.empty_output_ids() if i in wanted]
             outcome.manifest = run_dir.finish(
                 manifest, items_done=outcome.new_items,
                 interrupted=(outcome.interrupted or bool(outcome.failed) or bool(outcome.incomplete)
-                             or stopped_by_error or outcome.stopped_early is not None),
+                             or stopped_by_error or outcome.stopped_early is not None or outcome.pending_items > 0),
             )
         finally:
             run_dir.unlock()
     return outcome
 
 
-_EMPTY_OUTPUT = object()  # what the finish of an empty-output item returns (no call was made)
+@dataclasses.dataclass
+class _Empty:
+    """The state of an item with an empty output: no call; its row is the empty result."""
+
+    item: Any
 
 
+class _EmptyAware:
+    """`program`, with items whose output is empty finished at once as their empty result."""
 
-def _in_item_order(results: list[Any], items: Sequence[dspy.Example]) -> list[Any]:
-    """Results of other items first (in stored order), then those of `items` in item order."""
-    position = {str(item.item_id): index for index, item in enumerate(items)}
-    others = [r for r in results if r.item_id not in position]
-    ours = sorted((r for r in results if r.item_id in position), key=lambda r: position[r.item_id])
-    return others + ours
+    def __init__(self, program: Any, empty_result: Callable[[Any], Any] | None) -> None:
+        self.program = program
+        self.empty_result = empty_result
+
+    def next_calls(self, state: Any) -> list:
+        return [] if isinstance(state, _Empty) else self.program.next_calls(state)
+
+    def take(self, state: Any, call: Any, answer: Any) -> Any:
+        return self.program.take(state, call, answer)
+
+    def unsent(self, state: Any, call: Any, reason: str) -> Any:
+        return self.program.unsent(state, call, reason)
+
+    def finish(self, state: Any) -> Any:
+        return _EMPTY if isinstance(state, _Empty) else self.program.finish(state)
+
+
+_EMPTY = object()  # the result of an empty-output item (its row is made by `empty_result`)

@@ -19,7 +19,8 @@ class EvaluationOutcome:
 
     Attributes:
         results: every result in the run directory (earlier sessions included), in
-            the order of the items given (results of other items first).
+            the order of the items given (results of other items first); read from the
+            run directory when first used (a run keeps none in memory).
         new_items: items stored by this call (complete or not).
         skipped_items: items already complete from an earlier session, not recomputed.
         resumed_items: items an earlier session left incomplete whose missing
@@ -49,11 +50,15 @@ class EvaluationOutcome:
         cache_padding: what cache padding did in this call (`CachePadding.stats`: items
             seen, items padded, filler tokens), or None when nothing could be padded
             (`binaryeval_dspy.cost.cache_padding.cache_padding_for`).
+        pending_items: items whose calls wait in a provider batch (collected by a rerun).
+        pending_calls: those calls.
+        notes: the engine's lines for the user (e.g. Ray's start-up time).
+        run_dir, items: where `results` is read from, and in which order.
     """
 
-    results: list[Any]
-    new_items: int
-    skipped_items: int
+    results: list[Any] = field(default_factory=list)
+    new_items: int = 0
+    skipped_items: int = 0
     resumed_items: int = 0
     incomplete: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -68,6 +73,33 @@ class EvaluationOutcome:
     first_error: str | None = None
     manifest: RunManifest | None = None
     cache_padding: dict[str, Any] | None = None
+    pending_items: int = 0
+    pending_calls: int = 0
+    notes: list[str] = field(default_factory=list)
+    run_dir: Any = field(default=None, repr=False)
+    items: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_loaded", bool(self.__dict__.get("results")) or self.run_dir is None)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "results" and not object.__getattribute__(self, "__dict__").get("_loaded", True):
+            # read from the run directory on first use: a run holds no result in memory
+            object.__setattr__(self, "_loaded", True)
+            object.__setattr__(self, "results", self.read_results())
+        return object.__getattribute__(self, name)
+
+    def read_results(self) -> list[Any]:
+        """Every result stored in the run directory, in the order of the items given (results
+        of other items first). Reads the file: a large run is better read with
+        ``run_dir.iter_results()``."""
+        stored = self.run_dir.read_results(repair=False)
+        if self.items is None:
+            return stored
+        position = {str(item.item_id): index for index, item in enumerate(self.items)}
+        others = [r for r in stored if r.item_id not in position]
+        ours = sorted((r for r in stored if r.item_id in position), key=lambda r: position[r.item_id])
+        return others + ours
 
     def count_verdicts(self, verdicts: Any) -> None:
         """Count one stored item's verdicts: the LM's answers (`lm_answers`), those read as

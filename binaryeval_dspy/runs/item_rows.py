@@ -14,10 +14,11 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.engines.item_work import ItemDone
+from binaryeval_dspy.engines.plan_runner import ItemOutcome as ItemDone
 from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.lm.calls import error_text
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.run_manifest import RunManifest

@@ -2,8 +2,9 @@
 
 `run_resumable` (`binaryeval_dspy.runs.evaluation`) is the loop of a saved, resumable run;
 this module runs items for callers that keep results in memory: the optimizer's modes
-and the head-to-head comparison. Every function goes through the project's one item
-loop, `binaryeval_dspy.engines.call_pool.map_items`.
+and the head-to-head comparison. Judging goes through BinEval's judging plan
+(`binaryeval_dspy.engines.in_process.run_states`); other work (generation) through a
+thread pool (`run_items`).
 
 `generate_outputs` is the one place generations are made for scoring (the optimizer's
 generation mode, the IFBench comparison's test records): a call that raised is a failed
@@ -13,16 +14,18 @@ place a BinEval judges in-memory items.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import dspy
 
-from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import ItemDone, ItemWork
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.engines.in_process import run_states
+from binaryeval_dspy.lm.calls import error_text
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
 logger = logging.getLogger(__name__)
@@ -42,8 +45,9 @@ def run_items(
 ) -> list[Any | Exception]:
     """``call(item)`` for every item, in order; an exception is returned in the item's place.
 
-    Runs through the project's one item loop (`binaryeval_dspy.engines.call_pool.map_items`),
-    so usage is counted on every thread.
+    For work that is not a judging plan (a generator under optimization, a user's DSPy
+    program): `num_threads` items at once on a thread pool, each in a copy of the caller's
+    `contextvars` context (DSPy's settings and usage tracker reach every thread).
 
     Args:
         call: the work for one item (runs under the caller's DSPy settings).
@@ -53,35 +57,20 @@ def run_items(
 
     Returns:
         One result or exception per item, in item order; the caller decides what a failed
-        item means (it is never turned into a score).
+        item means (it is never turned into a score). Failures are logged, never raised.
     """
-    return map_work(items, lambda item: ItemWork(calls=[lambda: call(item)], finish=lambda results: results[0]),
-                    num_threads=num_threads)
+    def guarded(item: dspy.Example) -> Any:
+        try:
+            return call(item)
+        except Exception as exc:  # noqa: BLE001 - a failed item is returned in its place
+            logger.warning("an item failed: %s: %s", type(exc).__name__, exc)
+            return exc
 
-
-def map_work(
-    items: Sequence[dspy.Example],
-    plan: Callable[[dspy.Example], ItemWork],
-    *,
-    num_threads: int = 1,
-) -> list[Any | Exception]:
-    """Every item's `ItemWork` with `num_threads` calls in flight (`map_items`).
-
-    Returns:
-        One entry per item, in item order: the work's result, or the exception that
-        failed it (a non-exception error is wrapped in `RuntimeError`); logged, never raised.
-    """
-    out: list[Any] = [None] * len(items)
-
-    def on_done(done: ItemDone) -> None:
-        if done.error is not None:
-            logger.warning("an item failed: %s: %s", type(done.error).__name__, done.error)
-            out[done.index] = done.error if isinstance(done.error, Exception) else RuntimeError(str(done.error))
-        else:
-            out[done.index] = done.result
-
-    map_items(list(items), lambda _index, item: plan(item), on_done, concurrency=max(1, int(num_threads)))
-    return out
+    if num_threads <= 1:
+        return [guarded(item) for item in items]
+    with ThreadPoolExecutor(max_workers=int(num_threads), thread_name_prefix="bineval-item") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, guarded, item) for item in items]
+        return [future.result() for future in futures]
 
 
 @dataclass
@@ -143,9 +132,9 @@ def judge_item_results(
 ) -> list[list[QuestionVerdict] | Exception]:
     """Verdicts of `program` on every item, in item order, or the exception that failed the item.
 
-    Runs `BinEval.item_work` (code checks, salvage, outcome states) in `map_items`: the
-    questions of all items share `num_threads` calls in flight; a question whose call
-    failed is an ``error`` verdict (left out of every yes-rate).
+    Runs BinEval's judging plan (code checks, outcome states) for all items with
+    `num_threads` calls in flight across them (`run_states`); a question whose call failed
+    is an ``error`` verdict (left out of every yes-rate).
 
     Args:
         program: the judge; its question set is asked of every item.
@@ -155,8 +144,27 @@ def judge_item_results(
     Returns:
         Per item, one `QuestionVerdict` per question, or the exception (never raised).
     """
-    results = map_work(items, lambda item: program.item_work(item.input, item.output), num_threads=num_threads)
-    return [result if isinstance(result, Exception) else list(result.verdicts) for result in results]
+    states: list[Any] = []
+    for item in items:
+        try:
+            states.append(program.begin(item))
+        except Exception as exc:  # noqa: BLE001 - an item that cannot be planned is returned as its error
+            states.append(exc)
+    planned = [state for state in states if not isinstance(state, Exception)]
+    done = iter(run_states(program, planned, num_threads=max(1, int(num_threads)), lm=program.judge.lm))
+    out: list[list[QuestionVerdict] | Exception] = []
+    for state in states:
+        if isinstance(state, Exception):
+            out.append(state)
+            continue
+        outcome = next(done)
+        if outcome.error is not None:
+            logger.warning("an item failed: %s: %s", type(outcome.error).__name__, outcome.error)
+            error = outcome.error
+            out.append(error if isinstance(error, Exception) else RuntimeError(str(error)))
+        else:
+            out.append(list(outcome.result.verdicts))
+    return out
 
 
 def judge_items(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -43,41 +44,65 @@ class ResultsFile:
             InputError: a complete line is not a valid result (names the file and
                 line; nothing is deleted).
         """
-        if not self.results_path.is_file():
-            return []
-        raw = self.results_path.read_bytes()
-        lines = raw.split(b"\n")
         results: dict[str, ItemResult] = {}
-        offset = 0
-        for number, line in enumerate(lines, start=1):
-            is_last = number == len(lines)
-            line_start = offset
-            offset += len(line) + (0 if is_last else 1)
-            if not line.strip():
-                continue
-            try:
-                result = self.result_model.model_validate_json(line)
-            except ValidationError as exc:
-                if is_last and not _is_json(line):  # the write was cut short: drop the fragment
-                    if repair:
-                        logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
-                                       "interrupted write; that item will be judged again",
-                                       self.results_path, number, len(line))
-                        self._truncate(line_start)
-                    break
-                raise validation_error(
-                    exc, path=self.results_path, line=number, what="item result",
-                    fix="move the damaged line out of the file; the other results are kept.",
-                ) from exc
+        for number, result in self._numbered_results(repair=repair):
             if result.item_id in results:
                 logger.warning("%s:%d: item %r appears again; the later line is used",
                                self.results_path, number, result.item_id)
                 del results[result.item_id]
             results[result.item_id] = result
-            if is_last and repair:  # a complete line without its newline: add it before anything is appended
-                with self.results_path.open("ab") as handle:
-                    handle.write(b"\n")
         return list(results.values())
+
+    def iter_results(self, *, repair: bool = True) -> Iterator[ItemResult]:
+        """The stored results line by line, in file order (an item stored twice comes twice: the
+        later line wins), without holding the file or its results in memory; repairs and
+        refuses as `read_results` does."""
+        for _number, result in self._numbered_results(repair=repair):
+            yield result
+
+    def _numbered_results(self, *, repair: bool) -> Iterator[tuple[int, ItemResult]]:
+        if not self.results_path.is_file():
+            return
+        with self.results_path.open("rb") as handle:
+            offset = 0
+            number = 0
+            pending: tuple[int, int, bytes] | None = None  # (number, offset, line) of the line before this one
+            for line in handle:
+                number += 1
+                if pending is not None:
+                    yield pending[0], self._validated(pending[2], pending[0], last=False)
+                    pending = None
+                if line.strip():
+                    pending = (number, offset, line)
+                offset += len(line)
+        if pending is None:
+            return
+        number, start, line = pending
+        if not line.endswith(b"\n") and not _is_json(line):  # the write was cut short: drop the fragment
+            try:
+                result = self.result_model.model_validate_json(line)
+            except ValidationError:
+                if repair:
+                    logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
+                                   "interrupted write; that item will be judged again",
+                                   self.results_path, number, len(line))
+                    self._truncate(start)
+                return
+            yield number, result
+            return
+        yield number, self._validated(line, number, last=True)
+        if repair and not line.endswith(b"\n"):  # a complete line without its newline: add it before appending
+            with self.results_path.open("ab") as out:
+                out.write(b"\n")
+
+    def _validated(self, line: bytes, number: int, *, last: bool) -> ItemResult:
+        try:
+            return self.result_model.model_validate_json(line)
+        except ValidationError as exc:
+            raise validation_error(
+                exc, path=self.results_path, line=number, what="item result",
+                fix="move the damaged line out of the file; the other results are kept.",
+            ) from exc
 
     def _truncate(self, size: int) -> None:
         with self.results_path.open("r+b") as handle:

@@ -19,8 +19,12 @@ import pytest
 
 from binaryeval_dspy.cost.budget import CostBudget
 from binaryeval_dspy.cost.pricing import format_usd, model_price
-from binaryeval_dspy.engines.call_pool import ItemWork, map_items
-from binaryeval_dspy.engines.item_work import CallRequest
+from binaryeval_dspy.cost.budget import CallRequest
+from binaryeval_dspy.engines.plan_runner import PlanRunner
+from binaryeval_dspy.engines.senders import wait_for_reservation
+from binaryeval_dspy.engines.threads import ThreadedEngine
+from binaryeval_dspy.lm.calls import Answer, LMCall
+from binaryeval_dspy.schemas.item_result import Usage
 
 PRICE = model_price("gpt-4o-mini")
 MAX_TOKENS = 200
@@ -40,8 +44,43 @@ def worst_usd(words: int) -> float:
     return PRICE.cost(prompt_tokens=words + 7, completion_tokens=MAX_TOKENS).total
 
 
+class Judged(dspy.Signature):
+    """Scripted (never sent to a model)."""
+
+    text: str = dspy.InputField()
+    verdict: str = dspy.OutputField()
+
+
+class Items:
+    """A judging plan of scripted items: item `words` asks `questions` calls of that many words."""
+
+    def __init__(self, questions: int) -> None:
+        self.questions = questions
+
+    def begin(self, item):
+        index, words = item
+        return {"index": index, "words": words, "answers": {}}
+
+    def next_calls(self, state):
+        return [LMCall(key=f"q{i}", signature=Judged, inputs={"text": "w " * state["words"], "question": i,
+                                                              "item": state["index"]})
+                for i in range(self.questions) if f"q{i}" not in state["answers"]]
+
+    def take(self, state, call, answer):
+        state["answers"][call.key] = answer
+
+    def unsent(self, state, call, reason):
+        state["answers"][call.key] = None
+
+    def finish(self, state):
+        return state
+
+
 class Calls:
-    """Scripted calls that report their usage like an LM call does, and count what was spent."""
+    """A sender whose calls report their usage like an LM call does, through the budget protocol
+    the real senders follow (reserve the request's worst case, settle with its usage)."""
+
+    name = "scripted"
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -49,23 +88,32 @@ class Calls:
         self.usd = 0.0
         self.made = 0
 
-    def call(self, words: int, completion: int, delay: float):
-        def run() -> int:
-            time.sleep(delay)
-            dspy.settings.usage_tracker.add_usage("scripted", {"prompt_tokens": words + 7,
-                                                               "completion_tokens": completion})
-            with self.lock:
-                self.usd += PRICE.cost(prompt_tokens=words + 7, completion_tokens=completion).total
-                self.made += 1
-            return completion
-        return run
+    def answer(self, call, budget=None):
+        words = len(call.inputs["text"].split())
+        request = CallRequest(messages=[{"role": "user", "content": call.inputs["text"]}], max_tokens=MAX_TOKENS)
+        if budget is not None and not wait_for_reservation(budget, request):
+            return Answer(status="not_sent", reason=budget.stop_reason)
+        with self.lock:
+            completion, delay = self.rng.randint(1, MAX_TOKENS), self.rng.random() * 0.004
+        time.sleep(delay)
+        usage = Usage(lm_calls=1, prompt_tokens=words + 7, completion_tokens=completion)
+        with self.lock:
+            self.usd += PRICE.cost(prompt_tokens=words + 7, completion_tokens=completion).total
+            self.made += 1
+        if budget is not None:
+            budget.settle(usage, request)
+        return Answer(status="answered", fields={"verdict": "yes"}, usage=usage)
 
-    def work(self, words: int, questions: int) -> ItemWork:
-        calls = [self.call(words, self.rng.randint(1, MAX_TOKENS), self.rng.random() * 0.004) for _ in range(questions)]
-        request = CallRequest(messages=[{"role": "user", "content": "w " * words}], max_tokens=MAX_TOKENS)
-        return ItemWork(calls=calls, finish=lambda results: results, one_call_each=True,
-                        unsent=lambda position, reason: None,
-                        request=lambda position: CallRequest(messages=request.messages, max_tokens=MAX_TOKENS))
+
+def judge(calls: Calls, sizes: list[int], questions: int, *, concurrency: int, budget: CostBudget) -> list:
+    """Run the plan of `sizes` through the thread engine with `budget`; the items reported."""
+    done: list = []
+    engine = ThreadedEngine("live" if concurrency > 1 else "local", None, concurrency, sender=calls)
+    runner = PlanRunner(Items(questions), enumerate(enumerate(sizes)), on_done=done.append)
+    runner.run(engine, budget=budget)
+    if budget.stop_reason is not None:
+        budget.calls_left = runner.calls_left()
+    return done
 
 
 @pytest.mark.parametrize("concurrency", [1, 8, 64])
@@ -79,8 +127,7 @@ def test_spend_never_passes_the_budget_at_any_concurrency(concurrency, order):
     calls = Calls(seed=len(sizes) * concurrency)
     limit = 25 * worst_usd(3000)  # room for about a third of the calls
     budget = CostBudget(limit, PRICE, tokenizer=WordTokenizer())
-    done = []
-    map_items(sizes, lambda _i, words: calls.work(words, 3), done.append, concurrency=concurrency, budget=budget)
+    judge(calls, sizes, 3, concurrency=concurrency, budget=budget)
     assert budget.stop_reason is not None and "`max_cost`" in budget.stop_reason
     assert calls.usd <= limit and budget.spent_usd == pytest.approx(calls.usd)
     assert calls.made >= 25  # it stopped near the budget, not at the first long item
@@ -95,7 +142,7 @@ def test_a_short_item_then_long_ones_cannot_overspend():
     sizes = [10] + [4000] * 10
     limit = 4.5 * worst_usd(4000)
     budget = CostBudget(limit, PRICE, tokenizer=WordTokenizer())
-    map_items(sizes, lambda _i, words: calls.work(words, 1), lambda d: None, concurrency=4, budget=budget)
+    judge(calls, sizes, 1, concurrency=4, budget=budget)
     assert calls.usd <= limit
     assert calls.made >= 5  # short item + 4 long ones fit in the worst case; actual replies were shorter
 
@@ -104,8 +151,7 @@ def test_a_budget_below_one_calls_worst_case_is_refused_before_any_call():
     calls = Calls(seed=2)
     worst = worst_usd(500)
     budget = CostBudget(worst * 0.9, PRICE, tokenizer=WordTokenizer())
-    done = []
-    map_items([500, 500], lambda _i, words: calls.work(words, 2), done.append, concurrency=8, budget=budget)
+    done = judge(calls, [500, 500], 2, concurrency=8, budget=budget)
     assert calls.made == 0 and done == []  # nothing sent, nothing stored
     reason = budget.stop_reason
     assert reason is not None and "less than the worst case of one LM call" in reason
@@ -120,6 +166,6 @@ def test_unused_reservations_come_back_so_calls_in_flight_do_not_stop_the_run_ea
     calls = Calls(seed=3)
     limit = 100 * worst_usd(50)
     budget = CostBudget(limit, PRICE, tokenizer=WordTokenizer())
-    map_items([50] * 100, lambda _i, words: calls.work(words, 3), lambda d: None, concurrency=64, budget=budget)
+    judge(calls, [50] * 100, 3, concurrency=64, budget=budget)
     assert calls.usd <= limit
     assert calls.made > 100  # replies average half of max_tokens: more calls than worst cases fit

@@ -6,6 +6,8 @@ import json
 import threading
 
 import dspy
+
+from binaryeval_dspy.schemas.item_result import Usage
 import pytest
 
 from binaryeval_dspy.programs.bineval import BinEval
@@ -94,11 +96,29 @@ def test_merge_keeps_stored_answers_and_fills_errors_and_gaps_from_the_journal()
     assert merged == {"q1": "no", "q2": "yes", "q3": "unparsed"}
 
 
-def test_drop_keeps_lines_of_items_not_complete(tmp_path):
+def test_stored_items_are_not_read_again_and_compaction_keeps_only_the_others(tmp_path):
     journal = AnswerJournal(tmp_path / ANSWERS, "qs")
-    for name in ("a", "b"):
-        journal.write(dspy.Example(item_id=name, input="i", output="o"), QuestionVerdict(question_id="q", verdict="no"))
-    journal.drop(["a"])
+    items = {name: dspy.Example(item_id=name, input="i", output="o") for name in ("a", "b")}
+    for item in items.values():
+        journal.write(item, QuestionVerdict(question_id="q", verdict="no"))
+    journal.stored(items["a"])  # a's answers are in its stored row now: appended, nothing rewritten
+    assert len((tmp_path / ANSWERS).read_text().splitlines()) == 3
+    assert AnswerJournal(tmp_path / ANSWERS, "qs").answers(items["a"]) == []
+    assert [v.verdict for v in AnswerJournal(tmp_path / ANSWERS, "qs").answers(items["b"])] == ["no"]
+    journal.compact()
     assert [json.loads(line)["item_id"] for line in (tmp_path / ANSWERS).read_text().splitlines()] == ["b"]
-    journal.drop(["b"])
+    journal.stored(items["b"])
+    journal.compact()
     assert not (tmp_path / ANSWERS).exists()
+
+
+def test_a_failed_row_keeps_its_answers_for_the_rerun_without_their_usage(tmp_path):
+    journal = AnswerJournal(tmp_path / ANSWERS, "qs")
+    item = dspy.Example(item_id="a", input="i", output="o")
+    journal.write(item, QuestionVerdict(question_id="q", verdict="yes"), Usage(lm_calls=1, prompt_tokens=9))
+    journal.stored(item, keep_answers=True)
+    again = AnswerJournal(tmp_path / ANSWERS, "qs")
+    assert [v.verdict for v in again.answers(item)] == ["yes"]
+    assert again.recovered_usage(item, []).lm_calls == 0  # the stored row holds that usage already
+    journal.compact()
+    assert [v.verdict for v in AnswerJournal(tmp_path / ANSWERS, "qs").answers(item)] == ["yes"]

@@ -17,6 +17,7 @@ from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.cost.usage import SharedUsageTracker
 from binaryeval_dspy.cost.usage_meter import measure_usage
 from binaryeval_dspy.lm.factory import make_lm
+from binaryeval_dspy.engines.senders import HttpSender
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fake_endpoint import (
@@ -320,16 +321,16 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
         out = tmp_path / concurrency / "run"
         fake_endpoint.reset()
         fake_endpoint.reply = verdict_replies({QUESTIONS[1]: "no"})
-        original = BinEval.judge_question
+        original = HttpSender.answer
         pressed = []
 
-        def judge(self, input, output, question, *args, _original=original, _pressed=pressed, **kwargs):
-            if "Article 1" in input and question.id == "q4" and not _pressed:
+        def answer(self, call, *args, _original=original, _pressed=pressed, **kwargs):
+            if "Article 1" in call.inputs["input"] and call.key == "q4" and not _pressed:
                 _pressed.append(True)
                 raise KeyboardInterrupt
-            return _original(self, input, output, question, *args, **kwargs)
+            return _original(self, call, *args, **kwargs)
 
-        monkeypatch.setattr(BinEval, "judge_question", judge)
+        monkeypatch.setattr(HttpSender, "answer", answer)
         first = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
         assert first.exit_code == 130, first.output
         records = {r["item_id"]: r for r in stored(out)}
@@ -346,7 +347,7 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
         else:  # calls of several items were in flight: an item with an answer keeps it
             assert answered >= len(QUESTIONS) - 1
 
-        monkeypatch.setattr(BinEval, "judge_question", original)
+        monkeypatch.setattr(HttpSender, "answer", original)
         second = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
         assert second.exit_code == 0, second.output
         asked_again = len(fake_endpoint.requests) - sent_before
@@ -360,7 +361,7 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
 def test_failed_call_records_name_bineval_options_not_the_http_layers_advice():
     from dspy.utils.exceptions import LMRateLimitError, LMTimeoutError
 
-    from binaryeval_dspy.programs.bineval import error_text
+    from binaryeval_dspy.lm.calls import error_text
 
     limited = error_text(LMRateLimitError("Rate limit reached\n\n  To fix:\n    - Retry with backoff in your "
                                           "application layer (lm15 never retries for you)\n"))

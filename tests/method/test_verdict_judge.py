@@ -3,8 +3,7 @@
 import dspy
 import pytest
 
-from binaryeval_dspy.engines.call_pool import map_items
-from binaryeval_dspy.engines.item_work import ItemDone
+from binaryeval_dspy.engines.in_process import run_states
 from binaryeval_dspy.errors import BinEvalError
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.item_rows import item_result
@@ -289,9 +288,8 @@ def test_a_failed_pick_or_pressure_test_keeps_the_answers_and_leaves_the_label_u
     lm, _ = scripted_lm(failing(script, step))
     judge = VerdictJudge(qs, pressure_test="always")
     item = dspy.Example(item_id="a", input="a README section", output=SHORT, line=1)
-    done: list[ItemDone] = []
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-        map_items([item], lambda _i, it: judge.item_work(it.input, it.output), done.append)
+        done = run_states(judge, [judge.begin(item)])
     assert done[0].error is None  # the item is not failed: its answers come back
     pred = done[0].result
     assert pred.named_verdict is None and pred.label is None

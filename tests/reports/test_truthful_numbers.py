@@ -201,7 +201,10 @@ def test_evaluator_metrics_mark_unscored_items_and_count_them(small_question_set
     item = human_items(1)[0]
     errors = [QuestionVerdict(question_id=q.id, verdict="error", error="ConnectionError: down")
               for q in small_question_set.questions]
-    pred = BinEval(small_question_set).item_work(item.input, item.output).finish(errors)
+    program = BinEval(small_question_set)
+    state = program.begin(item, errors)  # errors are not kept: asked again, so record them as this run's answers
+    state.verdicts.update({v.question_id: v for v in errors})
+    pred = program.finish(state)
     human = HumanAgreementMetric(small_question_set, dimensions=small_question_set.dimensions, unscored_score=0.5)
     result = human(item, pred)
     assert (result.score, result.scored, result.status) == (0.5, False, "failed")

@@ -8,7 +8,8 @@ import dspy
 
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import ItemOutcome
-from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.lm.calls import error_text
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.item_runs import item_id
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict

@@ -1,0 +1,506 @@
+"""Sending one `LMCall` and getting its `Answer`: through DSPy's LM, or straight to an OpenAI-compatible endpoint.
+
+Both senders format the call with `binaryeval_dspy.lm.calls.format_call` and read the
+reply with `read_outputs` / `read_failure` (the run's adapter: DSPy's ``format``, our
+``parse``), so an answer is the same record on every route.
+
+* `LMSender`: any ``dspy.LM`` (a provider through LiteLLM, a custom engine such as the
+  embedded llama.cpp model or a scripted test LM, a user's own LM): the call goes through
+  DSPy's adapter pipeline, so DSPy's response cache, retries, history, callbacks and usage
+  tracking apply as for any DSPy module.
+* `HttpSender`: a served model at an OpenAI-compatible base URL (vLLM, llama.cpp's server,
+  a LiteLLM proxy) or ``openai/<model>``: the body goes out through the standard-library
+  client of `binaryeval_dspy.engines.http_client` (one keep-alive connection per thread,
+  the same code the Ray workers run), replies are cached in DSPy's on-disk cache keyed on
+  the endpoint too, and the per-call CPU that DSPy's generic LM path spends (its request
+  planning, output shims and in-memory cache) is not paid. The ``response_format`` form
+  is negotiated with the endpoint once per LM (`negotiate`): OpenAI's ``json_schema``
+  form, or ``{"type": "json_object", "schema": ...}`` after a refusal (llama-cpp-python's
+  server), shared with DSPy's route through the LM's ``schema_dialect``.
+
+A spending limit (`binaryeval_dspy.cost.budget.CostBudget`) is asked before every request
+that goes out, retries included (`CallBudget.reserve` with the formatted messages); a
+request that got no reply (a timeout, a cut connection) keeps its worst case, since a
+provider may bill it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import dspy
+
+from binaryeval_dspy.cost.budget import CallRequest
+from binaryeval_dspy.cost.usage import record_failed_request, usage_from_entries, usage_from_tracker
+from binaryeval_dspy.engines.http_client import Connections, HttpTarget, Posted, post_json
+from binaryeval_dspy.lm.cache_identity import ATTEMPT_GATE
+from binaryeval_dspy.lm.calls import Answer, LMCall, Prepared, format_call, hinted, read_failure, read_outputs
+from binaryeval_dspy.lm.schema_format import as_json_object, is_openai_schema, rejects_response_format
+from binaryeval_dspy.schemas.item_result import Usage
+
+logger = logging.getLogger(__name__)
+
+# Call options that configure the client (where and how to connect), never the request body.
+CLIENT_KEYS = frozenset({"api_key", "api_base", "base_url", "headers", "extra_headers", "timeout", "api_version",
+                         "azure_ad_token_provider", "organization", "project", "extra_query",
+                         "custom_llm_provider", "num_retries", "cache", "rollout_id", "prompt_cache"})
+
+
+
+class CallBudget(Protocol):
+    """What a sender asks before each request (see `binaryeval_dspy.cost.budget.CostBudget`)."""
+
+    stop_reason: str | None
+
+    def reserve(self, request: Any = None) -> bool | None:
+        """True: send (`request` holds what was reserved); None: wait for a call in flight; False: stop."""
+
+    def settle(self, usage: Usage, request: Any = None, *, unanswered: int = 0) -> None:
+        """A reserved request is done with this usage; `unanswered` attempts keep their worst case."""
+
+
+def completion_cap(lm: Any, prepared: Prepared) -> int | None:
+    """The call's ``max_tokens`` (its own, else the LM's), or None."""
+    kwargs = {**(getattr(lm, "kwargs", None) or {}), **prepared.lm_kwargs}
+    cap = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
+    return int(cap) if cap else None
+
+
+def wait_for_reservation(budget: CallBudget, request: CallRequest) -> bool:
+    """`budget.reserve(request)`, waiting while it says "wait" (another call in flight will settle)."""
+    while True:
+        go = budget.reserve(request)
+        if go is not None:
+            return go
+        time.sleep(0.02)
+
+
+class Sender(Protocol):
+    """Sends one call and returns its answer; never raises for what the LM or the network does."""
+
+    name: str
+
+    def answer(self, call: LMCall, budget: CallBudget | None = None) -> Answer:
+        """The answer to `call` (``not_sent`` when `budget` refused it)."""
+
+
+def _logprobs_refused(answer: Answer, call: LMCall) -> bool:
+    return (answer.status == "error" and "logprobs" in call.config and not call.logprobs_required
+            and "logprob" in str(answer.reason or "").lower())
+
+
+def _without_logprobs(call: LMCall) -> LMCall:
+    config = {k: v for k, v in call.config.items() if k not in ("logprobs", "top_logprobs")}
+    return dataclasses.replace(call, config=config)
+
+
+def _refused(answer: Answer) -> Answer:
+    answer.logprobs_refused = True
+    return answer
+
+
+class LMSender:
+    """Any ``dspy.LM`` through DSPy's adapter pipeline (see the module docstring).
+
+    Args:
+        lm: the LM (a `CacheScopedLM` keeps cached answers apart per endpoint).
+        adapter: the adapter every call goes through (the run's, `choose_adapter`).
+        name: the LM's display name.
+    """
+
+    def __init__(self, lm: Any, adapter: Any, *, name: str | None = None) -> None:
+        self.lm = lm
+        self.adapter = adapter
+        self.name = name or str(getattr(lm, "model", "lm"))
+        self._logprobs_refused = False
+
+    def answer(self, call: LMCall, budget: CallBudget | None = None) -> Answer:
+        """Send `call` through ``adapter(lm, ...)``; an LM that refuses log-probabilities is not asked for them again."""
+        if self._logprobs_refused and "logprobs" in call.config and not call.logprobs_required:
+            return _refused(self._answer(_without_logprobs(call), budget))
+        answer = self._answer(call, budget)
+        if _logprobs_refused(answer, call):
+            logger.warning("%s refused log-probabilities (%s); asking without them from now on", self.name,
+                           answer.reason)
+            self._logprobs_refused = True
+            retried = self._answer(_without_logprobs(call), budget)
+            retried.usage = answer.usage + retried.usage
+            return _refused(retried)
+        return answer
+
+    def _answer(self, call: LMCall, budget: CallBudget | None) -> Answer:
+        request = None
+        if budget is not None:
+            prepared = format_call(call, self.lm, self.adapter)
+            request = CallRequest(messages=prepared.messages, max_tokens=completion_cap(self.lm, prepared))
+            if not wait_for_reservation(budget, request):
+                return Answer(status="not_sent", reason=budget.stop_reason or "stopped by the spending limit")
+        gate = _AttemptGate(budget, request) if budget is not None else None
+        token = ATTEMPT_GATE.set(gate)
+        try:
+            with dspy.track_usage() as tracker:
+                try:
+                    values = self.adapter(self.lm, dict(call.config), call.signature, list(call.demos),
+                                          dict(call.inputs))
+                except Exception as exc:  # noqa: BLE001 - a failed call is an answer's outcome, never a crash
+                    answer = read_failure(call, exc)
+                else:
+                    answer = (_first_answer(call, values) if values
+                              else read_failure(call, ValueError("the LM returned no output")))
+                usage = usage_from_entries(dict(tracker.usage_data))
+        finally:
+            ATTEMPT_GATE.reset(token)
+        if usage.lm_calls > 1:
+            usage.adapter_fallbacks = usage.lm_calls - 1
+        answer.usage = usage
+        if budget is not None:
+            budget.settle(usage, request, unanswered=gate.unanswered if gate is not None else 0)
+        return answer
+
+
+def _first_answer(call: LMCall, values: list[dict[str, Any]]) -> Answer:
+    from binaryeval_dspy.lm.calls import answer_from_values
+
+    return answer_from_values(call, values[0])
+
+
+class _AttemptGate:
+    """Reserves every further attempt of one call with the budget (asked by `CacheScopedLM`)."""
+
+    def __init__(self, budget: CallBudget, request: CallRequest) -> None:
+        self.budget = budget
+        self.request = request
+        self.unanswered = 0
+
+    def before_retry(self, unanswered: bool) -> str | None:
+        """Called before attempt 2, 3, ...: the reason not to send it, or None."""
+        self.unanswered += bool(unanswered)
+        if not wait_for_reservation(self.budget, self.request):
+            return self.budget.stop_reason or "stopped by the spending limit"
+        return None
+
+
+# ----------------------------------------------------------------------------- the direct route
+
+
+@dataclass
+class SenderSpec:
+    """Everything a process needs to build an `HttpSender` (a Ray worker builds its own from it).
+
+    Attributes:
+        target: the endpoint (its key included; never written anywhere).
+        model: the model name in each request body.
+        lm_model: the LM's DSPy model id (``openai/<name>``), for capabilities and usage.
+        lm_kwargs: the LM's settings (temperature, max_tokens, ...), client settings excluded.
+        adapter: ``json`` or ``chat``.
+        dialect: the ``response_format`` form: ``auto`` (negotiate), ``json_schema`` or ``json_object``.
+        cache_identity: the endpoint's identity in the cache key; None: no cache.
+        reasoning: an OpenAI reasoning model (``max_completion_tokens``, no temperature).
+        name: the LM's display name.
+    """
+
+    target: HttpTarget
+    model: str
+    lm_model: str
+    lm_kwargs: dict[str, Any]
+    adapter: str
+    dialect: str = "auto"
+    cache_identity: str | None = None
+    reasoning: bool = False
+    name: str = ""
+    response_schema: bool = True
+    stats: Any = field(default=None, repr=False)
+
+
+_SCHEMA_FORMATS: dict[type, dict] = {}
+_SCHEMA_LOCK = threading.Lock()
+
+
+def _schema_format(response_format: Any) -> Any:
+    """A pydantic ``response_format`` as OpenAI's ``json_schema`` dict (as LiteLLM sends it), memoized per class."""
+    if not isinstance(response_format, type):
+        return response_format
+    with _SCHEMA_LOCK:
+        known = _SCHEMA_FORMATS.get(response_format)
+    if known is None:
+        from litellm.llms.base_llm.base_utils import type_to_response_format_param
+
+        known = type_to_response_format_param(response_format)
+        with _SCHEMA_LOCK:
+            _SCHEMA_FORMATS[response_format] = known
+    return known
+
+
+class HttpSender:
+    """A served or hosted OpenAI-compatible endpoint, reached directly (see the module docstring).
+
+    Args:
+        spec: where and how to send (`SenderSpec`).
+        lm: the run's LM, whose capabilities `format_call` reads and whose ``schema_dialect``
+            is shared with DSPy's route; None builds one from `spec` (a Ray worker).
+        adapter: the run's adapter; None builds one from ``spec.adapter``.
+    """
+
+    def __init__(self, spec: SenderSpec, *, lm: Any = None, adapter: Any = None) -> None:
+        from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
+        from binaryeval_dspy.lm.cache_identity import CacheScopedLM
+
+        self.spec = spec
+        self.name = spec.name or spec.lm_model
+        self.lm = lm if lm is not None else CacheScopedLM(spec.lm_model, api_base=spec.target.base_url,
+                                                          response_schema=spec.response_schema, cache=False,
+                                                          schema_dialect=spec.dialect, **spec.lm_kwargs)
+        self.adapter = adapter if adapter is not None else (
+            CountingJSONAdapter() if spec.adapter == "json" else CountingChatAdapter())
+        self.connections = Connections(spec.target)
+        self.cache = _reply_cache() if spec.cache_identity is not None else None
+        self._logprobs_refused = False
+
+    # --------------------------------------------------------------------- request
+
+    def body(self, prepared: Prepared, dialect: str | None = None) -> dict[str, Any]:
+        """The chat-completions body of a formatted call (client settings dropped)."""
+        params = {k: v for k, v in {**self.spec.lm_kwargs, **prepared.lm_kwargs}.items()
+                  if k not in CLIENT_KEYS and v is not None and k not in ("model", "messages")}
+        if params.get("n") == 1:
+            params.pop("n")
+        if params.get("stream") is False:
+            params.pop("stream")
+        response_format = params.get("response_format")
+        if response_format is not None:
+            dialect = dialect or self.dialect
+            params["response_format"] = (as_json_object(response_format)
+                                         if dialect == "json_object" and is_openai_schema(response_format)
+                                         else _schema_format(response_format))
+        if self.spec.reasoning:
+            if "max_tokens" in params:
+                params["max_completion_tokens"] = params.pop("max_tokens")
+            params.pop("temperature", None)
+        return {"model": self.spec.model, "messages": prepared.messages, **params}
+
+    @property
+    def dialect(self) -> str:
+        """The ``response_format`` form in use (``auto`` until the endpoint has answered one)."""
+        return str(getattr(self.lm, "schema_dialect", None) or self.spec.dialect or "json_schema")
+
+    # --------------------------------------------------------------------- sending
+
+    def answer(self, call: LMCall, budget: CallBudget | None = None) -> Answer:
+        """POST `call` (from DSPy's on-disk cache when an identical request was answered before)."""
+        if self._logprobs_refused and "logprobs" in call.config and not call.logprobs_required:
+            call = _without_logprobs(call)
+            return _refused(self._answer(call, format_call(call, self.lm, self.adapter), budget))
+        answer = self._answer(call, format_call(call, self.lm, self.adapter), budget)
+        if _logprobs_refused(answer, call):
+            logger.warning("%s refused log-probabilities (%s); asking without them from now on", self.name,
+                           answer.reason)
+            self._logprobs_refused = True
+            trimmed = _without_logprobs(call)
+            retried = self._answer(trimmed, format_call(trimmed, self.lm, self.adapter), budget)
+            retried.usage = answer.usage + retried.usage
+            return _refused(retried)
+        return answer
+
+    def _answer(self, call: LMCall, prepared: Prepared, budget: CallBudget | None) -> Answer:
+        body = self.body(prepared)
+        key = None
+        if self.cache is not None:
+            key = {"bineval_reply": "chat.completions", "endpoint": self.spec.cache_identity, "body": body}
+            cached = self.cache.get(key)
+            if isinstance(cached, dict):
+                return self._read(call, prepared, cached, Usage())
+        request = None
+        if budget is not None:
+            request = CallRequest(messages=prepared.messages, max_tokens=completion_cap(self.lm, prepared))
+        posted, usage = self._post(body, budget, request)
+        if (posted.body is None and posted.error_type == "HTTPError" and self.dialect == "auto"
+                and is_openai_schema(prepared.lm_kwargs.get("response_format"))
+                and rejects_response_format(RuntimeError(posted.error))):
+            self._switch_to_json_object()
+            body = self.body(prepared, "json_object")
+            if key is not None:
+                key["body"] = body
+            again, more = self._post(body, budget, request)
+            posted, usage = again, usage + more
+        elif posted.body is not None and self.dialect == "auto" and prepared.lm_kwargs.get("response_format"):
+            self.lm.schema_dialect = "json_schema"
+        if budget is not None:
+            budget.settle(usage, request, unanswered=posted.unanswered)
+        if posted.body is None:
+            if posted.error_type == "NotSent" and not posted.attempts:
+                return Answer(status="not_sent", reason=posted.error, usage=usage)
+            return Answer(status="error", reason=_posted_error(posted), usage=usage)
+        if key is not None and _has_text(posted.body):
+            self.cache.put(key, posted.body)
+        return self._read(call, prepared, posted.body, usage)
+
+    def _post(self, body: dict, budget: CallBudget | None, request: CallRequest | None) -> tuple[Posted, Usage]:
+        def before_attempt(number: int) -> str | None:
+            if budget is None:
+                return None
+            if not wait_for_reservation(budget, request):
+                return budget.stop_reason or "stopped by the spending limit"
+            return None
+
+        posted = post_json(self.connections, body, before_attempt=before_attempt if budget is not None else None)
+        usage = _reply_usage(posted.body) if posted.body is not None else Usage()
+        usage.failed_calls += posted.failed_attempts
+        tracker = dspy.settings.usage_tracker
+        if tracker is not None:  # a caller measuring with dspy.track_usage sees these requests too
+            for _ in range(posted.failed_attempts):
+                record_failed_request(self.spec.lm_model)
+            if posted.body is not None and isinstance(posted.body.get("usage"), dict):
+                tracker.add_usage(self.spec.lm_model, dict(posted.body["usage"]))
+        return posted, usage
+
+    def _switch_to_json_object(self) -> None:
+        if getattr(self.lm, "schema_dialect", None) != "json_object":
+            self.lm.schema_dialect = "json_object"
+            stats = getattr(self.adapter, "stats", None)
+            if stats is not None:
+                stats.add("format_retries")
+            logger.warning("%s rejected a JSON schema in OpenAI's response_format form; sending "
+                           "{'type': 'json_object', 'schema': ...} from now on.", self.spec.lm_model)
+
+    def _read(self, call: LMCall, prepared: Prepared, body: dict, usage: Usage) -> Answer:
+        return read_outputs(call, prepared, reply_outputs(body), self.lm, self.adapter, usage)
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.connections.close()
+
+
+def reply_outputs(body: dict) -> list[dict[str, Any]]:
+    """A chat-completions reply as the outputs DSPy's adapters read: one dict per choice with its
+    ``text`` and ``logprobs``, marked as cut (`CUT_REPLY`) when it stopped at ``max_tokens``."""
+    from binaryeval_dspy.lm.cache_identity import CUT_REPLY
+
+    outputs = []
+    for choice in body.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message") or {}
+        output: dict[str, Any] = {"text": message.get("content") if isinstance(message, dict) else None}
+        if choice.get("logprobs"):
+            output["logprobs"] = choice["logprobs"]
+        if choice.get("finish_reason") == CUT_REPLY[1]:
+            output[CUT_REPLY[0]] = CUT_REPLY[1]
+        outputs.append(output)
+    return outputs or [{"text": None}]
+
+
+def _has_text(body: dict) -> bool:
+    return any(str(o.get("text") or "").strip() for o in reply_outputs(body))
+
+
+def _reply_usage(body: dict) -> Usage:
+    entry = body.get("usage")
+    usage = usage_from_entries({"reply": [dict(entry) if isinstance(entry, dict) else {}]})
+    return usage
+
+
+#: OpenAI's SDK names for an error reply's HTTP status (what users of other clients know).
+_STATUS_ERRORS = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                  404: "NotFoundError", 408: "Timeout", 409: "ConflictError", 413: "RequestTooLargeError",
+                  422: "UnprocessableEntityError", 429: "RateLimitError", 503: "ServiceUnavailableError"}
+_KIND_ERRORS = {"TimeoutError": "Timeout", "ConnectionError": "APIConnectionError", "ReplyError": "APIError",
+                "NotSent": "NotAsked"}
+
+
+def _posted_error(posted: Posted) -> str:
+    """``"<ErrorType>: <what the last attempt got> [after N attempts] (<hint>)"`` of a failed POST."""
+    if posted.error_type == "HTTPError" and posted.status is not None:
+        name = _STATUS_ERRORS.get(posted.status, "InternalServerError" if posted.status >= 500 else "APIError")
+    else:
+        name = _KIND_ERRORS.get(posted.error_type or "", "APIError")
+    attempts = f" after {posted.attempts} attempts" if posted.attempts > 1 else ""
+    return hinted(name, f"{posted.error}{attempts}", status=posted.status)
+
+
+_CACHE: Any = None
+_CACHE_LOCK = threading.Lock()
+
+
+def _reply_cache() -> Any:
+    """DSPy's on-disk response cache (its directory, ``DSPY_CACHEDIR``), without the in-memory
+    layer: a run's replies are written once and need not stay in memory."""
+    global _CACHE
+    with _CACHE_LOCK:
+        if _CACHE is None:
+            from dspy.clients import Cache, default_cache_dir
+
+            try:
+                _CACHE = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=default_cache_dir(),
+                               disk_size_limit_bytes=int(os.environ.get("DSPY_CACHE_LIMIT", 3e10)))
+            except Exception as exc:  # noqa: BLE001 - no disk cache (a read-only home): run uncached
+                logger.warning("DSPy's disk cache could not be opened (%s): replies are not cached", exc)
+                _CACHE = Cache(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
+        return _CACHE
+
+
+def sender_for(handle: Any, *, judge_lm: Any = None) -> Sender:
+    """The sender for a run's LM handle: `HttpSender` for a served model reached by base URL,
+    `LMSender` (DSPy's route) for everything else."""
+    spec = http_spec(handle)
+    if spec is not None:
+        return HttpSender(spec, lm=handle.lm, adapter=handle.adapter)
+    return LMSender(handle.lm, handle.adapter, name=handle.name)
+
+
+def http_spec(handle: Any, *, api_key: str | None = None, timeout: float | None = None,
+              openai: bool = False) -> SenderSpec | None:
+    """The `SenderSpec` of a handle whose LM is an OpenAI-compatible base URL (or, with `openai`,
+    an ``openai/<model>`` id), else None."""
+    from binaryeval_dspy.lm.dspy_internals import is_openai_reasoning_model
+    from binaryeval_dspy.lm.endpoint_identity import cache_identity_of
+
+    lm = handle.lm
+    if getattr(handle, "embedded", False) or handle.adapter is None:
+        return None
+    kwargs = dict(getattr(lm, "kwargs", None) or {})
+    model = str(getattr(lm, "model", ""))
+    provider, _, wire = model.partition("/")
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    if base and provider in ("openai", "bineval-openai-compatible"):
+        url = str(base)
+    elif openai and provider == "openai" and wire:
+        url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or "https://api.openai.com/v1"
+    else:
+        return None
+    key = api_key or kwargs.get("api_key")
+    if key == "not-needed":
+        key = None
+    if key is None and not base:
+        key = os.environ.get("OPENAI_API_KEY")
+    limit = timeout or kwargs.get("timeout") or 600.0
+    target = HttpTarget(base_url=url, api_key=key, timeout=float(limit),
+                        max_retries=int(getattr(lm, "num_retries", 3) or 0))
+    lm_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
+    return SenderSpec(target=target, model=wire or model, lm_model=model, lm_kwargs=lm_kwargs,
+                      adapter="json" if getattr(handle, "adapter_name", "") == "json" else "chat",
+                      dialect=str(getattr(lm, "schema_dialect", None) or "auto"),
+                      cache_identity=cache_identity_of(lm) if getattr(lm, "cache", True) else None,
+                      reasoning=is_openai_reasoning_model(model), name=getattr(handle, "name", model),
+                      response_schema=bool(getattr(lm, "_declared_response_schema", True)))
+
+
+@contextlib.contextmanager
+def closing_sender(sender: Sender):
+    """Close `sender`'s connections on exit (a no-op for senders without any)."""
+    try:
+        yield sender
+    finally:
+        close = getattr(sender, "close", None)
+        if close is not None:
+            close()
+
+
+__all__ = ["CallBudget", "CallRequest", "HttpSender", "LMSender", "Sender", "SenderSpec",
+           "closing_sender", "completion_cap", "http_spec", "reply_outputs", "sender_for", "wait_for_reservation"]
