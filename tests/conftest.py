@@ -192,7 +192,7 @@ def ray_cluster() -> Iterator[None]:
     """One local Ray (2 CPUs) for every test that needs one, started once per test session
     (10-20 s) by the Ray engine's own `ray_session`; skips without the `ray` extra."""
     pytest.importorskip("ray", reason="the ray extra is not installed")
-    from binaryeval_dspy.engines.ray_data import ray_session
+    from binaryeval_dspy.engines.ray_session import ray_session
 
     with ray_session(num_cpus=2):
         yield

@@ -11,8 +11,8 @@ reply with `read_outputs` / `read_failure` (the run's adapter: DSPy's ``format``
 * `HttpSender`: a served model at an OpenAI-compatible base URL (vLLM, llama.cpp's server,
   a LiteLLM proxy) or ``openai/<model>``: the body goes out through the standard-library
   client of `binaryeval_dspy.engines.http_client` (one keep-alive connection per thread,
-  the same code the Ray workers run), replies are cached in DSPy's on-disk cache keyed on
-  the endpoint too, and the per-call CPU that DSPy's generic LM path spends (its request
+  the same code the Ray workers run), replies are cached in DSPy's cache (its disk layer)
+  keyed on the endpoint too, and the per-call CPU that DSPy's generic LM path spends (its request
   planning, output shims and in-memory cache) is not paid. The ``response_format`` form
   is negotiated with the endpoint once per LM (`negotiate`): OpenAI's ``json_schema``
   form, or ``{"type": "json_object", "schema": ...}`` after a refusal (llama-cpp-python's
@@ -338,7 +338,7 @@ class HttpSender:
                 return Answer(status="not_sent", reason=posted.error, usage=usage)
             return Answer(status="error", reason=_posted_error(posted), usage=usage)
         if key is not None and _has_text(posted.body):
-            self.cache.put(key, posted.body)
+            self.cache.put(key, posted.body, enable_memory_cache=False)
         return self._read(call, prepared, posted.body, usage)
 
     def _post(self, body: dict, budget: CallBudget | None, request: CallRequest | None) -> tuple[Posted, Usage]:
@@ -424,25 +424,10 @@ def _posted_error(posted: Posted) -> str:
     return hinted(name, f"{posted.error}{attempts}", status=posted.status)
 
 
-_CACHE: Any = None
-_CACHE_LOCK = threading.Lock()
-
-
 def _reply_cache() -> Any:
-    """DSPy's on-disk response cache (its directory, ``DSPY_CACHEDIR``), without the in-memory
-    layer: a run's replies are written once and need not stay in memory."""
-    global _CACHE
-    with _CACHE_LOCK:
-        if _CACHE is None:
-            from dspy.clients import Cache, default_cache_dir
-
-            try:
-                _CACHE = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=default_cache_dir(),
-                               disk_size_limit_bytes=int(os.environ.get("DSPY_CACHE_LIMIT", 3e10)))
-            except Exception as exc:  # noqa: BLE001 - no disk cache (a read-only home): run uncached
-                logger.warning("DSPy's disk cache could not be opened (%s): replies are not cached", exc)
-                _CACHE = Cache(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
-        return _CACHE
+    """DSPy's response cache as configured (``dspy.configure_cache``, ``DSPY_CACHEDIR``): replies are
+    looked up there and written to its disk layer only, so a run's replies do not stay in memory."""
+    return dspy.cache
 
 
 def sender_for(handle: Any, *, judge_lm: Any = None) -> Sender:

@@ -339,7 +339,7 @@ def test_a_session_shuts_down_after_an_exception_and_restores_the_environment():
     pytest.importorskip("ray", reason="the ray extra is not installed")
     code = """
 import glob, os, ray
-from binaryeval_dspy.engines.ray_data import ray_session
+from binaryeval_dspy.engines.ray_session import ray_session
 before = set(glob.glob("/tmp/bineval-ray-*"))
 os.environ.pop("RAY_AUTH_MODE", None)
 try:

@@ -30,12 +30,14 @@ def test_the_ray_engine_stores_what_the_live_engine_stores(tmp_path, fake_endpoi
     qs, items = write_inputs(tmp_path, n_items=5)
     live = evaluate(fake_endpoint, qs, items, tmp_path / "live", "--engine", "live", "--concurrency", "6")
     assert live.exit_code == 0, live.output
+    fake_endpoint.model = f"{fake_endpoint.model}-ray"  # another model name: nothing the live run cached applies
     before = len(fake_endpoint.requests)
     ray = evaluate(fake_endpoint, qs, items, tmp_path / "ray", "--engine", "ray", "--concurrency", "6")
     assert ray.exit_code == 0, ray.output
     assert len(fake_endpoint.requests) - before == 5 * 6  # one request per question, no retry in another format
     assert comparable(tmp_path / "ray") == comparable(tmp_path / "live")
-    assert "Ray started in" in ray.output and "ray engine" in " ".join(ray.output.split())
+    assert "Ray: started a local Ray" in ray.output or "Ray: joined" in ray.output
+    assert "ray engine" in " ".join(ray.output.split())
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["lm_calls"] == 30 and summary["prompt_tokens"] > 0  # the replies' usage is counted as live
 
@@ -70,8 +72,12 @@ def test_a_killed_ray_run_loses_no_answer_and_asks_none_again(tmp_path, fake_end
     again = evaluate(fake_endpoint, qs, items, out, "--engine", "ray", "--concurrency", "4")
     assert again.exit_code == 0, again.output
     asked = {(_item_of(body), _question_of(body)) for body in fake_endpoint.requests[before:]}
-    assert len(fake_endpoint.requests) - before == 4 * 6 - len(on_disk)  # only what was missing ...
-    assert not asked & on_disk  # ... and no answered question asked again
+    # only what was missing is asked: a reply that came back but was not journaled before the kill
+    # was cached by the worker that read it, so the rerun gets it with no request
+    first_session = {(_item_of(body), _question_of(body)) for body in fake_endpoint.requests[:before]}
+    assert len(fake_endpoint.requests) - before == len(asked) <= 4 * 6 - len(on_disk)
+    assert first_session | asked == {(f"item-{i}", f"q{q}") for i in range(4) for q in range(1, 7)}
+    assert not asked & on_disk  # no answered question asked again
     rows = stored(out)
     assert len(rows) == 4 and all(r.get("status", "scored") == "scored" and r.get("complete", True) for r in rows)
     final = {(r["item_id"], v["question_id"]): v["verdict"] for r in rows for v in r["verdicts"]}
