@@ -207,7 +207,8 @@ class Connections:
 
 
 def post_json(connections: Connections, body: dict | bytes, *,
-              before_attempt: Callable[[int], str | None] | None = None) -> Posted:
+              before_attempt: Callable[[int], str | None] | None = None,
+              final: Callable[[int, str], bool] | None = None) -> Posted:
     """POST `body` with retries; never raises for what the endpoint or the network does.
 
     Args:
@@ -216,6 +217,8 @@ def post_json(connections: Connections, body: dict | bytes, *,
         before_attempt: called with the attempt number (1-based) before each attempt; a
             returned reason stops before that attempt is sent (``NotSent``), e.g. a spending
             limit that cannot reserve a retry.
+        final: ``final(status, text)`` of an error reply: True keeps it from being retried
+            (e.g. a server refusing the request's form: sending it again changes nothing).
 
     Returns:
         A `Posted`: the reply's JSON object, or the last attempt's error.
@@ -259,7 +262,7 @@ def post_json(connections: Connections, body: dict | bytes, *,
                 posted.error_type, retried = "ReplyError", False
             else:
                 posted.error, posted.error_type = f"HTTP {status}: {text[:ERROR_TEXT_CHARS]}", "HTTPError"
-                retried = status in RETRIED_STATUSES
+                retried = status in RETRIED_STATUSES and not (final is not None and final(status, text))
                 retry_after = retry_after_seconds(retry_after_header)
         posted.failed_attempts += 1
         if not retried or posted.attempts > target.max_retries:

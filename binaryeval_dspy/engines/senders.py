@@ -319,9 +319,9 @@ class HttpSender:
         request = None
         if budget is not None:
             request = CallRequest(messages=prepared.messages, max_tokens=completion_cap(self.lm, prepared))
-        posted, usage = self._post(body, budget, request)
-        if (posted.body is None and posted.error_type == "HTTPError" and self.dialect == "auto"
-                and is_openai_schema(prepared.lm_kwargs.get("response_format"))
+        probing = self.dialect == "auto" and is_openai_schema(prepared.lm_kwargs.get("response_format"))
+        posted, usage = self._post(body, budget, request, probing=probing)
+        if (probing and posted.body is None and posted.error_type == "HTTPError"
                 and rejects_response_format(RuntimeError(posted.error))):
             self._switch_to_json_object()
             body = self.body(prepared, "json_object")
@@ -341,7 +341,8 @@ class HttpSender:
             self.cache.put(key, posted.body, enable_memory_cache=False)
         return self._read(call, prepared, posted.body, usage)
 
-    def _post(self, body: dict, budget: CallBudget | None, request: CallRequest | None) -> tuple[Posted, Usage]:
+    def _post(self, body: dict, budget: CallBudget | None, request: CallRequest | None, *,
+              probing: bool = False) -> tuple[Posted, Usage]:
         def before_attempt(number: int) -> str | None:
             if budget is None:
                 return None
@@ -349,7 +350,8 @@ class HttpSender:
                 return budget.stop_reason or "stopped by the spending limit"
             return None
 
-        posted = post_json(self.connections, body, before_attempt=before_attempt if budget is not None else None)
+        posted = post_json(self.connections, body, before_attempt=before_attempt if budget is not None else None,
+                           final=_refuses_the_form if probing else None)
         usage = _reply_usage(posted.body) if posted.body is not None else Usage()
         usage.failed_calls += posted.failed_attempts
         tracker = dspy.settings.usage_tracker
@@ -375,6 +377,11 @@ class HttpSender:
     def close(self) -> None:
         """Close the connections."""
         self.connections.close()
+
+
+def _refuses_the_form(status: int, text: str) -> bool:
+    """An error reply refusing the request's ``response_format`` form: sending it again would not help."""
+    return rejects_response_format(RuntimeError(text))
 
 
 def reply_outputs(body: dict) -> list[dict[str, Any]]:
