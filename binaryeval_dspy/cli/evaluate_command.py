@@ -35,6 +35,7 @@ from binaryeval_dspy.engines.base import make_engine
 from binaryeval_dspy.engines.batch_status import check_no_pending_batches
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
+from binaryeval_dspy.cli.batch_command import print_batch_outcome
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.run_directory import RunDirectory
@@ -141,15 +142,12 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
             console.print(escape(f"--restart: the previous run in {out_dir} was moved to {moved} (nothing deleted); "
                                  "starting a new run."))
     run_dir.check(manifest)  # a resume with other settings is refused before anything is shown or asked
-    if settings.engine_for(handle) == "batch":  # batch mode (docs/batch.md): submit, poll, collect; own exit status
-        from binaryeval_dspy.cli.batch_command import evaluate_in_batch
-        evaluate_in_batch(program, items, run_dir, manifest, handle, question_set=question_set, aggregation=aggregation,
-                          pressure_test=pressure_test, settings=settings, api_key_env=api_key_env)
-    check_no_pending_batches(run_dir)  # a live rerun must not ask (and pay) again what a batch still holds
+    engine = make_engine(settings, handle)  # a missing extra or an impossible engine is refused before any item
+    if engine.name != "batch":
+        check_no_pending_batches(run_dir)  # a live rerun must not ask (and pay) again what a batch still holds
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
     in_flight = settings.in_flight(handle)
-    engine = make_engine(settings, handle)  # a missing extra or an impossible engine is refused before any item
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
                          f"{handle.name} ({handle.adapter_name} adapter, {engine.name} engine, {in_flight} call(s) "
                          f"in flight), aggregation '{aggregation}' -> {out_dir}"))
@@ -172,7 +170,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test, embedded=handle.embedded,
-                   price_model=settings.price_model_for(handle))
+                   price_model=settings.price_model_for(handle), batch=engine.name == "batch")
     record_endpoint_outcome(run_dir, outcome, handle)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)
@@ -189,4 +187,6 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     for note in (*engine.notes, adapter_note(handle), padding_note(outcome.cache_padding)):
         if note:
             console.print(f"[dim]{escape(with_flag_names(note))}[/dim]")
+    if engine.name == "batch":
+        print_batch_outcome(engine, outcome, run_dir.path)
     exit_for_outcome(outcome, fail_on_errors=fail_on_errors)

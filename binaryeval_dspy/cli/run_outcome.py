@@ -37,6 +37,10 @@ def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, h
     run_dir.write_manifest(manifest)
 
 
+#: Exit status of a run whose requests still wait for a provider batch (EX_TEMPFAIL).
+EXIT_WAITING = 75
+
+
 def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> None:
     """Print what went wrong in a run and exit with its status (Inspect AI's convention).
 
@@ -44,9 +48,10 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     ``--fail-on-errors`` (they are stored with their answers, items that could not be
     judged as status ``error`` rows; a rerun asks the rest). 1: items that could not be
     judged and were not stored, an incomplete item with ``--fail-on-errors``, a run
-    stopped early, a run in which no LM call succeeded (wrong address or key), or one
-    whose LM answers were all unparsed (the LM ignores the reply format).
-    130: interrupted.
+    stopped early, a run in which no LM call succeeded (wrong address or key), one
+    whose LM answers were all unparsed (the LM ignores the reply format), or a problem
+    talking to a batch provider. 75 (`EXIT_WAITING`): requests wait in a provider's
+    batch (rerun later). 130: interrupted.
     """
     for item_id, message in outcome.errors[:5]:
         console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
@@ -58,11 +63,17 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
                       "the same command to ask only the unanswered questions.[/yellow]", highlight=False)
     if outcome.first_error:
         console.print(f"[yellow]First failed call:[/yellow] {escape(with_flag_names(outcome.first_error[:400]))}", highlight=False)
+    for problem in outcome.problems:
+        console.print(f"[red]problem:[/red] {escape(with_flag_names(problem))}", highlight=False)
     no_answer = outcome.new_items > 0 and outcome.lm_answers == 0 and outcome.first_error is not None
     if no_answer and (outcome.first_error or "").startswith("EmptyReply"):
         console.print("[red]No LM call succeeded in this run:[/red] the server was reached but its replies held no "
                       "text. Fix: check that --lm-model names a chat model the server serves and its logs, then "
                       "rerun the same command (nothing is lost).", highlight=False)
+    elif no_answer and (outcome.first_error or "").startswith("BatchRequestError"):
+        console.print("[red]No batch request of this run was answered[/red] (the provider failed or expired them; "
+                      "the first failure is above). Rerun the same command to submit them again (nothing is lost).",
+                      highlight=False)
     elif no_answer:
         console.print("[red]No LM call succeeded in this run.[/red] Fix: check --lm / --lm-model, the server's "
                       "address and the API key, then rerun the same command (nothing is lost).", highlight=False)
@@ -85,8 +96,11 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
     if outcome.interrupted:
         console.print("[yellow]Interrupted. Results so far are saved; rerun the same command to resume.[/yellow]")
         leave_after_interrupt(130)
-    if outcome.failed or outcome.stopped_early or no_answer or unreadable or (fail_on_errors and outcome.incomplete):
+    if (outcome.failed or outcome.stopped_early or no_answer or unreadable or outcome.problems
+            or (fail_on_errors and outcome.incomplete)):
         raise SystemExit(1)
+    if outcome.pending_items:
+        raise SystemExit(EXIT_WAITING)
 
 
 def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,

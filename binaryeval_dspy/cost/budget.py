@@ -189,7 +189,7 @@ class CostBudget:
             return None
         return max(plain.total, written.total), prompt, cap
 
-    def reserve(self, request: CallRequest | None = None) -> bool | None:
+    def reserve(self, request: CallRequest | None = None, *, can_wait: bool = True) -> bool | None:
         """Ask before sending one request (a first attempt or a retry): True (send it: its worst
         case is now reserved, added to ``request.reserved_usd``, and ``request.attempts``
         counts it), None (wait: other calls in flight hold reservations that their usage will
@@ -199,12 +199,14 @@ class CostBudget:
         Args:
             request: what the request will send (`CallRequest`); None or one without
                 messages is estimated at the dearest call settled so far.
+            can_wait: False for a caller whose reservations are never settled while it
+                asks (a batch submission): a request that does not fit stops the run.
         """
         request = request if request is not None else CallRequest()
         with self._lock:
             if self._stop is not None:
                 return False
-            others = self.in_flight - request.attempts  # a retry's own earlier attempts never make it wait
+            others = (self.in_flight - request.attempts) if can_wait else 0  # a retry never waits for itself
             if self.price is None:
                 request.attempts += 1
                 self.in_flight += 1

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 BATCH_DIR = "batch"
 STATE_FILE = "state.json"
-BATCH_STATE_SCHEMA_VERSION = 1
+BATCH_STATE_SCHEMA_VERSION = 2
 #: what to do with a batch journal from an older version
 _OLDER_FIX = "collect its batches with the binaryeval-dspy version that submitted them, then rerun"
 
@@ -36,13 +36,24 @@ Phase = Literal["prepared", "creating", "submitted"]
 
 
 class BatchRequestRef(BaseModel):
-    """One request line of a submission: its custom_id and the (item, question) it asks."""
+    """One request line of a submission.
+
+    Attributes:
+        custom_id: the line's id (``b<submission>-<line>``).
+        call_key: the call it asks (`LMCall.content_key`): the same call planned by a later
+            invocation finds its request by this key, whatever item asked it.
+        question_id: the call's name in its item (a question id, ``pick-1``), for display.
+        recorded: its outcome was handed to the run (an answer journaled, or a failure
+            recorded as an ``error`` verdict); a failed request recorded is sent again
+            when its call is planned again.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     custom_id: str
-    item_id: str
+    call_key: str
     question_id: str
+    recorded: bool = False
 
 
 class BatchSubmission(BaseModel):

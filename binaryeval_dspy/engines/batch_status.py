@@ -17,7 +17,6 @@ from binaryeval_dspy.engines.batch_journal import (
     BatchStore,
     BatchSubmission,
     RequestOutcome,
-    request_tag,
     submission_outcomes,
 )
 from binaryeval_dspy.errors import InputError, RunStateError
@@ -67,8 +66,7 @@ class BatchStatusReport:
         return [s.batch_id for s in self.submissions if s.batch_id]
 
 
-def _request_state(sub: BatchSubmission, ref: BatchRequestRef, outcome: RequestOutcome, latest: bool,
-                   stored: dict[str, ItemResult]) -> str:
+def _request_state(sub: BatchSubmission, ref: BatchRequestRef, outcome: RequestOutcome, latest: bool) -> str:
     if sub.phase == "prepared":
         return "not sent"
     if sub.phase == "creating":
@@ -77,13 +75,9 @@ def _request_state(sub: BatchSubmission, ref: BatchRequestRef, outcome: RequestO
         return "to download" if sub.ended else "in progress"
     if not latest:
         return "retried"
-    result = stored.get(ref.item_id)
-    verdict = next((v for v in result.verdicts if v.question_id == ref.question_id), None) if result else None
-    if verdict is not None and verdict.verdict == "error" and request_tag(ref.custom_id) in (verdict.error or ""):
-        return "failed, to resubmit"
-    if verdict is not None and verdict.answered:
-        return "recorded"
-    return "downloaded"
+    if not ref.recorded:
+        return "downloaded"  # its outcome is in, the next run records it
+    return "failed, to resubmit" if outcome.state == "failed" else "recorded"
 
 
 def batch_status(run_path: str | Path, *, refresh: bool = True, api: BatchAPI | None = None) -> BatchStatusReport:
@@ -131,15 +125,14 @@ def batch_status(run_path: str | Path, *, refresh: bool = True, api: BatchAPI | 
     latest = {}
     for sub in state.submissions:
         for ref in sub.requests:
-            latest[(ref.item_id, ref.question_id)] = ref.custom_id
+            latest[ref.call_key] = ref.custom_id
     totals = dict.fromkeys(REQUEST_STATES, 0)
     subs = []
     for sub in state.submissions:
         outcomes = submission_outcomes(store, sub)
         states = dict.fromkeys(REQUEST_STATES, 0)
         for ref in sub.requests:
-            name = _request_state(sub, ref, outcomes[ref.custom_id],
-                                  latest[(ref.item_id, ref.question_id)] == ref.custom_id, stored)
+            name = _request_state(sub, ref, outcomes[ref.custom_id], latest[ref.call_key] == ref.custom_id)
             states[name] += 1
             totals[name] += 1
         status = sub.status

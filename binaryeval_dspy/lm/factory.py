@@ -59,6 +59,8 @@ class LMHandle:
         adapter_reason: why that adapter was chosen (one sentence, for logs/manifests).
         adapter_stats: the adapter's counters (`AdapterStats`), or None for an adapter
             not built by `choose_adapter`.
+        api_key_env: the environment variable a base URL's key was read from (its name
+            only, recorded where the batch engine keeps its journal), or None.
     """
 
     lm: dspy.LM
@@ -69,6 +71,7 @@ class LMHandle:
     adapter_name: str = ""
     adapter_reason: str = ""
     adapter_stats: AdapterStats | None = field(default=None, repr=False)
+    api_key_env: str | None = None
 
     def __post_init__(self) -> None:
         if not self.adapter_name:
@@ -338,8 +341,8 @@ def make_lm(
         # llama-cpp-python's server takes; if the server refuses OpenAI's form, calls go
         # through LiteLLM (which sends max_tokens too) under the plain OpenAI id.
         lm.json_object_route = (f"openai/{model}", "litellm")
-        return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False),
-                             policy, spec)
+        return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False,
+                                      api_key_env=api_key_env), policy, spec)
     if LITELLM_ID.match(spec):
         temperature, cap = _sampling_for(spec, max_tokens)
         lm = CacheScopedLM(spec, temperature=temperature, max_tokens=cap, cache=cache, **client)

@@ -285,6 +285,8 @@ def run_resumable(
         budget = settings.cost_budget(lm)
     if engine is None:
         engine = make_engine(settings, lm)
+    if getattr(engine, "answers_at_once", False):  # a batch's failures arrive together: stopping saves nothing
+        max_consecutive_failures = 10**9
     run_dir.lock()
     try:
         run_dir.check(manifest)
@@ -292,6 +294,9 @@ def run_resumable(
         if check_stored is not None:
             check_stored(stored.checkable(), items, manifest)
         manifest = run_dir.start(manifest)
+        bind = getattr(engine, "bind", None)
+        if bind is not None:  # an engine that keeps state in the run directory (batch)
+            bind(run_dir, manifest)
         if freeze is not None:
             freeze()
     except BaseException:
@@ -383,7 +388,8 @@ def run_resumable(
     runner = PlanRunner(planned, enumerate(todo), begin=begin_item, on_done=on_done,
                         on_answer=(lambda run, _call, answer, record: on_answer(run.item, record, answer.usage)
                                    if on_answer is not None and record is not None else None),
-                        warm_first=warm_prefix, open_items=max(16, 4 * settings.in_flight(lm)))
+                        warm_first=warm_prefix,
+                        open_items=getattr(engine, "open_items", None) or max(16, 4 * settings.in_flight(lm)))
     context = lm.context() if lm is not None else contextlib.nullcontext()
     stopped_by_error = True
     try:
@@ -401,6 +407,7 @@ def run_resumable(
     finally:
         outcome.seconds = time.perf_counter() - started
         outcome.notes.extend(getattr(engine, "notes", ()))
+        outcome.problems.extend(getattr(engine, "problems", ()))
         try:
             writer.close(order=None if outcome.interrupted else [str(i.item_id) for i in items])
             outcome.incomplete = [i for i in writer.incomplete_ids() if i in wanted]

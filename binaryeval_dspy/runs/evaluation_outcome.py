@@ -53,6 +53,8 @@ class EvaluationOutcome:
         pending_items: items whose calls wait in a provider batch (collected by a rerun).
         pending_calls: those calls.
         notes: the engine's lines for the user (e.g. Ray's start-up time).
+        problems: what went wrong talking to the provider outside a call (a batch that
+            could not be created or polled); a rerun retries it.
         run_dir, items: where `results` is read from, and in which order.
     """
 
@@ -76,6 +78,7 @@ class EvaluationOutcome:
     pending_items: int = 0
     pending_calls: int = 0
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     run_dir: Any = field(default=None, repr=False)
     items: Any = field(default=None, repr=False)
 

@@ -19,11 +19,13 @@ from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.items import load_items
-from binaryeval_dspy.engines.batch import run_batch
+from binaryeval_dspy.cost.budget import CostBudget
+from binaryeval_dspy.cost.pricing import model_price
+from binaryeval_dspy.engines.batch import BatchEngine
 from binaryeval_dspy.engines.batch_api import BatchAPI, batch_target
 from binaryeval_dspy.engines.batch_journal import BatchStore
 from binaryeval_dspy.engines.batch_status import batch_status
-from binaryeval_dspy.errors import BinEvalError, LMConfigError
+from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
@@ -31,6 +33,7 @@ from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.settings import RunSettings
 from tests.fake_batch_endpoint import BatchScript, FakeBatchEndpoint, fail_questions
 from tests.fake_endpoint import format_fields, request_field
 
@@ -101,6 +104,15 @@ def question_ids(endpoint: FakeBatchEndpoint, batch_id: str) -> list[str]:
 # ----------------------------------------------------------------------------- same requests, same records
 
 
+def run_batch(program, items, run_dir: RunDirectory, manifest: RunManifest, handle: LMHandle, *, budget=None):
+    """One batch invocation through the common run (`evaluate_items` with the batch engine)."""
+    settings = RunSettings(engine="batch")
+    engine = BatchEngine(handle, settings)
+    outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, settings=settings, engine=engine,
+                             budget=budget)
+    return outcome, engine
+
+
 def _manifest(items_path: Path, question_set, handle: LMHandle) -> RunManifest:
     return RunManifest(command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
                        question_set_path="qs.json",
@@ -121,10 +133,10 @@ def test_batch_and_live_give_the_same_requests_and_records(tmp_path, endpoint, i
     assert len(live_bodies) == 9 and live.new_items == 3
 
     batch_handle = make_lm(endpoint.base_url, model="fake-x", cache=False, adapter=adapter)
-    outcome = run_batch(BinEval(small_question_set), items, RunDirectory(tmp_path / "batch"),
-                        _manifest(items_file, small_question_set, batch_handle), batch_handle)
-    assert outcome.finished and outcome.evaluation.new_items == 3
-    (batch_id,) = outcome.batch_ids
+    outcome, _engine = run_batch(BinEval(small_question_set), items, RunDirectory(tmp_path / "batch"),
+                                 _manifest(items_file, small_question_set, batch_handle), batch_handle)
+    assert outcome.pending_items == 0 and outcome.new_items == 3
+    (batch_id,) = [sub.batch_id for sub in journal(tmp_path / "batch").submissions]
     batch_bodies = [line["body"] for line in endpoint.batch_requests(batch_id)]
     # every batch request body is, key for key, a request the live run sent
     assert sorted(json.dumps(b, sort_keys=True) for b in batch_bodies) == sorted(
@@ -234,7 +246,7 @@ def test_killed_during_download_loses_nothing(tmp_path, endpoint, files, monkeyp
     # a third run finds everything done: no request, no new row
     result = invoke(evaluate_args(files, out, endpoint))
     assert result.exit_code == 0 and endpoint.create_calls == 1
-    assert "0 item(s) recorded now, 3 already complete" in text(result)
+    assert "0 items judged now, 3 already done before" in text(result)
 
 
 def test_unconfirmed_create_with_an_unreadable_list_is_refused_then_resolved(tmp_path, endpoint, files, monkeypatch):
@@ -275,7 +287,7 @@ def test_partial_failure_becomes_errors_and_a_rerun_resubmits_only_those(tmp_pat
     out = tmp_path / "run"
     result = invoke(evaluate_args(files, out, endpoint))
     assert result.exit_code == 0, result.output  # incomplete items warn, as live
-    assert "resubmit only the failed questions" in text(result)
+    assert "rerun the same command to ask only the unanswered questions" in text(result)
     rows = results_of(out)
     assert all(r["complete"] is False and r["questions_answered"] == 2 for r in rows)
     errors = [v for r in rows for v in r["verdicts"] if v["verdict"] == "error"]
@@ -302,7 +314,10 @@ def test_expired_or_failed_batch_becomes_errors_and_a_rerun_resubmits(tmp_path, 
     endpoint.scripts = [BatchScript(outcome=outcome, finished_before_end=answered)]
     out = tmp_path / "run"
     result = invoke(evaluate_args(files, out, endpoint))
-    assert result.exit_code == 0, result.output
+    # a batch with no request answered at all fails the command, as a live run that got no answer
+    assert result.exit_code == (1 if answered == 0 else 0), result.output
+    if answered == 0:
+        assert "No batch request of this run was answered" in text(result)
     rows = results_of(out)
     verdicts = [v for r in rows for v in r["verdicts"]]
     failed = [v for v in verdicts if v["verdict"] == "error"]
@@ -394,17 +409,43 @@ def test_other_request_settings_are_refused_while_batches_exist(tmp_path, endpoi
     assert endpoint.create_calls == 1
 
 
-def test_unsupported_lms_and_aggregations_are_refused(small_question_set, tmp_path, items_file, endpoint):
+def test_unsupported_lms_are_refused(endpoint):
     handle = make_lm("anthropic/claude-3-5-haiku-latest", cache=False)
     with pytest.raises(LMConfigError, match="cannot create them"):
         batch_target(handle)
-    items = load_items(items_file, input_field="source", output_field="summary", id_field="id")
-    served = make_lm(endpoint.base_url, model="fake-x", cache=False)
-    not_bineval = object.__new__(VerdictJudge)  # a named-verdict judge: its finish makes further LM calls
-    with pytest.raises(BinEvalError, match="`aggregation` score"):
-        run_batch(not_bineval, items, RunDirectory(tmp_path / "r"), _manifest(items_file, small_question_set, served),
-                  served)
     assert endpoint.create_calls == 0
+
+
+def test_verdict_mode_goes_through_batches_round_by_round(tmp_path, items_file):
+    """The pick is a later round of calls: a later invocation submits it once the questions are in."""
+    from tests.verdict_scripts import VerdictScript, verdict_question_set
+
+    qs = verdict_question_set()
+    script = VerdictScript(judge={"Does it show a runnable example?": "no"}, labels=["Improve"])
+
+    def reply(body: dict):
+        system = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+        user = "\n".join(m["content"] for m in body["messages"] if m["role"] != "system")
+        answer = script(system, user)
+        return answer if isinstance(answer, str) else format_fields(body, answer)
+
+    rows = [{"id": "a", "source": "a README section", "summary": "Install it with pip and run it."}]
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = load_items(path, input_field="source", output_field="summary", id_field="id")
+    with FakeBatchEndpoint(reply=reply) as ep:
+        handle = make_lm(ep.base_url, model="fake-x", cache=False)
+        judge = VerdictJudge(qs, pressure_test="never")
+        outcomes = []
+        for _ in range(4):
+            outcome, _engine = run_batch(judge, items, RunDirectory(tmp_path / "r"),
+                                         _manifest(path, qs, handle), handle)
+            outcomes.append(outcome.pending_items)
+            if outcome.new_items:
+                break
+        assert ep.create_calls == 2  # the questions, then the pick
+    (row,) = results_of(tmp_path / "r")
+    assert row["named_verdict"]["label"] == "Improve"
 
 
 def test_a_create_without_a_clear_answer_is_settled_before_anything_is_sent_again(tmp_path, endpoint, files,
@@ -453,21 +494,24 @@ def test_empty_outputs_are_recorded_without_a_request(tmp_path, endpoint, small_
     assert by_id["a"].get("complete", True)
 
 
-def test_before_submit_can_refuse_before_anything_is_written_or_sent(tmp_path, endpoint, items_file,
-                                                                      small_question_set):
+def test_a_spending_limit_bounds_what_one_invocation_submits(tmp_path, endpoint, items_file, small_question_set):
     items = load_items(items_file, input_field="source", output_field="summary", id_field="id")
     handle = make_lm(endpoint.base_url, model="fake-x", cache=False)
-    seen: list[int] = []
+    price = model_price("gpt-4o-mini")
+    probe = CostBudget(1.0, price, batch=True)
+    program = BinEval(small_question_set)
+    from binaryeval_dspy.engines.senders import completion_cap
+    from binaryeval_dspy.lm.calls import format_call
+    from binaryeval_dspy.cost.budget import CallRequest
 
-    def over_budget(bodies: list[dict]) -> None:
-        seen.append(len(bodies))
-        raise BinEvalError("the estimate exceeds --max-cost")
-
-    with pytest.raises(BinEvalError, match="max-cost"):
-        run_batch(BinEval(small_question_set), items, RunDirectory(tmp_path / "r"),
-                  _manifest(items_file, small_question_set, handle), handle, before_submit=over_budget)
-    assert seen == [9] and endpoint.uploads == 0 and endpoint.create_calls == 0
-    assert not BatchStore(tmp_path / "r").exists() or not journal(tmp_path / "r").submissions
+    prepared = format_call(program.question_call(items[0].input, items[0].output, small_question_set.questions[0]),
+                           handle.lm, handle.adapter)
+    worst = probe.worst_case(CallRequest(messages=prepared.messages, max_tokens=completion_cap(handle.lm, prepared)))[0]
+    budget = CostBudget(4.5 * worst, price, batch=True)
+    outcome, _engine = run_batch(program, items, RunDirectory(tmp_path / "r"),
+                                 _manifest(items_file, small_question_set, handle), handle, budget=budget)
+    assert len(endpoint.submitted_custom_ids()) == 4  # the worst case of a fifth would pass the limit
+    assert outcome.stopped_early is not None and "`max_cost`" in outcome.stopped_early
 
 
 def test_a_server_error_on_create_is_not_retried_blindly(tmp_path, endpoint, files, monkeypatch):
