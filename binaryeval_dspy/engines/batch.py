@@ -190,7 +190,7 @@ class BatchEngine:
         """
         if self.state is None:
             raise RunStateError("the batch engine records into a run directory; none was given",
-                                fix="run it through evaluate_items (or `bineval evaluate --engine batch`).")
+                                fix="run it through evaluate_items with the `engine` setting batch.")
         self.reconcile()
         self.send_prepared()
         latest = self._latest_requests()

@@ -41,8 +41,7 @@ def run_states(program: Any, states: Sequence[Any], *, num_threads: int = 1, lm:
                dedupe: bool = True) -> list[ItemOutcome]:
     """Run many items' plans (their states, from ``program.begin``), `num_threads` calls in flight
     across them; one `ItemOutcome` per state, in order (an item whose finish raised has its ``error``)."""
-    sender = engine_sender(None, lm=lm)
-    engine = ThreadedEngine("live" if num_threads > 1 else "local", None, max(1, num_threads), sender=sender)
+    engine = ThreadedEngine("live" if num_threads > 1 else "local", None, max(1, num_threads), lm=lm)
     done: list[ItemOutcome | None] = [None] * len(states)
 
     def on_done(outcome: ItemOutcome) -> None:
@@ -59,11 +58,12 @@ def run_states(program: Any, states: Sequence[Any], *, num_threads: int = 1, lm:
 
 async def arun_in_process(program: Any, state: Any, *, lm: Any = None) -> Any:
     """`run_in_process` for asyncio: each round's calls are awaited together (``asyncio.gather``)."""
-    sender = engine_sender(None, lm=lm)
+    sender = None
     while True:
         calls = program.next_calls(state)
         if not calls:
             return program.finish(state)
+        sender = sender or engine_sender(None, lm=lm)  # a plan with no LM call needs no LM
         answers = await asyncio.gather(*(aanswer(sender, call) for call in calls))
         for call, answer in zip(calls, answers):
             program.take(state, call, answer)

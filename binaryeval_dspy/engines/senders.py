@@ -41,6 +41,7 @@ from binaryeval_dspy.cost.budget import CallRequest
 from binaryeval_dspy.cost.usage import record_failed_request, usage_from_entries, usage_from_tracker
 from binaryeval_dspy.engines.http_client import Connections, HttpTarget, Posted, post_json
 from binaryeval_dspy.lm.cache_identity import ATTEMPT_GATE
+from binaryeval_dspy.lm.dspy_internals import openai_schema_format
 from binaryeval_dspy.lm.calls import Answer, LMCall, Prepared, format_call, hinted, read_failure, read_outputs
 from binaryeval_dspy.lm.schema_format import as_json_object, is_openai_schema, rejects_response_format
 from binaryeval_dspy.schemas.item_result import Usage
@@ -224,15 +225,14 @@ _SCHEMA_LOCK = threading.Lock()
 
 
 def _schema_format(response_format: Any) -> Any:
-    """A pydantic ``response_format`` as OpenAI's ``json_schema`` dict (as LiteLLM sends it), memoized per class."""
+    """A pydantic ``response_format`` as OpenAI's ``json_schema`` dict, as DSPy's native client
+    sends it (`openai_schema_format`), memoized per class."""
     if not isinstance(response_format, type):
         return response_format
     with _SCHEMA_LOCK:
         known = _SCHEMA_FORMATS.get(response_format)
     if known is None:
-        from litellm.llms.base_llm.base_utils import type_to_response_format_param
-
-        known = type_to_response_format_param(response_format)
+        known = openai_schema_format(response_format)
         with _SCHEMA_LOCK:
             _SCHEMA_FORMATS[response_format] = known
     return known
@@ -440,10 +440,12 @@ def _reply_cache() -> Any:
 def sender_for(handle: Any, *, judge_lm: Any = None) -> Sender:
     """The sender for a run's LM handle: `HttpSender` for a served model reached by base URL,
     `LMSender` (DSPy's route) for everything else."""
+    from binaryeval_dspy.lm.adapters import judging_adapter
+
     spec = http_spec(handle)
     if spec is not None:
         return HttpSender(spec, lm=handle.lm, adapter=handle.adapter)
-    return LMSender(handle.lm, handle.adapter, name=handle.name)
+    return LMSender(handle.lm, judging_adapter(handle.adapter, handle.lm), name=handle.name)
 
 
 def http_spec(handle: Any, *, api_key: str | None = None, timeout: float | None = None,

@@ -47,13 +47,15 @@ class ThreadedEngine:
         name: ``local`` or ``live`` (recorded in the manifest).
         handle: the run's LM (`LMHandle`); None uses DSPy's configured LM.
         in_flight: calls in flight (an int >= 1; ``local`` runs one).
-        sender: the sender to use (None: `engine_sender(handle)`, built when sending starts).
+        sender: the sender to use (None: `engine_sender(handle, lm=lm)`, built when the first
+            call is taken: a plan with no LM call needs no LM).
+        lm: without a handle, the LM to send to (None: DSPy's configured one).
 
     Raises:
         ConfigError: `in_flight` is not an int >= 1.
     """
 
-    def __init__(self, name: str, handle: Any, in_flight: int, *, sender: Any = None) -> None:
+    def __init__(self, name: str, handle: Any, in_flight: int, *, sender: Any = None, lm: Any = None) -> None:
         if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
             raise ConfigError("bad concurrency", expected="an integer >= 1", received=repr(in_flight),
                               fix="set concurrency to the number of LM calls to run at once, e.g. 16.")
@@ -61,6 +63,7 @@ class ThreadedEngine:
         self.handle = handle
         self.in_flight = 1 if name == "local" else in_flight
         self.sender = sender
+        self.lm = lm
         self.notes: list[str] = []
 
     def send(self, source: CallSource, *, budget: Any = None) -> Iterator[tuple[int, Answer]]:
@@ -73,7 +76,7 @@ class ThreadedEngine:
     def _sender(self) -> Any:
         """The run's sender, built when the first call is taken (a plan without calls needs no LM)."""
         if self.sender is None:
-            self.sender = engine_sender(self.handle)
+            self.sender = engine_sender(self.handle, lm=self.lm)
         return self.sender
 
     def _one_at_a_time(self, source: CallSource, budget: Any) -> Iterator[tuple[int, Answer]]:

@@ -54,7 +54,7 @@ from dspy.utils.usage_tracker import UsageTracker
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "Parameter", "UsageTracker", "adapter_messages", "adapter_values", "aexecute_call", "apply_output_field_defaults", "execute_call", "finalize_call",
+    "Parameter", "UsageTracker", "adapter_messages", "adapter_values", "aexecute_call", "openai_schema_format", "apply_output_field_defaults", "execute_call", "finalize_call",
     "forget_cached_reply", "install_dspy_patches", "is_openai_reasoning_model", "litellm_module",
     "memoize_input_serializers", "memoize_model_metadata", "memoize_model_routing", "memoize_proxy_environment",
     "memoize_response_schemas", "parse_value", "prepare_call", "scope_cache_key", "select_backend",
@@ -105,6 +105,18 @@ def select_backend(lm: Any, options: dict[str, Any] | None = None) -> Any:
     from dspy.clients.backend_selection import select_backend as dspy_select_backend
 
     return dspy_select_backend(lm, options or {})
+
+
+def openai_schema_format(model: Any) -> dict[str, Any]:
+    """The ``response_format`` DSPy 3.4's native client sends for a pydantic output model
+    (``execution._canonical``): OpenAI's ``json_schema`` form, strict, with the schema shaped
+    as strict mode takes it (``legacy_requests._strict_json_schema``: every property
+    required, objects closed). No LiteLLM import."""
+    from dspy.clients.legacy_requests import _strict_json_schema
+
+    return {"type": "json_schema", "json_schema": {"name": model.__name__,
+                                                   "schema": _strict_json_schema(model.model_json_schema()),
+                                                   "strict": True}}
 
 
 # ----- DSPy's adapter pipeline in two halves, for `binaryeval_dspy.lm.calls` (dspy.adapters.base, DSPy 3.4)

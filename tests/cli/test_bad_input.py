@@ -16,7 +16,8 @@ from binaryeval_dspy.errors import (
     RunStateError,
 )
 from binaryeval_dspy.lm.factory import make_lm
-from binaryeval_dspy.programs.bineval import BinEval, _salvage
+from binaryeval_dspy.lm.calls import LMCall, read_failure
+from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -220,10 +221,15 @@ def test_failed_calls_are_error_verdicts_naming_their_cause(small_question_set, 
     assert pred.score is None and pred.score_card.total_counts.error == 3
 
 
-def test_salvage_reads_case_but_not_prose():
+def test_a_reply_in_the_other_format_is_read_but_prose_is_not():
+    from dspy.utils.exceptions import AdapterParseError
+
+    call = LMCall(key="q", signature=JudgeBinaryQuestion, inputs={})
+
     def read(raw):
-        pred = _salvage(raw, JudgeBinaryQuestion)
-        return None if pred is None else (pred.verdict, pred.explanation)
+        answer = read_failure(call, AdapterParseError(adapter_name="ChatAdapter", signature=JudgeBinaryQuestion,
+                                                      lm_response=raw, message="could not read it"))
+        return (answer.fields["verdict"], answer.fields["explanation"]) if answer.answered else None
 
     assert read('{"verdict": "Yes", "explanation": "ok"}') == ("yes", "ok")
     assert read("[[ ## verdict ## ]]\nNO\n\n[[ ## explanation ## ]]\nbad") == ("no", "bad")

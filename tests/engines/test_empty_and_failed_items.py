@@ -19,7 +19,7 @@ from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.meta_eval.method_run import MethodRunDirectory, run_method
+from binaryeval_dspy.meta_eval.method_run import CodeMethod, MethodRunDirectory, run_method
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.reports.run_summary import summarize_results
 from binaryeval_dspy.reports.run_summary_tables import summary_markdown
@@ -198,17 +198,14 @@ def test_an_item_whose_judging_raises_is_stored_as_error_and_retried(tmp_path, s
     items = [dspy.Example(item_id=f"i{n}", input=f"Article {n}.", output=f"Summary {n}.", line=n + 1)
              .with_inputs("input", "output") for n in range(3)]
     program = BinEval(small_question_set, logprobs="off")
-    plain = program.item_work
+    plain = program.finish
 
-    def work(input, output, previous=()):
-        planned = plain(input, output, previous)
-        if input == "Article 1.":
-            def finish(_asked):
-                raise RuntimeError(f"Requested tokens (9000) exceed context window of 4096 ({output})")
-            planned.finish = finish
-        return planned
+    def finish(state):
+        if state.input == "Article 1.":
+            raise RuntimeError(f"Requested tokens (9000) exceed context window of 4096 ({state.output})")
+        return plain(state)
 
-    program.item_work = work
+    program.finish = finish
     run_dir = RunDirectory(tmp_path / "run")
     outcome = evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle)
     assert [i for i, _ in outcome.errors] == ["i1"] and outcome.failed == [] and outcome.incomplete == ["i1"]
@@ -222,7 +219,7 @@ def test_an_item_whose_judging_raises_is_stored_as_error_and_retried(tmp_path, s
     assert summarize_results(list(rows.values()), lm="scripted").items_by_status["error"] == 1
 
     assert (run_dir.path / "answers.jsonl").is_file()  # the failed item's 3 answers, journaled as they came
-    program.item_work = plain  # the next run retries the error row only
+    program.finish = plain  # the next run retries the error row only
     calls = len(engine.calls)
     again = evaluate_items(program, items, run_dir, manifest(small_question_set), lm=handle)
     # its questions were answered before its scoring step raised: the journal hands them back, none is asked again
@@ -244,13 +241,13 @@ def test_a_baseline_item_that_raises_gets_an_error_row_and_a_rerun_retries_it(tm
     run_dir = MethodRunDirectory(tmp_path / "geval")
     run_manifest = RunManifest(command="benchmark geval", lm="scripted-judge", question_set_hash="rubric-x",
                                question_set_path="rubric.json", items_path="data", config={})
-    outcome = run_method("geval", method, items, run_dir, run_manifest)
+    outcome = run_method("geval", CodeMethod(method), items, run_dir, run_manifest)
     rows = {r.item_id: r for r in run_dir.read_results()}
     assert set(rows) == {"i0", "i1", "i2"} and outcome.failed == [] and outcome.incomplete == ["i1"]
     assert rows["i1"].status == "error" and rows["i1"].scores == {} and rows["i1"].lm == "scripted-judge"
     assert "could not be made" in rows["i1"].error
     broken.clear()
-    again = run_method("geval", method, items, run_dir, run_manifest)
+    again = run_method("geval", CodeMethod(method), items, run_dir, run_manifest)
     assert again.new_items == 1 and again.skipped_items == 2
     assert {r.item_id: r.status for r in run_dir.read_results()}["i1"] == "scored"
 

@@ -81,8 +81,9 @@ def test_the_engine_follows_the_settings_and_the_lm():
     assert make_engine(RunSettings(concurrency=8), served).in_flight == 8
     with pytest.raises(ConfigError, match="embedded model"):
         make_engine(RunSettings(engine="live"), embedded)
-    with pytest.raises(ConfigError, match="batch"):
-        make_engine(RunSettings(engine="batch"), served)
+    assert make_engine(RunSettings(engine="batch"), served).name == "batch"  # one choice for every engine
+    with pytest.raises(ConfigError, match="embedded model"):
+        make_engine(RunSettings(engine="batch"), embedded)
     with pytest.raises(ConfigError, match="max_cost cannot be enforced by the ray engine"):
         make_engine(RunSettings(engine="ray", max_cost=1.0), served)  # refused before Ray is imported or started
 
