@@ -40,6 +40,9 @@ import json
 import math
 from pathlib import Path
 
+from binaryeval_dspy.data.verdicts_file import write_verdicts
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
+
 SUBSETS = {"natural": "Natural", "neighbor": "Adversarial/Neighbor", "gptinst": "Adversarial/GPTInst",
            "gptout": "Adversarial/GPTOut", "manual": "Adversarial/Manual"}
 LMS = ("GPT-4", "ChatGPT", "ChatGPT-0301", "PaLM2", "LLaMA2", "Falcon")
@@ -126,8 +129,9 @@ def build(root: Path, out: Path) -> None:
                             record["cost_usd"] = round(cost, 8)
                         verdicts.append(record)
     _write(out / "llmbar_items.jsonl.gz", items)
-    _write(out / "llmbar_labels.jsonl.gz", labels)
-    _write(out / "llmbar_verdicts.jsonl.gz", verdicts)
+    for name, rows in (("llmbar_labels.jsonl.gz", labels), ("llmbar_verdicts.jsonl.gz", verdicts)):
+        path = write_verdicts([VerdictRecord(**row) for row in rows], out / name)  # the package's one writer
+        print(f"{path}: {len(rows)} rows, gzipped {path.stat().st_size:,} B")
 
 
 def main() -> None:
