@@ -23,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["EMPTY_OUTPUT_POLICIES", "is_empty_output", "visible_text"],
                     "binaryeval_dspy.data.text_checks"),
     **dict.fromkeys(["TOPICAL_CHAT_DIMENSIONS", "load_topical_chat"], "binaryeval_dspy.data.topical_chat"),
+    **dict.fromkeys(["read_verdicts", "write_verdicts"], "binaryeval_dspy.data.verdicts_file"),
+    **dict.fromkeys(["llmbar_path"], "binaryeval_dspy.data.llmbar"),
 }
 
 __all__ = [
@@ -43,10 +45,13 @@ __all__ = [
     "load_scored_items",
     "load_summeval",
     "load_topical_chat",
+    "llmbar_path",
     "normalized_human_scores",
+    "read_verdicts",
     "resolve_data_file",
     "select_items",
     "visible_text",
+    "write_verdicts",
 ]
 
 
@@ -67,4 +72,6 @@ if TYPE_CHECKING:
         is_empty_output,
         visible_text,
     )
+    from binaryeval_dspy.data.llmbar import llmbar_path
     from binaryeval_dspy.data.topical_chat import TOPICAL_CHAT_DIMENSIONS, load_topical_chat
+    from binaryeval_dspy.data.verdicts_file import read_verdicts, write_verdicts

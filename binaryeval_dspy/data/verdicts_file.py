@@ -129,6 +129,9 @@ def iter_verdicts(path: str | Path) -> Iterator[tuple[int, VerdictRecord]]:
                                  fix=f"give every row its {name}.")
             if isinstance(row[name], int) and not isinstance(row[name], bool):
                 row[name] = str(row[name])  # numeric ids in JSONL
+        for name in ("explanation", "source", "reply_cut", "qualified", "schema_version"):
+            if name in row and row[name] is None:
+                del row[name]  # JSON null for a field with a default: the default
         _normalized_verdict(row, path, line)
         try:
             yield line, VerdictRecord.model_validate(row)

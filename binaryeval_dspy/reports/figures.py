@@ -264,8 +264,10 @@ def reliability_figure(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, tit
         curves: judge name -> its bins (empty bins are skipped).
         title: the figure's title (names the judges and the labels).
     """
+    import textwrap
+
     plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(5.2, 5.0), layout="constrained")
+    figure, axis = plt.subplots(figsize=(5.6, 5.2 + 0.25 * len(curves)), layout="constrained")
     axis.plot([0, 1], [0, 1], linestyle="--", color=HUMAN_COLOR, linewidth=1, label="perfectly calibrated")
     for index, (judge, bins) in enumerate(curves.items()):
         used = [b for b in bins if b.get("n") and b.get("mean_p_yes") is not None and b.get("yes_rate") is not None]
@@ -274,14 +276,16 @@ def reliability_figure(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, tit
         color = METHOD_COLORS[index % len(METHOD_COLORS)]
         xs, ys = [b["mean_p_yes"] for b in used], [b["yes_rate"] for b in used]
         total = sum(b["n"] for b in used)
-        axis.plot(xs, ys, marker="o", color=color, linewidth=1.2, label=f"{judge} ({total} answers)")
+        axis.plot(xs, ys, marker="o", color=color, linewidth=1.2,
+                  label=textwrap.shorten(judge, 70, placeholder="...") + f" ({total} answers)")
         axis.scatter(xs, ys, s=[20 + 400 * b["n"] / total for b in used], color=color, alpha=0.35)
     axis.set_xlim(0, 1)
     axis.set_ylim(0, 1)
     axis.set_xlabel("judge's mean P(yes) in the bin")
     axis.set_ylabel("share of labels that are yes")
-    axis.set_title(title, fontsize=9)
-    axis.legend(fontsize=7, loc="upper left")
+    axis.set_aspect("equal")
+    axis.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=8)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     return figure
 
 

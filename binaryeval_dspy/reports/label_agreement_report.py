@@ -102,11 +102,13 @@ def agreement_document(result: AgreementResult, *, labels_path: str, verdict_sou
                                    note=(f"ECE over {next(iter(calibrated.values()))['n_bins']} equal-width bins of "
                                          "P(yes); Brier score: mean squared gap between P(yes) and the label "
                                          "(1 = yes)."))]
-        if figures:
-            blocks.append(Figure(caption="Reliability diagram: " + ", ".join(calibrated) + f" against {labels_path}",
+        drawn = {n: c for n, c in calibrated.items() if result.judges[n]["kind"] == "judge"}
+        if figures and drawn:
+            blocks.append(Figure(caption="Reliability diagram of " + ", ".join(drawn) + f" against {labels_path} "
+                                         "(panels and cascades: in the table)",
                                  filename=RELIABILITY_PNG, drawing="reliability",
-                                 data={"curves": {n: c["bins"] for n, c in calibrated.items()},
-                                       "title": "Reliability: " + ", ".join(calibrated)}))
+                                 data={"curves": {n: c["bins"] for n, c in drawn.items()},
+                                       "title": f"Reliability against {Path(labels_path).name}: " + ", ".join(drawn)}))
         sections.append(Section(heading="Calibration", blocks=blocks))
     if result.panels:
         rows = []
