@@ -164,6 +164,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         load_scored_items,
         load_summeval,
         load_topical_chat,
+        read_verdicts,
+        write_verdicts,
     )
     from binaryeval_dspy.errors import (
         BinEvalError,
@@ -173,7 +175,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         QuestionSetError,
         RunStateError,
     )
-    from binaryeval_dspy.data.verdicts_file import read_verdicts, write_verdicts
     from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
     from binaryeval_dspy.meta_eval.label_agreement import label_agreement
     from binaryeval_dspy.lm import LMHandle, make_lm
