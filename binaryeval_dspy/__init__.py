@@ -176,8 +176,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         RunStateError,
     )
     from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
-    from binaryeval_dspy.meta_eval.label_agreement import label_agreement
     from binaryeval_dspy.lm import LMHandle, make_lm
+    from binaryeval_dspy.meta_eval.label_agreement import label_agreement
     from binaryeval_dspy.metrics import (
         brier_score,
         cohen_kappa,

@@ -156,7 +156,12 @@ def label_agreement_run(labels_file: Path, verdict_sources: tuple[Path, ...], pa
     from rich.table import Table as RichTable
 
     from binaryeval_dspy.data.verdicts_file import read_verdicts
-    from binaryeval_dspy.meta_eval.label_agreement import label_agreement, parse_band, parse_cascade, parse_panel
+    from binaryeval_dspy.meta_eval.label_agreement import (
+        label_agreement,
+        parse_band,
+        parse_cascade,
+        parse_panel,
+    )
     from binaryeval_dspy.reports.label_agreement_report import write_agreement_report
 
     if not verdict_sources:

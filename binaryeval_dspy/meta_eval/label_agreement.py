@@ -208,7 +208,7 @@ def rater_agreement(ratings: Mapping[Pair, Sequence[int]]) -> dict[str, Any]:
     at least two of them, with the share of those pairs where they split."""
     table = rating_table(ratings)
     rated = table[table.sum(axis=1) >= 2]
-    return {"pairs": int(len(rated)), "fleiss_kappa": _num(fleiss_kappa(rated)),
+    return {"pairs": len(rated), "fleiss_kappa": _num(fleiss_kappa(rated)),
             "krippendorff_alpha": _num(krippendorff_alpha_nominal(rated)),
             "split_share": _num(float(((rated[:, 0] > 0) & (rated[:, 1] > 0)).mean())) if len(rated) else None}
 
@@ -408,11 +408,13 @@ def label_agreement(labels: Sequence[VerdictRecord], judged: Sequence[VerdictRec
         raise InputError(f"{clash[0]!r} names both a judge and an annotator of the labels", field="`labels`",
                          fix="give the labels' annotators their own names (human, ann-1, ...).")
     known = ", ".join(by_judge) or "none"
-    for spec in [*panels, *(member for c in cascades for member in [PanelSpec(c.stage_rule, tuple(j for s in c.stages for j in s))])]:
-        for member in spec.members:
+    wanted = [("`panels`", spec.members) for spec in panels] + [
+        ("`cascades`", [j for stage in rule.stages for j in stage]) for rule in cascades]
+    for setting, members in wanted:
+        for member in members:
             if member not in by_judge:
                 raise InputError(f"no verdicts for judge {member!r} (judges in the verdicts: {known})",
-                                 field="`panels`", fix="name judges exactly as the verdicts' judge column does.")
+                                 field=setting, fix="name judges exactly as the verdicts' judge column does.")
     result = AgreementResult(labels={
         "annotators": label_set.annotators, "pairs": len(label_set.reference), "ties": label_set.ties,
         "non_answers": label_set.non_answers,

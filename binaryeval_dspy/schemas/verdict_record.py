@@ -10,7 +10,7 @@ so a replay of a judging plan finds each call's answer by that key.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 

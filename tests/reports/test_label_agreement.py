@@ -29,7 +29,13 @@ from binaryeval_dspy.metrics.binary_agreement import (
     krippendorff_alpha_nominal,
 )
 from binaryeval_dspy.metrics.bootstrap import agreement_ci, bootstrap_ci
-from binaryeval_dspy.panels import CascadeRule, index_by_pair, panel_vote, simulate_cascade, simulate_panel
+from binaryeval_dspy.panels import (
+    CascadeRule,
+    index_by_pair,
+    panel_vote,
+    simulate_cascade,
+    simulate_panel,
+)
 from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 
 
@@ -253,3 +259,16 @@ def test_bad_specs_name_the_setting():
 
 def test_confusion_cells_order():
     assert confusion_counts([True, True, False, False], [True, False, True, False]).tolist() == [1, 1, 1, 1]
+
+
+def test_simulated_panel_counts_a_failing_member_and_sums_costs():
+    a = _records("a", ["yes", "no", "error"], cost=0.5)
+    b = _records("b", ["yes", "unparsed", "no"], cost=0.25)
+    c = _records("c", ["no", "no", "no"])  # cost unknown
+    records = simulate_panel(index_by_pair(a + b + c), ["a", "b", "c"], rule="majority")
+    assert [r.judge for r in records] == ["majority(a, b, c)"] * 3
+    assert [r.verdict for r in records] == ["yes", "no", "no"]
+    assert records[1].explanation == "0 yes, 2 no, 1 without an answer, 0 not asked"
+    assert all(r.cost_usd is None for r in records)  # c's cost is unknown: the panel's is too
+    priced = simulate_panel(index_by_pair(a + b), ["a", "b"], rule="majority")
+    assert [r.verdict for r in priced] == ["yes", "no", "no"] and priced[0].cost_usd == 0.75
