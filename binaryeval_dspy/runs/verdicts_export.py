@@ -91,5 +91,6 @@ def run_verdict_records(run_dir: str | Path, *, judge: str | None = None) -> lis
             records.append(VerdictRecord.from_question_verdict(
                 verdict, item_id=result.item_id, judge=name,
                 cost_usd=(0.0 if verdict.source == "code" else share),
-                question_text=question.get("text"), dimension=question.get("dimension")))
+                question_text=question.get("text"), dimension=question.get("dimension"),
+                output_hash=result.output_hash))
     return records

@@ -21,7 +21,7 @@ VERDICT_RECORD_SCHEMA_VERSION = 1
 #: The columns of a verdicts file, in the order the writer puts them. The first four are
 #: required; the others may be left out (or empty in CSV).
 VERDICT_COLUMNS = ("item_id", "question_id", "judge", "verdict", "p_yes", "explanation", "cost_usd",
-                   "question_text", "dimension", "raw_answer", "error", "source", "evidence", "flags",
+                   "question_text", "dimension", "output_hash", "raw_answer", "error", "source", "evidence", "flags",
                    "reply_cut", "qualified", "schema_version")
 REQUIRED_COLUMNS = VERDICT_COLUMNS[:4]
 #: The outcomes a row can record: an answer (yes / no) or a non-answer, never read as "no".
@@ -50,6 +50,9 @@ class VerdictRecord(BaseModel):
             the item's LM questions.
         question_text: the question as asked (optional, for reading the file).
         dimension: the question's dimension (optional).
+        output_hash: `binaryeval_dspy.schemas.item_result.text_hash` of the output that was
+            judged (a run's export fills it), so a replay can refuse an answer about an
+            output that has changed since; optional.
         raw_answer / error / source / evidence / flags / reply_cut / qualified: the rest
             of a run's `QuestionVerdict`, so an export reads back losslessly
             (`to_question_verdict`); all optional.
@@ -67,6 +70,7 @@ class VerdictRecord(BaseModel):
     cost_usd: float | None = Field(default=None, ge=0.0)
     question_text: str | None = None
     dimension: str | None = None
+    output_hash: str | None = None
     raw_answer: str | None = None
     error: str | None = None
     source: VerdictSource = "lm"
@@ -119,11 +123,12 @@ class VerdictRecord(BaseModel):
     @classmethod
     def from_question_verdict(cls, verdict: QuestionVerdict, *, item_id: str, judge: str,
                               cost_usd: float | None = None, question_text: str | None = None,
-                              dimension: str | None = None) -> VerdictRecord:
+                              dimension: str | None = None, output_hash: str | None = None) -> VerdictRecord:
         """The row of one `QuestionVerdict` of item `item_id`, answered by `judge`."""
         return cls(item_id=item_id, question_id=verdict.question_id, judge=judge, verdict=verdict.verdict,
                    p_yes=verdict.p_yes, explanation=verdict.explanation, cost_usd=cost_usd,
-                   question_text=question_text, dimension=dimension, raw_answer=verdict.raw_answer,
+                   question_text=question_text, dimension=dimension, output_hash=output_hash,
+                   raw_answer=verdict.raw_answer,
                    error=verdict.error, source=verdict.source, evidence=verdict.evidence,
                    flags=list(verdict.flags) if verdict.flags else None, reply_cut=verdict.reply_cut,
                    qualified=verdict.qualified)

@@ -48,6 +48,7 @@ def test_a_runs_export_reads_back_losslessly(tmp_path, suffix):
     records = run_verdict_records(run.path)
     assert [r.verdict for r in records] == ["yes", "unparsed", "error", "no", "yes"]
     assert records[0].judge == "openai/gpt-4o-mini" and records[0].question_text == "Is it grounded?"
+    assert {r.output_hash for r in records} == {"x"}
     lm_rows = [r for r in records if r.source == "lm"]
     assert len({r.cost_usd for r in lm_rows}) == 1 and lm_rows[0].cost_usd > 0  # the item's cost shared by 4
     assert records[3].cost_usd == 0.0  # answered by code
