@@ -29,7 +29,7 @@ two questions. LLaMA-2, Falcon and PaLM 2 ran on the authors' hardware or a free
 their cost is unknown (left out, never 0).
 
 Usage:
-    python examples/llmbar/build_llmbar_slice.py LLMBAR_CHECKOUT [--out DIR]
+    python examples/llmbar/convert_llmbar.py LLMBAR_CHECKOUT [--out DIR]
 """
 
 from __future__ import annotations
