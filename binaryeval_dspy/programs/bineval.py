@@ -16,7 +16,7 @@ from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.engines.call_pool import map_items
 from binaryeval_dspy.engines.item_work import CallRequest, ItemDone, ItemWork
-from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
+from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError, LMConfigError
 from binaryeval_dspy.lm.adapters import (
     CUT_REPLY_NOTE,
     is_empty_reply,
@@ -323,6 +323,8 @@ class BinEval(dspy.Module):
                     question_id=question.id, verdict="unparsed", raw_answer=raw[:RAW_REPLY_LIMIT],
                     error=f"{type(exc).__name__}: {reason}",
                 )
+        except LMConfigError:
+            raise  # an adapter our parsing rules cannot hold under (`judging_adapter`): refused, not an outcome
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
