@@ -37,7 +37,7 @@ from binaryeval_dspy.lm.dspy_internals import (
     litellm_module,
 )
 from binaryeval_dspy.lm.endpoint_identity import cache_identity_of, normalize_base_url
-from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+from binaryeval_dspy.lm.llama_engine import AsyncLlamaCppEngine, LlamaCppEngine
 from binaryeval_dspy.lm.provider_keys import LITELLM_ID, LOCAL
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
 
@@ -142,7 +142,8 @@ def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool, n_thre
     # returns; CacheScopedLM adds the engine's identity (file size and mtime, settings) to
     # the cache key as well.
     model = f"custom/{stem}-{digest}-s{engine.max_string_chars}"
-    lm = CacheScopedLM(model, engine=engine, temperature=0.0, max_tokens=max_tokens, cache=cache)
+    lm = CacheScopedLM(model, engine=engine, async_engine=AsyncLlamaCppEngine(engine), temperature=0.0,
+                       max_tokens=max_tokens, cache=cache)
     engine.llama  # load now: a bad file fails here, not at the first item  # noqa: B018
     return LMHandle(lm=lm, adapter=None, name=f"{path.name} (llama.cpp)", embedded=True, engine=engine)
 
