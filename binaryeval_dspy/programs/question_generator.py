@@ -15,7 +15,13 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
-from binaryeval_dspy.lm.adapters import acall_predictor, call_predictor
+from binaryeval_dspy.lm.adapters import (
+    PredictorCalls,
+    acall_predictor,
+    arun_predictor_calls,
+    call_predictor,
+    run_predictor_calls,
+)
 from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
@@ -292,26 +298,13 @@ class QuestionGenerator(dspy.Module):
             dims = dims[:_MAX_INFERRED_DIMENSIONS]
         return dims, "inferred", note
 
-    def _drafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> tuple[list[object], str]:
-        """The LM's drafts for one requirement, and "" or why there are none."""
-        try:
-            pred = call_predictor(self.decompose, task_prompt=task_prompt, dimensions=dimensions,
-                                  requirement=requirement)
-        except AdapterParseError:
+    def _draft_calls(self, task_prompt: str, dimensions: list[str], requirement: str) -> PredictorCalls:
+        """One requirement's LM work (`binaryeval_dspy.lm.adapters.PredictorCalls`), independent of
+        the other requirements': returns its drafts, and "" or why there are none."""
+        pred = yield self.decompose, {"task_prompt": task_prompt, "dimensions": dimensions, "requirement": requirement}
+        if isinstance(pred, AdapterParseError):
             return [], "the LM's decomposition could not be parsed"
-        return self._read_drafts(pred.questions)
-
-    async def _adrafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> tuple[list[object], str]:
-        try:
-            pred = await acall_predictor(self.decompose, task_prompt=task_prompt, dimensions=dimensions,
-                                         requirement=requirement)
-        except AdapterParseError:
-            return [], "the LM's decomposition could not be parsed"
-        return self._read_drafts(pred.questions)
-
-    @staticmethod
-    def _read_drafts(drafts: object) -> tuple[list[object], str]:
-        drafts = list(drafts or [])
+        drafts = list(pred.questions or [])
         return drafts, ("" if drafts else "the LM drafted no question")
 
     def _step(self, step: str, *counts: int) -> None:
@@ -349,7 +342,7 @@ class QuestionGenerator(dspy.Module):
         self._step("dimensions", len(dimensions))
         rows = _QuestionRows(requirement_texts, dimensions, source)
         for req in rows.requirements:
-            rows.add(req, *self._drafts(task_prompt, dimensions, req.text))
+            rows.add(req, *run_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text)))
             self._step("requirement", len(rows.rows), len(rows.templates))
         return rows.finish(task_prompt, note, dropped_requirements)
 
@@ -363,7 +356,8 @@ class QuestionGenerator(dspy.Module):
         dimensions, source, note = await self._adimensions(task_prompt, requirement_texts)
         self._step("dimensions", len(dimensions))
         rows = _QuestionRows(requirement_texts, dimensions, source)
-        drafts = await asyncio.gather(*(self._adrafts(task_prompt, dimensions, req.text) for req in rows.requirements))
+        drafts = await asyncio.gather(*(arun_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text))
+                                        for req in rows.requirements))
         for req, (found, failure) in zip(rows.requirements, drafts, strict=True):
             rows.add(req, found, failure)
             self._step("requirement", len(rows.rows), len(rows.templates))
