@@ -408,7 +408,8 @@ class BinEval(dspy.Module):
             by_id = {**kept, **{v.question_id: v for v in asked}, **by_code}
             verdicts = [by_id[q.id] for q in question_set.questions]
             card = score_verdicts(verdicts, question_set, scale=self.scale)
-            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts,
+                                   status="scored" if card.overall is not None else "unscored")
 
         def unsent(position: int, reason: str) -> QuestionVerdict:  # a call a --max-cost budget kept back
             return QuestionVerdict(question_id=ask[position].id, verdict="error",
@@ -427,10 +428,14 @@ class BinEval(dspy.Module):
             question_set: the questions for this call only; None uses the program's.
 
         Returns:
-            `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
-            parsed), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
-            unparsed and error, scaled scores, P(yes) soft scores when available) and
-            ``verdicts`` (list of `QuestionVerdict`, in question order).
+            `dspy.Prediction` with ``status`` (``"scored"``; ``"unscored"`` when no verdict
+            parsed; ``"empty_output"``), ``score`` (overall yes-rate in [0, 1]; None unless
+            scored: a failure is never a number, so as a DSPy metric use `BinEvalMetric`,
+            which returns a documented fallback score with ``scored=False`` and counts it,
+            not ``lambda ex, pred: evaluator(...).score``, whose None fails a whole
+            `dspy.Evaluate`), ``score_card`` (`ScoreCard`: per-dimension S_d, counts
+            including unparsed and error, scaled scores, P(yes) soft scores when
+            available) and ``verdicts`` (list of `QuestionVerdict`, in question order).
 
         Raises:
             InputError: `input` or `output` is empty or not a string. A failed LM call
