@@ -1,4 +1,4 @@
-"""Adapter policy per endpoint: JSON with a schema where the endpoint takes one, chat otherwise.
+"""Adapter policy per endpoint, and the one adapter rule every module's calls follow.
 
 `choose_adapter` turns a policy (``auto``, ``json``, ``chat``) and an LM into the DSPy
 adapter every judgment of a run goes through, so that:
@@ -7,19 +7,26 @@ adapter every judgment of a run goes through, so that:
   providers whose models LiteLLM / DSPy list as supporting a response schema, the
   embedded llama.cpp engine) gets `dspy.JSONAdapter` and the schema in
   ``response_format``: the reply parses by construction;
-* any other endpoint gets `dspy.ChatAdapter` *without* DSPy's JSON fallback
-  (``use_json_adapter_fallback=False``). With the fallback, a reply that does not parse
-  costs a second call in another format, and alternating formats throws away the
-  server's prompt-prefix reuse (measured on llama.cpp's server: ~880 of ~1,035 prompt
-  tokens re-evaluated per call). Without it, a reply that does not parse raises
-  `AdapterParseError` after one call and `BinEval` records the verdict as ``unparsed``
-  (salvaging a yes/no when the text holds one).
+* any other endpoint gets `dspy.ChatAdapter` *without* DSPy's JSON fallback. With the
+  fallback, a reply that does not parse costs a second call in another format, read by
+  DSPy's lenient JSON parsing (which completed a reply cut inside its answer into a plain
+  "yes"), and alternating formats throws away the server's prompt-prefix reuse (measured
+  on llama.cpp's server: ~880 of ~1,035 prompt tokens re-evaluated per call). Without it,
+  a reply that does not parse raises `AdapterParseError` after one call and `BinEval`
+  records the verdict as ``unparsed`` (salvaging a yes/no when the text holds one).
+
+`judging_adapter` is the rule that holds however the user configured DSPy (no adapter,
+``dspy.context``, ``handle.context()``, an adapter of their own): the LM's own adapter
+(the one `make_lm` chose, `remember_adapter`), ours of the same kind for a plain
+`dspy.ChatAdapter` / `dspy.JSONAdapter`, and a refusal for any other adapter.
+`judging_context`, `call_predictor` / `acall_predictor` and `run_predictor_calls` /
+`arun_predictor_calls` are how every module we ship calls its predictors under it.
 
 The adapters count what they did in an `AdapterStats` (thread-safe, in
 `binaryeval_dspy.lm.adapter_stats`): judgments, second
 calls made in another format (``fallback_calls``, 0 with the adapters built here: DSPy
 3.4's JSONAdapter picks its format before the call and never retries in another one,
-and the ChatAdapter's fallback is off), replies that did not parse, JSON calls sent
+and our ChatAdapter never falls back), replies that did not parse, JSON calls sent
 without a schema, and requests re-sent because a server refused the schema's
 ``response_format`` form (``format_retries``, counted by `CacheScopedLM`).
 """
