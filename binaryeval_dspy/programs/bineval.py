@@ -408,8 +408,10 @@ class BinEval(dspy.Module):
             by_id = {**kept, **{v.question_id: v for v in asked}, **by_code}
             verdicts = [by_id[q.id] for q in question_set.questions]
             card = score_verdicts(verdicts, question_set, scale=self.scale)
-            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts,
-                                   status="scored" if card.overall is not None else "unscored")
+            lm_asked = [v for v in verdicts if v.source == "lm"]
+            status = ("error" if lm_asked and not any(v.answered for v in lm_asked)  # as `ItemResult.status`
+                      else "scored" if card.overall is not None else "unscored")
+            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts, status=status)
 
         def unsent(position: int, reason: str) -> QuestionVerdict:  # a call a --max-cost budget kept back
             return QuestionVerdict(question_id=ask[position].id, verdict="error",
@@ -429,8 +431,9 @@ class BinEval(dspy.Module):
 
         Returns:
             `dspy.Prediction` with ``status`` (``"scored"``; ``"unscored"`` when no verdict
-            parsed; ``"empty_output"``), ``score`` (overall yes-rate in [0, 1]; None unless
-            scored: a failure is never a number, so as a DSPy metric use `BinEvalMetric`,
+            parsed; ``"error"`` when every LM call failed; ``"empty_output"``: as
+            `ItemResult.status`), ``score`` (overall yes-rate in [0, 1]; None when nothing
+            parsed: a failure is never a number, so as a DSPy metric use `BinEvalMetric`,
             which returns a documented fallback score with ``scored=False`` and counts it,
             not ``lambda ex, pred: evaluator(...).score``, whose None fails a whole
             `dspy.Evaluate`), ``score_card`` (`ScoreCard`: per-dimension S_d, counts

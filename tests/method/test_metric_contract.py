@@ -172,6 +172,9 @@ def test_bineval_says_scored_or_unscored_beside_its_score():
         unscored = BinEval(QUESTIONS, logprobs="off")(input="Write.", output="A fine note.")
     assert (scored.status, scored.score) == ("scored", 1.0)
     assert (unscored.status, unscored.score) == ("unscored", None)
+    failed = BinEval(QUESTIONS).item_work("Write.", "A note.").finish([
+        QuestionVerdict(question_id="quality-01", verdict="error", error="ConnectionError: down")])
+    assert (failed.status, failed.score) == ("error", None)
 
 
 # ------------------------------------------------------------------ the agreement metrics
