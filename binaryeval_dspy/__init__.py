@@ -8,7 +8,9 @@ Public API, by concept (everything else is an implementation detail):
 * questions: `QuestionGenerator`, `QuestionSet`, `BinaryQuestion`, `Requirement`
 * verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
   `VerdictOutput` (the downstream JSON schema)
-* optimization: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
+* optimization: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric` (BinEval as a DSPy metric),
+  `HumanAgreementMetric` / `SourceAgreementMetric` (compiling an evaluator against human
+  labels or a reference evaluator with DSPy's optimizers), `OptimizationHistory`
 * meta-evaluation: the baselines (`GEvalJudge`, `UniEvalJudge`, `RougeL`), correlations
   (`pearson`, `spearman`, `kendall`, summary / system / turn level), IFBench's code
   checkers (`check_strict`, `check_loose`, `ifbench_accuracy`, `IFBenchResult`)
@@ -66,6 +68,8 @@ __all__ = [  # noqa: RUF022 - grouped by concept, not sorted
     "BinEvalOptimizer",
     "PromptUpdater",
     "BinEvalMetric",
+    "HumanAgreementMetric",
+    "SourceAgreementMetric",
     "OptimizationHistory",
     # meta-evaluation: baselines, correlations with human scores, IFBench's code checkers
     "GEvalJudge",
@@ -130,6 +134,7 @@ _EXPORTS: dict[str, str] = {
     "RunSettings": "binaryeval_dspy.settings",
     **dict.fromkeys(["register_check", "CheckResult"], "binaryeval_dspy.checks"),
     **dict.fromkeys(["BinEvalOptimizer"], "binaryeval_dspy.optimizers"),
+    **dict.fromkeys(["HumanAgreementMetric", "SourceAgreementMetric"], "binaryeval_dspy.comparison"),
     **dict.fromkeys(["pearson", "spearman", "kendall", "summary_level_correlation",
                      "system_level_correlation", "turn_level_correlation"], "binaryeval_dspy.metrics"),
     **dict.fromkeys(["IFBenchResult", "check_strict", "check_loose", "ifbench_accuracy"],
@@ -154,6 +159,7 @@ __getattr__, __dir__ = _lazy_module.lazy_exports(__name__, _EXPORTS, submodules=
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
     from binaryeval_dspy.checks import CheckResult, register_check
+    from binaryeval_dspy.comparison import HumanAgreementMetric, SourceAgreementMetric
     from binaryeval_dspy.data import (
         load_csv,
         load_hub_items,
