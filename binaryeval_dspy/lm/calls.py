@@ -287,7 +287,7 @@ _HINTS = {  # error type name -> what to do with bineval's settings (the CLI sho
     **dict.fromkeys(("LMRateLimitError", "RateLimitError"),
                     "the endpoint kept refusing after the retries: lower `concurrency` or wait, then rerun "
                     "(only unanswered questions are asked)"),
-    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout"),
+    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout"),
                     "a request took longer than `timeout` seconds: raise `timeout` or lower `concurrency`, then "
                     "rerun"),
     **dict.fromkeys(("LMAuthError", "AuthenticationError"),
@@ -326,8 +326,22 @@ def error_text(exc: BaseException, limit: int = 2000) -> str:
     status = getattr(exc, "status", None)  # DSPy's provider errors carry the HTTP status
     if isinstance(status, int) and not isinstance(status, bool) and str(status) not in message:
         message = f"{message} (HTTP {status})"
-    hint = _HINTS.get(name) or (_NOT_FOUND_HINT if status == 404 else None)
+    hint = _hint(exc) or (_NOT_FOUND_HINT if status == 404 else None)
     return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
+
+
+def _hint(exc: BaseException) -> str | None:
+    """What to do about `exc`, by its type or the type of what caused it: DSPy's HTTP layer
+    raises a read timeout as an ``LMTransportError`` caused by a ``ReadTimeout`` / `TimeoutError`."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        hint = _HINTS.get(type(cause).__name__) or (_HINTS["TimeoutError"] if isinstance(cause, TimeoutError) else None)
+        if hint:
+            return hint
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def hinted(name: str, message: str, *, status: int | None = None, limit: int = 2000) -> str:

@@ -277,10 +277,11 @@ class BinEval(dspy.Module):
         """The item's prediction from its verdicts: yes-rates per dimension and overall (paper 3.3).
 
         Returns:
-            `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
+            `dspy.Prediction` with ``status`` (``"scored"``; ``"unscored"`` when no verdict
+            parsed; ``"error"`` when every LM call failed; ``"empty_output"``: as
+            `ItemResult.status`), ``score`` (overall yes-rate in [0, 1], None if nothing
             parsed), ``score_card`` (`ScoreCard`) and ``verdicts`` in question order; for an
-            empty output ``status="empty_output"``, ``score`` and ``score_card`` None and no
-            verdicts.
+            empty output ``score`` and ``score_card`` None and no verdicts.
         """
         if state.empty:
             return dspy.Prediction(score=None, score_card=None, verdicts=[], status="empty_output")
@@ -288,7 +289,10 @@ class BinEval(dspy.Module):
                                                                 error="NotAsked: no answer")
                     for q in state.question_set.questions]
         card = score_verdicts(verdicts, state.question_set, scale=self.scale)
-        return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+        lm_asked = [v for v in verdicts if v.source == "lm"]
+        status = ("error" if lm_asked and not any(v.answered for v in lm_asked)  # as `ItemResult.status`
+                  else "scored" if card.overall is not None else "unscored")
+        return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts, status=status)
 
     # ----- calling the module
 
@@ -312,11 +316,15 @@ class BinEval(dspy.Module):
             question_set: the questions for this call only; None uses the program's.
 
         Returns:
-            `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
-            parsed: use ``score_card`` or `binaryeval_dspy.BinEvalMetric` for a number that
-            is never None), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
-            unparsed and error, scaled scores, P(yes) soft scores when available) and
-            ``verdicts`` (list of `QuestionVerdict`, in question order).
+            `dspy.Prediction` with ``status`` (``"scored"``; ``"unscored"`` when no verdict
+            parsed; ``"error"`` when every LM call failed; ``"empty_output"``: as
+            `ItemResult.status`), ``score`` (overall yes-rate in [0, 1]; None when nothing
+            parsed: a failure is never a number, so as a DSPy metric use `BinEvalMetric`,
+            which returns a documented fallback score with ``scored=False`` and counts it,
+            not ``lambda ex, pred: evaluator(...).score``, whose None fails a whole
+            `dspy.Evaluate`), ``score_card`` (`ScoreCard`: per-dimension S_d, counts
+            including unparsed and error, scaled scores, P(yes) soft scores when
+            available) and ``verdicts`` (list of `QuestionVerdict`, in question order).
 
         Raises:
             InputError: `input` is empty or not a string, or `output` not a string. A failed

@@ -8,6 +8,7 @@ from typing import Literal
 import dspy
 
 from binaryeval_dspy.engines.base import engine_sender
+from binaryeval_dspy.engines.in_process import aanswer
 from binaryeval_dspy.errors import ConfigError, LMCallFailed
 from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -149,6 +150,20 @@ class LabelPicker(dspy.Module):
         for number in range(1, self.max_attempts + 1):
             attempt, matched, reason, feedback = self.read_pick(
                 sender.answer(self.pick_call(input, output, evidence, attempt=number, feedback=feedback)))
+            attempts.append(attempt)
+            if matched is not None:
+                return dspy.Prediction(label=matched, reason=reason, attempts=attempts)
+        return dspy.Prediction(label=None, reason="", attempts=attempts)
+
+    async def aforward(self, input: str, output: str, evidence: list[EvidenceLine]) -> dspy.Prediction:
+        """`forward` for async programs (``await picker.acall(...)``): the same result. A retry
+        quotes the previous miss, so attempts are made one after the other."""
+        sender = engine_sender(None, lm=self.pick.lm)
+        attempts: list[LabelAttempt] = []
+        feedback = ""
+        for number in range(1, self.max_attempts + 1):
+            attempt, matched, reason, feedback = self.read_pick(
+                await aanswer(sender, self.pick_call(input, output, evidence, attempt=number, feedback=feedback)))
             attempts.append(attempt)
             if matched is not None:
                 return dspy.Prediction(label=matched, reason=reason, attempts=attempts)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import dspy
 
 from binaryeval_dspy.engines.base import engine_sender
+from binaryeval_dspy.engines.in_process import aanswer
 from binaryeval_dspy.errors import ConfigError, LMCallFailed
 from binaryeval_dspy.lm.calls import Answer, LMCall
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
@@ -170,4 +172,18 @@ class PressureTest(dspy.Module):
         sender = engine_sender(None, lm=self.answer.lm)
         answers = [self.read_answer(q, sender.answer(self.answer_call(input, output, q, i)))
                    for i, q in enumerate(self.kept(questions), start=1)]
+        return dspy.Prediction(record=self.record(label, questions, dropped, answers))
+
+    async def aforward(self, input: str, output: str, evidence: list[EvidenceLine],
+                       label: VerdictLabel) -> dspy.Prediction:
+        """`forward` for async programs (``await pressure_test.acall(...)``): the same record,
+        with the refutation questions answered together (``asyncio.gather``)."""
+        draft_sender = engine_sender(None, lm=self.draft.lm)
+        questions, dropped = self.read_draft(await aanswer(draft_sender, self.draft_call(input, output, evidence,
+                                                                                           label)))
+        sender = engine_sender(None, lm=self.answer.lm)
+        kept = self.kept(questions)
+        replies = await asyncio.gather(*(aanswer(sender, self.answer_call(input, output, q, i))
+                                         for i, q in enumerate(kept, start=1)))
+        answers = [self.read_answer(q, reply) for q, reply in zip(kept, replies)]
         return dspy.Prediction(record=self.record(label, questions, dropped, answers))

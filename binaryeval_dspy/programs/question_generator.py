@@ -6,6 +6,7 @@ question's ``origin`` and ``dimension_source``, and the set's ``generation_repor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -14,6 +15,13 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
+from binaryeval_dspy.lm.adapters import (
+    PredictorCalls,
+    acall_predictor,
+    arun_predictor_calls,
+    call_predictor,
+    run_predictor_calls,
+)
 from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
@@ -214,17 +222,30 @@ class QuestionGenerator(dspy.Module):
     def _requirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
         """Usable requirement texts (at most `max_requirements`) and the dropped ones."""
         try:
-            found = _clean_list(self.summarize(task_prompt=task_prompt).requirements)
+            pred = call_predictor(self.summarize, task_prompt=task_prompt)
         except AdapterParseError as exc:
+            return self._read_requirements(exc)
+        return self._read_requirements(pred.requirements)
+
+    async def _arequirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
+        try:
+            pred = await acall_predictor(self.summarize, task_prompt=task_prompt)
+        except AdapterParseError as exc:
+            return self._read_requirements(exc)
+        return self._read_requirements(pred.requirements)
+
+    def _read_requirements(self, found: object) -> tuple[list[str], list[DroppedDraft]]:
+        """The requirement list the LM wrote (or the `AdapterParseError` of an unreadable reply)."""
+        if isinstance(found, AdapterParseError):
             # a reply cut inside its list: the requirements written in full still count
-            whole = complete_list_items(exc, "requirements") if is_incomplete_reply(exc) else None
+            whole = complete_list_items(found, "requirements") if is_incomplete_reply(found) else None
             if whole is not None:
                 return self._usable(_clean_list(whole))
             raise BinEvalError(
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
-                f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger `spec`."
-            ) from exc
-        return self._usable(found)
+                f"Raw answer (start): {str(found.lm_response)[:300]!r}. Try a stronger `spec`."
+            ) from found
+        return self._usable(_clean_list(found))
 
     def _usable(self, found: list[str]) -> tuple[list[str], list[DroppedDraft]]:
         """The usable requirement texts of `found` (at most `max_requirements`) and the dropped ones."""
@@ -241,8 +262,25 @@ class QuestionGenerator(dspy.Module):
         if self.dimensions:
             return list(self.dimensions), "given", ""
         try:
-            raw: object = self.infer_dimensions(task_prompt=task_prompt, requirements=requirements).dimensions
+            pred = call_predictor(self.infer_dimensions, task_prompt=task_prompt, requirements=requirements)
         except AdapterParseError as exc:
+            return self._read_dimensions(exc)
+        return self._read_dimensions(pred.dimensions)
+
+    async def _adimensions(self, task_prompt: str, requirements: list[str]) -> tuple[list[str], str, str]:
+        if self.dimensions:
+            return list(self.dimensions), "given", ""
+        try:
+            pred = await acall_predictor(self.infer_dimensions, task_prompt=task_prompt, requirements=requirements)
+        except AdapterParseError as exc:
+            return self._read_dimensions(exc)
+        return self._read_dimensions(pred.dimensions)
+
+    @staticmethod
+    def _read_dimensions(raw: object) -> tuple[list[str], str, str]:
+        """The inferred dimensions from the LM's list (or the `AdapterParseError` of an unreadable reply)."""
+        if isinstance(raw, AdapterParseError):
+            exc = raw
             # a reply cut inside its list: the names written in full still count
             raw = complete_list_items(exc, "dimensions") if is_incomplete_reply(exc) else None
             if raw is None:
@@ -260,13 +298,13 @@ class QuestionGenerator(dspy.Module):
             dims = dims[:_MAX_INFERRED_DIMENSIONS]
         return dims, "inferred", note
 
-    def _drafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> tuple[list[object], str]:
-        """The LM's drafts for one requirement, and "" or why there are none."""
-        try:
-            drafts = self.decompose(task_prompt=task_prompt, dimensions=dimensions, requirement=requirement).questions
-        except AdapterParseError:
+    def _draft_calls(self, task_prompt: str, dimensions: list[str], requirement: str) -> PredictorCalls:
+        """One requirement's LM work (`binaryeval_dspy.lm.adapters.PredictorCalls`), independent of
+        the other requirements': returns its drafts, and "" or why there are none."""
+        pred = yield self.decompose, {"task_prompt": task_prompt, "dimensions": dimensions, "requirement": requirement}
+        if isinstance(pred, AdapterParseError):
             return [], "the LM's decomposition could not be parsed"
-        drafts = list(drafts or [])
+        drafts = list(pred.questions or [])
         return drafts, ("" if drafts else "the LM drafted no question")
 
     def _step(self, step: str, *counts: int) -> None:
@@ -297,58 +335,99 @@ class QuestionGenerator(dspy.Module):
         Raises:
             BinEvalError: empty task prompt, or the LM gives no usable requirements.
         """
-        if not isinstance(task_prompt, str) or not task_prompt.strip():
-            raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
+        _check_task_prompt(task_prompt)
         requirement_texts, dropped_requirements = self._requirements(task_prompt)
         self._step("requirements", len(requirement_texts))
         dimensions, source, note = self._dimensions(task_prompt, requirement_texts)
         self._step("dimensions", len(dimensions))
-        requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
-        rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
-        by_key: dict[str, dict] = {}
-        merged = 0
-        dropped: list[DroppedDraft] = []
-        templates: list[tuple[dict, str]] = []
-        for req in requirements:
-            drafts, failure = self._drafts(task_prompt, dimensions, req.text)
-            used_any = False
-            for draft in drafts:
-                text = str(getattr(draft, "question", "") or "").strip()
-                lm_dim = str(getattr(draft, "dimension", "") or "")
-                problem = question_text_problem(text)
-                if problem is not None:
-                    dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
-                                                lm_dimension=lm_dim))
-                    continue
-                dim, dim_source = self._place(lm_dim, dimensions, source)
-                if dim is None:
-                    dropped.append(DroppedDraft(
-                        text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
-                        detail=f"{lm_dim!r} is none of the dimensions {dimensions}"))
-                    continue
-                used_any = True
-                key = question_key(text)
-                if key in by_key:
-                    merged += 1
-                    if by_key[key]["origin"] == "generated":
-                        by_key[key]["origin"] = "merged"
-                    continue
-                violation = str(getattr(draft, "violation_example", "") or "").strip()
-                by_key[key] = row = {
-                    "dimension": dim, "text": text, "violation_example": violation, "requirement_id": req.id,
-                    "origin": "generated", "dimension_source": dim_source}
-                rows.append(row)
-            if not used_any:
-                reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
-                row = {
-                    "dimension": dimensions[0],
-                    "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
-                    "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
-                    "dimension_source": "first_declared"}
-                by_key.setdefault(question_key(row["text"]), row)
-                rows.append(row)
-                templates.append((row, reason))
-            self._step("requirement", len(rows), len(templates))
+        rows = _QuestionRows(requirement_texts, dimensions, source)
+        for req in rows.requirements:
+            rows.add(req, *run_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text)))
+            self._step("requirement", len(rows.rows), len(rows.templates))
+        return rows.finish(task_prompt, note, dropped_requirements)
+
+    async def aforward(self, task_prompt: str) -> dspy.Prediction:
+        """`forward` for async programs (``await generator.acall(task_prompt=...)``): the same
+        question set, with every requirement decomposed at once (``asyncio.gather``); `on_step`
+        hears of the requirements in order once their drafts are in."""
+        _check_task_prompt(task_prompt)
+        requirement_texts, dropped_requirements = await self._arequirements(task_prompt)
+        self._step("requirements", len(requirement_texts))
+        dimensions, source, note = await self._adimensions(task_prompt, requirement_texts)
+        self._step("dimensions", len(dimensions))
+        rows = _QuestionRows(requirement_texts, dimensions, source)
+        drafts = await asyncio.gather(*(arun_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text))
+                                        for req in rows.requirements))
+        for req, (found, failure) in zip(rows.requirements, drafts, strict=True):
+            rows.add(req, found, failure)
+            self._step("requirement", len(rows.rows), len(rows.templates))
+        return rows.finish(task_prompt, note, dropped_requirements)
+
+
+def _check_task_prompt(task_prompt: object) -> None:
+    if not isinstance(task_prompt, str) or not task_prompt.strip():
+        raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
+
+
+class _QuestionRows:
+    """The question set being assembled from each requirement's drafts, in requirement order."""
+
+    def __init__(self, requirement_texts: list[str], dimensions: list[str], source: str) -> None:
+        self.requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
+        self.dimensions = dimensions
+        self.source = source
+        self.rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
+        self.by_key: dict[str, dict] = {}
+        self.merged = 0
+        self.dropped: list[DroppedDraft] = []
+        self.templates: list[tuple[dict, str]] = []
+
+    def add(self, req: Requirement, drafts: list[object], failure: str) -> None:
+        """File one requirement's drafts (kept, merged or dropped), or its fallback template."""
+        dimensions, source = self.dimensions, self.source
+        used_any = False
+        for draft in drafts:
+            text = str(getattr(draft, "question", "") or "").strip()
+            lm_dim = str(getattr(draft, "dimension", "") or "")
+            problem = question_text_problem(text)
+            if problem is not None:
+                self.dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
+                                                 lm_dimension=lm_dim))
+                continue
+            dim, dim_source = QuestionGenerator._place(lm_dim, dimensions, source)
+            if dim is None:
+                self.dropped.append(DroppedDraft(
+                    text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
+                    detail=f"{lm_dim!r} is none of the dimensions {dimensions}"))
+                continue
+            used_any = True
+            key = question_key(text)
+            if key in self.by_key:
+                self.merged += 1
+                if self.by_key[key]["origin"] == "generated":
+                    self.by_key[key]["origin"] = "merged"
+                continue
+            violation = str(getattr(draft, "violation_example", "") or "").strip()
+            self.by_key[key] = row = {
+                "dimension": dim, "text": text, "violation_example": violation, "requirement_id": req.id,
+                "origin": "generated", "dimension_source": dim_source}
+            self.rows.append(row)
+        if not used_any:
+            reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
+            row = {
+                "dimension": dimensions[0],
+                "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
+                "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
+                "dimension_source": "first_declared"}
+            self.by_key.setdefault(question_key(row["text"]), row)
+            self.rows.append(row)
+            self.templates.append((row, reason))
+
+    def finish(self, task_prompt: str, note: str, dropped_requirements: list[DroppedDraft]) -> dspy.Prediction:
+        """The generator's prediction: ids given, the report filled, its warnings logged."""
+        dimensions, rows, templates, merged, dropped = (self.dimensions, self.rows, self.templates, self.merged,
+                                                        self.dropped)
+        requirements, source = self.requirements, self.source
         per_dim_count = {d: 0 for d in dimensions}
         questions: list[BinaryQuestion] = []
         for row in rows:

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import dspy
 
-from binaryeval_dspy.engines.in_process import run_in_process
+from binaryeval_dspy.engines.in_process import arun_in_process, run_in_process
 from binaryeval_dspy.errors import ConfigError, InputError, LMCallFailed
 from binaryeval_dspy.lm.adapters import schema_support
 from binaryeval_dspy.lm.calls import Answer, LMCall
@@ -368,3 +368,8 @@ class RubricJudge(dspy.Module):
             LMCallFailed: an LM call failed.
         """
         return run_in_process(self, self.begin((input, output)))
+
+    async def aforward(self, input: str, output: str) -> dspy.Prediction:
+        """`forward` for async programs (``await judge.acall(...)``): the same scores, every
+        dimension's call in flight together."""
+        return await arun_in_process(self, self.begin((input, output)))
