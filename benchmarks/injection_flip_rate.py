@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))  # tests/ holds the payloads and the scripted LM
 import dspy
 
 from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
-from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.in_process import run_states
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 from tests.fakes import scripted_lm
@@ -76,11 +76,9 @@ def quoting_judge(adapter: str):
 
 
 def judge_bineval(program: BinEval, pairs: list[tuple[str, str]], concurrency: int) -> list[list]:
-    """Verdict lists, one per (article, output) pair, in order, through BinEval's item loop."""
-    done = {}
-    map_items(pairs, lambda i, pair: program.item_work(*pair), lambda d: done.__setitem__(d.index, d),
-              concurrency=concurrency)
-    return [done[i].result.verdicts if done[i].error is None else [] for i in range(len(pairs))]
+    """Verdict lists, one per (article, output) pair, in order, through BinEval's judging plan."""
+    done = run_states(program, [program.begin(pair) for pair in pairs], num_threads=concurrency)
+    return [item.result.verdicts if item.error is None else [] for item in done]
 
 
 def judge_undefended(questions: QuestionSet, pairs: list[tuple[str, str]], adapter) -> list[list[str]]:

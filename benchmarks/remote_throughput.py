@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))  # tests/ holds the fake endpoint and the server h
 
 from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
 from binaryeval_dspy.cost.usage_meter import measure_usage
-from binaryeval_dspy.engines.call_pool import map_items
+from binaryeval_dspy.engines.in_process import run_states
 from binaryeval_dspy.schemas.question_set import BinaryQuestion
 
 EXAMPLE = ROOT / "examples" / "summeval"
@@ -61,11 +61,10 @@ def _questions(n: int) -> QuestionSet:
 
 
 def _judge(program: BinEval, handle, pairs: list[tuple[str, str]], concurrency: int):
-    """Judge `pairs` through the item loop; returns (seconds, usage meter, predictions)."""
-    done = []
+    """Judge `pairs` through BinEval's judging plan; returns (seconds, usage meter, predictions)."""
     with handle.context(), measure_usage() as meter:
         started = time.perf_counter()
-        map_items(pairs, lambda _i, pair: program.item_work(*pair), done.append, concurrency=concurrency)
+        done = run_states(program, [program.begin(pair) for pair in pairs], num_threads=concurrency)
         seconds = time.perf_counter() - started
     failed = [d.error for d in done if d.error is not None]
     if failed:

@@ -18,7 +18,8 @@ cache can serve it to every call after the first.
   one turn to Anthropic). See `split_at_shared_prefix` and `cache_breakpoint_route`.
 * The cache is written by the first call and read by the others only when the first has
   finished: with ``--warm-prefix`` (`default_warm_prefix`) the item loop sends an item's
-  first question alone and the rest after it (`binaryeval_dspy.engines.call_pool.ItemWork.warm_first`).
+  first question alone and the rest after it (the plan runner's ``warm_first``,
+  `binaryeval_dspy.engines.plan_runner.PlanRunner`).
 * What a provider's cache serves from a shared prefix (`cache_rules`, `servable`): nothing
   under its minimum, then the prefix in steps. An item whose prefix is under the minimum
   can be padded up to it where that is cheaper (`binaryeval_dspy.cost.cache_padding`).

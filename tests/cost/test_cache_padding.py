@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,10 @@ from binaryeval_dspy.cost.cache_padding import (
 from binaryeval_dspy.cost.price_map import model_price
 from binaryeval_dspy.cost.prompt_cache import CacheRules, cache_rules, field_header, render_messages
 from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
-from binaryeval_dspy.engines.prepared_requests import capture_request
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
+from binaryeval_dspy.lm.calls import format_call
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs import evaluation
@@ -302,9 +301,9 @@ def test_batch_requests_are_padded_by_the_same_adapter():
     handle = hosted("openai/gpt-5-mini")
     padding = cache_padding_for(handle, calls_per_item=12, batch=True)
     program = BinEval(four_questions(), logprobs="off")
-    call = partial(program.judge_question, SHORT_ARTICLE, "The home side won.", question(1))
+    call = program.question_call(SHORT_ARTICLE, "The home side won.", question(1))
     with padding_installed(handle, padding):
-        messages, _options = capture_request(call, handle)
+        messages = format_call(call, handle.lm, handle.adapter).messages
     user = text_of(messages[-1])
     assert FILLER_BEGINS in user and user.index(FILLER_ENDS) < user.index(field_header("question"))
     live = render(handle, cache_padding_for(handle, calls_per_item=12), SHORT_ARTICLE, n=1)[0][0]

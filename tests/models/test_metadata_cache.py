@@ -131,9 +131,9 @@ def test_patches_are_installed_once_by_the_lm_factory_not_by_the_item_loop():
 from dspy.adapters import utils as adapter_utils
 from dspy.clients import backend_selection
 dspy_serializer, dspy_engine = adapter_utils.serialize_for_json, backend_selection.LM15Engine
-from binaryeval_dspy.engines.call_pool import map_items
-map_items([], lambda index, item: None, lambda done: None)
-assert adapter_utils.serialize_for_json is dspy_serializer, "the item loop patched DSPy"
+from binaryeval_dspy.engines.in_process import run_states
+run_states(None, [])
+assert adapter_utils.serialize_for_json is dspy_serializer, "the plan runner patched DSPy"
 from binaryeval_dspy.lm.factory import make_lm
 make_lm("http://127.0.0.1:9/v1", model="served-x", cache=False)
 patched = (adapter_utils.serialize_for_json, backend_selection.LM15Engine)

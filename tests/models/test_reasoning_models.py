@@ -21,11 +21,22 @@ def test_other_models_keep_temperature_zero_and_the_asked_cap():
 
 
 @pytest.mark.parametrize("model", ["openai/gpt-5-mini", "openai/gpt-4o-mini"])
-def test_batch_replies_are_read_back_through_an_lm_with_the_same_settings(model):
-    """Batch results are parsed by a replaying copy of the run's LM; for a reasoning model that
-    copy once failed to build (max_completion_tokens given twice), so no batch reply was recorded."""
-    from binaryeval_dspy.engines.prepared_requests import ReplayLM
+def test_direct_and_batch_bodies_carry_the_models_own_parameters(model, monkeypatch):
+    """The direct route (and every batch line) is one body per call, formatted from the run's LM:
+    a reasoning model takes ``max_completion_tokens`` and its default temperature (a batch line
+    it refuses fails the whole batch), any other model ``max_tokens`` and temperature 0."""
+    from binaryeval_dspy.engines.senders import HttpSender, http_spec
+    from binaryeval_dspy.lm.calls import format_call
+    from binaryeval_dspy.programs.bineval import BinEval
+    from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-sent")
     handle = make_lm(model, cache=False)
-    replay = ReplayLM(handle)
-    assert replay.lm.kwargs == handle.lm.kwargs
+    sender = HttpSender(http_spec(handle, openai=True), lm=handle.lm, adapter=handle.adapter)
+    questions = QuestionSet(dimensions=["d"], questions=[BinaryQuestion(id="q", dimension="d", text="Is it?")])
+    call = BinEval(questions).question_call("in", "out", questions.questions[0])
+    body = sender.body(format_call(call, handle.lm, handle.adapter))
+    if "gpt-5" in model:
+        assert body["max_completion_tokens"] >= 16000 and "max_tokens" not in body and "temperature" not in body
+    else:
+        assert body["max_tokens"] == handle.lm.kwargs["max_tokens"] and body["temperature"] == 0.0
