@@ -9,10 +9,10 @@
   sender (`binaryeval_dspy.engines.senders`): the next item's questions start while the
   previous item's are in flight, and each answer is handed back as soon as it is in.
 
-Each call runs in a copy of the calling thread's `contextvars` context, which is how DSPy
-settings (``dspy.context(lm=..., adapter=...)``) and usage trackers reach the workers.
-Finished calls arrive on a queue filled by done-callbacks, so taking the next one costs
-the same with 2 or 256 in flight. DSPy's own ``dspy.Parallel`` runs a fixed list and
+Each worker runs in a copy of the calling thread's `contextvars` context, which is how DSPy
+settings (``dspy.context(lm=..., adapter=...)``) and usage trackers reach it. Workers are
+started once and fed through a queue, and finished calls come back through another, so
+taking the next one costs the same with 2 or 256 in flight and nothing is built per call. DSPy's own ``dspy.Parallel`` runs a fixed list and
 returns only when all of it is done, so it cannot take new calls as answers bring them.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from binaryeval_dspy.engines.base import CallSource, engine_sender
@@ -90,8 +90,21 @@ class ThreadedEngine:
             yield ticket, _answer(self._sender(), call, budget)
 
     def _pooled(self, source: CallSource, budget: Any) -> Iterator[tuple[int, Answer]]:
-        pool = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="bineval-call")
-        completed: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
+        """`in_flight` worker threads started once (each in a copy of this thread's context),
+        fed through one queue and answering through another: nothing is built per call but the
+        call itself."""
+        todo: queue.SimpleQueue[tuple[int, LMCall] | None] = queue.SimpleQueue()
+        completed: queue.SimpleQueue[tuple[int, Answer | BaseException]] = queue.SimpleQueue()
+        workers: list[threading.Thread] = []
+
+        def work(sender: Any) -> None:
+            while (job := todo.get()) is not None:
+                ticket, call = job
+                try:
+                    completed.put((ticket, _answer(sender, call, budget)))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller (an interrupt, a kill)
+                    completed.put((ticket, exc))
+
         out = 0
         try:
             while True:
@@ -99,24 +112,36 @@ class ThreadedEngine:
                     taken = source.take(self.in_flight - out)
                     if not taken:
                         break
-                    sender = self._sender()
-                    for ticket, call in taken:
-                        context = contextvars.copy_context()
-                        future = pool.submit(context.run, _answer, sender, call, budget)
-                        future.add_done_callback(lambda done, ticket=ticket: completed.put((ticket, done)))
+                    if not workers:
+                        sender = self._sender()
+                        for number in range(self.in_flight):
+                            thread = threading.Thread(target=contextvars.copy_context().run, args=(work, sender),
+                                                      name=f"bineval-call_{number}", daemon=True)
+                            thread.start()
+                            workers.append(thread)
+                    for job in taken:
+                        todo.put(job)
                         out += 1
                 if out == 0:
                     if source.exhausted:
                         return
                     raise PlanStalled("the plan has calls to come but none is ready and none is in flight")
-                for ticket, future in _next_done(completed):
+                for ticket, answer in _next_done(completed):
                     out -= 1
-                    yield ticket, future.result()
+                    if isinstance(answer, BaseException):
+                        raise answer
+                    yield ticket, answer
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            while True:  # calls not started are dropped; the workers stop after the call they hold
+                try:
+                    todo.get_nowait()
+                except queue.Empty:
+                    break
+            for _ in workers:
+                todo.put(None)
 
 
-def _next_done(completed: queue.SimpleQueue) -> list[tuple[int, Future]]:
+def _next_done(completed: queue.SimpleQueue) -> list[tuple[int, Any]]:
     """The calls finished so far: waits for one, then takes every other one already there.
     Waits in short slices so that Ctrl-C reaches the main thread promptly."""
     while True:

@@ -76,13 +76,35 @@ class LMCall:
     def content_key(self) -> str:
         """A hash of everything that decides the request (signature instructions and fields,
         demos, inputs, options, judge): two calls with the same key get the same reply, so a
-        run sends such calls once."""
+        run sends such calls once. Computed once per call."""
+        known = self.__dict__.get("_content_key")
+        if known is None:
+            digest = hashlib.sha256(_signature_digest(self.signature).encode())
+            for name in sorted(self.inputs):  # text values hashed as they are: no JSON escaping of long texts
+                value = self.inputs[name]
+                digest.update(f"\x1e{name}\x1f".encode())
+                digest.update(value.encode("utf-8", "surrogatepass") if isinstance(value, str)
+                              else json.dumps(value, sort_keys=True, default=str).encode())
+            digest.update(json.dumps([list(self.demos), dict(self.config), self.distribution, self.judge],
+                                     sort_keys=True, default=str).encode())
+            known = digest.hexdigest()
+            object.__setattr__(self, "_content_key", known)
+        return known
+
+
+_SIGNATURE_DIGESTS: dict[type, str] = {}
+
+
+def _signature_digest(signature: type[dspy.Signature]) -> str:
+    """A hash of a signature's name, instructions and fields (signature classes are immutable:
+    computed once per class)."""
+    known = _SIGNATURE_DIGESTS.get(signature)
+    if known is None:
         fields = {name: str(getattr(info, "json_schema_extra", None) or "")
-                  for name, info in {**self.signature.input_fields, **self.signature.output_fields}.items()}
-        text = json.dumps([self.signature.__name__, self.signature.instructions, fields, list(self.demos),
-                           dict(self.inputs), dict(self.config), self.distribution, self.judge],
-                          sort_keys=True, default=str, ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+                  for name, info in {**signature.input_fields, **signature.output_fields}.items()}
+        text = json.dumps([signature.__name__, signature.instructions, fields], sort_keys=True, default=str)
+        known = _SIGNATURE_DIGESTS[signature] = hashlib.sha256(text.encode()).hexdigest()
+    return known
 
 
 @dataclass

@@ -63,7 +63,9 @@ class AnswerJournal:
         self._handle: Any = None
         self._found: dict[_Key, dict[str, tuple[QuestionVerdict, Usage]]] | None = None
         self._failed: dict[_Key, Usage] = {}  # usage of calls that ended in an error (read once, at first use)
-        self._hashes: dict[str, tuple[str, str, str, str]] = {}  # item id -> texts and their hashes (open items)
+        self._hashes: dict[str, tuple[str, str, str, str, str]] = {}  # item id -> texts, hashes, line start
+        self._unstored: set[tuple[str, str, str]] = set()  # items with lines written this session, not yet stored
+        self._earlier: bool | None = None  # the file held lines of an earlier session when this one first wrote
 
     # ------------------------------------------------------------------ writing
 
@@ -72,7 +74,10 @@ class AnswerJournal:
         item_id = str(item.item_id)
         known = self._hashes.get(item_id)
         if known is None or known[0] is not item.input or known[1] is not item.output:
-            known = self._hashes[item_id] = (item.input, item.output, text_hash(item.input), text_hash(item.output))
+            input_hash, output_hash = text_hash(item.input), text_hash(item.output)
+            head = json.dumps({"item_id": item_id, "question_set_hash": self.question_set_hash,
+                               "input_hash": input_hash, "output_hash": output_hash}, ensure_ascii=False)
+            known = self._hashes[item_id] = (item.input, item.output, input_hash, output_hash, head[:-1])
         return item_id, known[2], known[3]
 
     def write(self, item: Any, verdict: QuestionVerdict, usage: Usage | None = None) -> None:
@@ -90,10 +95,11 @@ class AnswerJournal:
         usage = usage if usage is not None else Usage()
         if not verdict.answered and not (usage.lm_calls or usage.failed_calls or usage.total_tokens):
             return
-        item_id, input_hash, output_hash = self.key(item)
-        self._append({"item_id": item_id, "question_set_hash": self.question_set_hash, "input_hash": input_hash,
-                      "output_hash": output_hash, "verdict": verdict.model_dump(mode="json"),
-                      "usage": usage.model_dump(mode="json")})
+        key = self.key(item)
+        self._unstored.add(key)
+        head = self._hashes[key[0]][4]  # the line's start, the same for every answer of the item
+        # the records' own (compiled) serializers, spliced into the line
+        self._write_line(f'{head}, "verdict": {verdict.model_dump_json()}, "usage": {usage.model_dump_json()}}}')
 
     def stored(self, item: Any, *, keep_answers: bool = False) -> None:
         """`item`'s result is now in ``results.jsonl`` with its answers and usage: its lines so
@@ -101,15 +107,29 @@ class AnswerJournal:
         answers), the answers stay for the rerun, without their usage (now in the row)."""
         item_id, input_hash, output_hash = self.key(item)
         self._hashes.pop(item_id, None)
+        if (item_id, input_hash, output_hash) not in self._unstored and not keep_answers:
+            if self._earlier is None:
+                self._earlier = self.path.is_file() and self.path.stat().st_size > 0
+            if not self._earlier:
+                return  # no line of it anywhere: nothing to mark
+        if keep_answers:
+            self._earlier = True  # lines to keep: the end of the run must rewrite the file, not remove it
+        else:
+            self._unstored.discard((item_id, input_hash, output_hash))
         self._append({"stored": item_id, "question_set_hash": self.question_set_hash, "input_hash": input_hash,
                       "output_hash": output_hash, **({"answers_kept": True} if keep_answers else {})})
 
     def _append(self, row: dict[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False) + "\n"
+        self._write_line(json.dumps(row, ensure_ascii=False))
+
+    def _write_line(self, text: str) -> None:
+        line = text + "\n"
         try:
             with self._lock:
                 if self._handle is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
+                    if self._earlier is None:
+                        self._earlier = self.path.is_file() and self.path.stat().st_size > 0
                     self._handle = self.path.open("a", encoding="utf-8")
                 self._handle.write(line)
                 self._handle.flush()
@@ -198,9 +218,19 @@ class AnswerJournal:
 
     def compact(self) -> None:
         """Rewrite the journal once without the lines of stored items (their answers and usage
-        are in their rows); remove it when nothing is left. Lines of other question sets stay."""
+        are in their rows); remove it when nothing is left. Lines of other question sets stay.
+        When the file holds only this session's lines and every item they are about is stored
+        (a run that finished), it is removed without being read."""
         self.close()
         with self._lock:
+            if self._earlier is False and not self._unstored:  # every line of this session's items is stored
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError as exc:
+                    logger.warning("could not remove %s (%s)", self.path, exc.strerror or exc)
+                return
+            if self._earlier is None and not self.path.exists():
+                return  # nothing was written
             try:
                 lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:

@@ -63,12 +63,16 @@ class Usage(BaseModel):
     failed_calls: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
+        # two valid usages add up to a valid one: no validation needed (this runs once per answer)
+        return Usage.model_construct(**{name: getattr(self, name) + getattr(other, name) for name in _USAGE_FIELDS})
 
     @property
     def total_tokens(self) -> int:
         """prompt + completion tokens."""
         return self.prompt_tokens + self.completion_tokens
+
+
+_USAGE_FIELDS = tuple(Usage.model_fields)
 
 
 class ContextOverflow(BaseModel):

@@ -21,6 +21,7 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.cost.budget import CallRequest, CostBudget
 from binaryeval_dspy.engines.senders import completion_cap
+from binaryeval_dspy.lm.adapters import judging_adapter
 from binaryeval_dspy.lm.calls import format_call
 from binaryeval_dspy.cost.price_map import model_price, price_source
 from binaryeval_dspy.cost.pricing import estimate_cost
@@ -294,7 +295,7 @@ def test_max_cost_with_calls_in_flight_stores_their_items(tmp_path, small_questi
     program = BinEval(small_question_set, logprobs="off")
     items = items_for(tmp_path, 8)
     prepared = format_call(program.question_call(items[0].input, items[0].output, small_question_set.questions[0]),
-                           handle.lm, handle.adapter)
+                           handle.lm, judging_adapter(handle.adapter, handle.lm))  # the adapter the run uses
     request = CallRequest(messages=prepared.messages, max_tokens=completion_cap(handle.lm, prepared))
     worst = CostBudget(1.0, model_price("gpt-4o-mini")).worst_case(request)[0]
     limit = worst + 10.5 * per_call

@@ -172,7 +172,7 @@ def test_bineval_says_scored_or_unscored_beside_its_score():
         unscored = BinEval(QUESTIONS, logprobs="off")(input="Write.", output="A fine note.")
     assert (scored.status, scored.score) == ("scored", 1.0)
     assert (unscored.status, unscored.score) == ("unscored", None)
-    failed = BinEval(QUESTIONS).item_work("Write.", "A note.").finish([
+    failed = finished(BinEval(QUESTIONS), "Write.", "A note.", [
         QuestionVerdict(question_id="quality-01", verdict="error", error="ConnectionError: down")])
     assert (failed.status, failed.score) == ("error", None)
 
@@ -185,8 +185,15 @@ def human_item(rating: float) -> dspy.Example:
                         human={"quality": rating}).with_inputs("input", "output")
 
 
+def finished(program: BinEval, input: str, output: str, verdicts: list) -> dspy.Prediction:
+    """The prediction `program` finishes an item with, given its verdicts (no LM call)."""
+    state = program.begin((input, output))
+    state.verdicts.update({v.question_id: v for v in verdicts})
+    return program.finish(state)
+
+
 def judged(verdict: str) -> dspy.Prediction:
-    return BinEval(QUESTIONS).item_work("An article.", "A summary.").finish([
+    return finished(BinEval(QUESTIONS), "An article.", "A summary.", [
         QuestionVerdict(question_id="quality-01", verdict=verdict, explanation="scripted")])
 
 
