@@ -19,8 +19,8 @@ from binaryeval_dspy.errors import InputError
 __all__ = ["UTF8_FIX", "check_utf8_path", "is_utf8", "printable_path"]
 
 #: The fix of every refusal of a path that is not valid UTF-8.
-UTF8_FIX = ("rename the file or folder (or copy it) under a name that is valid UTF-8, e.g. with convmv -f latin1 "
-            "-t utf-8 --notest NAME; run files record paths as UTF-8 text.")
+UTF8_FIX = ("rename the file or folder (or copy it) under a name that is valid UTF-8 (e.g. with convmv -f latin1 "
+            "-t utf-8); run files record paths as UTF-8 text.")
 
 
 def is_utf8(text: str | os.PathLike[str]) -> bool:
