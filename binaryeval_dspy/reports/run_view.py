@@ -32,7 +32,8 @@ import html
 import importlib.resources
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,27 @@ _REJUDGE_FILE = "rejudge.json"
 _PASS_A_RUN = "pass a run directory written by bineval evaluate, rejudge, benchmark or optimize."
 _RESTORE_MANIFEST = ("restore manifest.json from a backup, or view "
                      "another run directory; nothing here changes the run.")
+_RESTORE_FILE = ("restore the file from a backup (or rerun the command that wrote it), or view another run "
+                 "directory; nothing here changes the run.")
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Errors of the readers of a run's files, as a reader's: the file named, and a fix that
+    restores it (their own fixes are for the command that writes the run, e.g. a new `out_dir`).
+
+    Raises:
+        InputError: for any `InputError`, `ValueError` (bad JSON, a failed validation),
+            `KeyError` or `TypeError` raised inside.
+    """
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(exc.message, path=exc.path or path, line=exc.line, field=exc.field, expected=exc.expected,
+                         received=exc.received, fix=_RESTORE_FILE) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"could not be read ({first})", path=path, fix=_RESTORE_FILE) from exc
 
 
 def run_kind(path: str | Path) -> str:
@@ -701,14 +723,17 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
     if kind in ("evaluate", "rejudge"):
         main = load_run(folder, texts=texts)
         if kind == "rejudge":
-            data["sections"], previous = _rejudge_sections(folder)
+            with _reading(folder / _REJUDGE_FILE):
+                data["sections"], previous = _rejudge_sections(folder)
     elif kind == "benchmark":
-        data["sections"], bineval = _benchmark_sections(folder)
+        with _reading(folder / "benchmark.json"):
+            data["sections"], bineval = _benchmark_sections(folder)
         if bineval is not None:
             main = load_run(bineval, texts=False)
             main.notes.append("A benchmark run keeps no texts; inputs and outputs are in the benchmark's data.")
     else:
-        data["sections"] = _comparison_sections(folder)
+        with _reading(folder / "config.json"):
+            data["sections"] = _comparison_sections(folder)
     if main is not None:
         data["run"] = _run_data(main)
         data["title"] = f"{kind} run {folder} - {main.manifest.lm}"

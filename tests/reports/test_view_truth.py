@@ -29,6 +29,7 @@ from binaryeval_dspy.reports.run_view import compare_loaded_runs, load_run, view
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import field_value
 from tests.headless_chromium import DomReader, dump_dom, find_chromium
+from tests.reports.test_benchmark_run import data_dir, scripted, tasks_dir  # noqa: F401 - fixtures
 
 #: every property name an object literal inherits in JavaScript (Object.prototype's own names)
 PROTOTYPE_NAMES = ["constructor", "__proto__", "toString", "toLocaleString", "valueOf", "hasOwnProperty",
@@ -308,3 +309,37 @@ def test_the_compare_tab_lists_reworded_and_removed_questions(tmp_path, cli_scri
     changed_only = _page(page, "#tab=items&changed=1")
     assert _rows(changed_only, "items-table") == []  # nothing changed in the outputs
 
+
+
+@pytest.mark.parametrize("damage", ["rejudge.json", "benchmark.json", "benchmark items.jsonl", "comparison config.json"])
+def test_every_view_error_about_a_damaged_run_file_names_it_and_only_views_options(tmp_path, cli_scripted_lms,
+                                                                                  damage, request):
+    if damage == "rejudge.json":
+        run = evaluate(tmp_path, cli_scripted_lms, "run", QS, OUTPUTS)
+        again = CliRunner().invoke(cli, ["rejudge", str(run), str(tmp_path / "run-items.jsonl"), "--out",
+                                         str(tmp_path / "again")])
+        assert again.exit_code == 0, again.output
+        target, damaged = tmp_path / "again", tmp_path / "again" / "rejudge.json"
+        damaged.write_text('{"schema_version": 1, "items": [', encoding="utf-8")
+    elif damage.startswith("benchmark"):
+        from tests.reports.test_benchmark_run import _run as run_cli
+
+        data, tasks = request.getfixturevalue("data_dir"), request.getfixturevalue("tasks_dir")
+        target = tmp_path / "bench"
+        made = run_cli(["benchmark", "summeval", "--data-dir", str(data), "--tasks-dir", str(tasks), "--out",
+                        str(target), "--methods", "rouge", "--no-figures", "--bootstrap", "20", "--limit", "4"])
+        assert made.exit_code == 0, made.output
+        damaged = target / damage.split()[-1]
+        damaged.write_text('{"item_id": ', encoding="utf-8")
+    else:
+        target = tmp_path / "cmp"
+        (target / "gepa").mkdir(parents=True)
+        (target / "gepa" / "result.json").write_text("{}", encoding="utf-8")
+        damaged = target / "config.json"
+        damaged.write_text('{"optimizers": ', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["view", str(target)])
+    assert result.exit_code == 2, (result.output, result.exception)
+    message = " ".join(result.output.split())
+    assert str(damaged) in message and "Fix:" in message, message
+    assert _flags_named(message) <= _view_options() and "--out" not in message, message
+    assert "new directory" not in message and "out_dir" not in message, message
