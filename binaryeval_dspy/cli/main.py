@@ -7,6 +7,7 @@ e.g. ``BINEVAL_EVALUATE_LM=openai/gpt-4o-mini``.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
@@ -59,6 +60,12 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.lazy_commands = dict(lazy_commands or {})
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The subcommand, after refusing any argument or ``BINEVAL_*`` variable that is not
+        valid UTF-8 (`refuse_undecodable_arguments`): before the command runs, nothing written."""
+        refuse_undecodable_arguments(args)
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
 
@@ -83,6 +90,27 @@ class LazyGroup(click.Group):
         limit = formatter.width - 6 - max(len(name) for name, _command in listed)
         with formatter.section("Commands"):
             formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in listed])
+
+
+def refuse_undecodable_arguments(args: list[str]) -> None:
+    """Refuse, before any command starts, an argument or a ``BINEVAL_*`` environment variable
+    that is not valid UTF-8 (a Latin-1 file name): every path a command takes reaches a
+    manifest, a report or a page, UTF-8 files that cannot hold it. Shown with replacement
+    characters (`printable_path`).
+
+    Raises:
+        click.UsageError: naming the argument or variable and the fix (exit status 2).
+    """
+    from binaryeval_dspy.data.file_names import UTF8_FIX, is_utf8, printable_path
+
+    for arg in args:
+        if not is_utf8(arg):
+            raise click.UsageError(f"the argument {printable_path(arg)!r} is not valid UTF-8 (shown with replacement "
+                                   f"characters); nothing was read or written. Fix: {UTF8_FIX}")
+    for name, value in os.environ.items():
+        if name.startswith("BINEVAL_") and not is_utf8(value):
+            raise click.UsageError(f"the environment variable {name} is not valid UTF-8 ({printable_path(value)!r}); "
+                                   f"nothing was read or written. Fix: {UTF8_FIX}")
 
 
 @click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS,

@@ -95,6 +95,8 @@ def changes_summary(report: RejudgeReport) -> str:
                  f"not compared (never counted as changed): {', '.join(said)}.")
     if any(c.status in failures for c in report.items):
         line += " Rerun the same command to complete them."
+    if report.previous_unreadable:
+        line += f" {report.previous_unreadable}"
     return line
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cost.pricing import cost_line
-from binaryeval_dspy.reports.render import markdown_table
+from binaryeval_dspy.reports.render import markdown_paragraph, markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:
@@ -208,31 +208,33 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool
 
 def summary_markdown(summary: RunSummary) -> str:
     """The summary as a Markdown table (`markdown_table`: dimension names escaped), LM named
-    in the heading, the notes about the judge (`judge_notes`) right below it."""
+    in the heading, the notes about the judge (`judge_notes`) right below it; every line of
+    prose is text (`markdown_paragraph`), so an LM or model name never becomes markup."""
     low, high = summary.scale
     header = ["dimension", "mean yes-rate [0,1]", f"mean score [{low:g},{high:g}]", "items used", "yes", "no",
               "unparsed", "error", p_yes_header(summary)]
     rows = [[d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no),
              str(d.unparsed), str(d.error), _fmt(d.mean_p_yes)] for d in summary.dimensions]
-    lines = [f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
+    text = markdown_paragraph
+    lines = [f"# {text(f'BinEval run summary ({summary.items} items, LM: {summary.lm})')}", "",
              *markdown_table(header, rows, ["---", *["---:"] * (len(header) - 1)])]
     for note in summary.notes:  # beside the table, before the cost lines
-        lines += ["", f"**Note:** {note}"]
+        lines += ["", f"**Note:** {text(note)}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
     calls = (f"{summary.lm_calls + summary.failed_calls} ({summary.lm_calls} answered, {summary.failed_calls} failed)"
              if summary.failed_calls else str(summary.lm_calls))
-    lines += ["", (f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
+    lines += ["", text(f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
                    f"{prompt_tokens_phrase(summary)}); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
                    "per item."),
-              *([cost_line(summary.cost)] if summary.cost is not None else []),
-              (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
-               f"incomplete items: {summary.items_incomplete}."),
-              f"Items by status: {status_line(summary)}.", ""]
+              *([text(cost_line(summary.cost))] if summary.cost is not None else []),
+              text(f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
+                   f"incomplete items: {summary.items_incomplete}."),
+              text(f"Items by status: {status_line(summary)}."), ""]
     if flagged_line(summary):
-        lines[-1:] = [f"{flagged_line(summary)}.", ""]
+        lines[-1:] = [text(f"{flagged_line(summary)}."), ""]
     for warning in (coverage_warning(summary), incomplete_line(summary)):
         if warning:
-            lines += [f"**Warning:** {warning}", ""]
+            lines += [f"**Warning:** {text(warning)}", ""]
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """A run's ``results.jsonl``: one result per line, appended and fsynced as each item is done.
 
-`ResultsFile` reads the file back (a last line cut short by a crash is trimmed), appends
-one result, and rewrites the whole file atomically. `binaryeval_dspy.runs.run_directory.RunDirectory`
+`ResultsFile` reads the file back (for the run's owner a last line cut short by a crash is
+trimmed; for any other reader nothing changes and every unreadable line is named, see
+`StoredResults`), appends one result, and rewrites the whole file atomically. `binaryeval_dspy.runs.run_directory.RunDirectory`
 is built on it, with the result type in its ``result_model``.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,6 +22,65 @@ from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UnreadableLine:
+    """One line of a results file that gave no result.
+
+    Attributes:
+        path: the results file.
+        line: its 1-based line number.
+        size: its length in bytes (without the newline).
+        reason: why it gave no result: ``"incomplete"`` (the last line, not complete
+            JSON: a write cut short, e.g. by a killed run) or the first validation
+            error of a complete line (``"not a valid item result (...)"``, field named).
+    """
+
+    path: Path
+    line: int
+    size: int
+    reason: str
+
+    def describe(self) -> str:
+        """``line 3 (an incomplete last line of 57 bytes: a write cut short, ...)`` or
+        ``line 2 (field 'verdicts': not a valid item result (...); 40 bytes)``."""
+        if self.reason == INCOMPLETE:
+            return (f"line {self.line} (an incomplete last line of {self.size} bytes: a write cut short, e.g. by a "
+                    "killed run, or still being written)")
+        return f"line {self.line} ({self.reason}; {self.size} bytes)"
+
+
+#: `UnreadableLine.reason` of a last line that is not complete JSON
+INCOMPLETE = "incomplete"
+
+
+@dataclass
+class StoredResults:
+    """What a results file holds, as read: the results and every line that gave none.
+
+    Attributes:
+        path: the results file.
+        results: the item results, in file order, one per item id (the last line wins).
+        unreadable: every non-blank line that gave no result, in file order.
+        lines: how many non-blank lines the file has.
+    """
+
+    path: Path
+    results: list[Any] = field(default_factory=list)
+    unreadable: list[UnreadableLine] = field(default_factory=list)
+    lines: int = 0
+
+    def note(self) -> str | None:
+        """One sentence that counts and names every unreadable line (None when there is none),
+        e.g. ``runs/x/results.jsonl: 1 of 3 lines could not be read and is left out: line 3
+        (an incomplete last line of 57 bytes: ...).``"""
+        if not self.unreadable:
+            return None
+        n = len(self.unreadable)
+        verb = "is" if n == 1 else "are"
+        return (f"{self.path}: {n} of {self.lines} lines could not be read and {verb} left out: "
+                + "; ".join(u.describe() for u in self.unreadable) + ".")
 
 
 class ResultsFile:
@@ -31,23 +93,51 @@ class ResultsFile:
     def read_results(self, *, repair: bool = True) -> list[ItemResult]:
         """All stored item results, in file order, one per item id (the last one wins).
 
-        A last line that is not complete JSON (a write cut short by a crash) is
-        trimmed, with a warning; a missing final newline is added.
+        For the process that owns the run (it appends next): a last line that is not
+        complete JSON (a write cut short by a crash) is trimmed, with a warning naming
+        it; a missing final newline is added. Readers of a run they do not own use
+        `read_stored_results`, which changes nothing and names every unreadable line.
 
         Args:
             repair: trim a truncated last line and add a missing final newline (the
-                default, for the process that owns the run). Readers that may run
-                beside a live run (reports) pass False: the fragment is only skipped.
+                default). False only skips the fragment (with the same warning).
 
         Raises:
             InputError: a complete line is not a valid result (names the file and
                 line; nothing is deleted).
         """
+        stored = self._scan(repair=repair, strict=True)
+        for unreadable in stored.unreadable:
+            logger.warning("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
+                           "will be judged again", self.results_path, unreadable.line,
+                           "dropping" if repair else "skipping", unreadable.size)
+        return stored.results
+
+    def read_stored_results(self, *, strict: bool = True) -> StoredResults:
+        """The stored results and every line that gave none, changing nothing (safe beside a
+        run that is still appending).
+
+        Args:
+            strict: a complete line that is not a valid result raises (the default, for
+                readers that compute numbers from the results); False records it in
+                ``unreadable`` too, so that a viewer can show the rest and name it.
+
+        Returns:
+            A `StoredResults`; `StoredResults.note` is the sentence to show. An incomplete
+            last line (a write cut short) is always recorded, never raised.
+
+        Raises:
+            InputError: with `strict`, a complete line is not a valid result (file and line named).
+        """
+        return self._scan(repair=False, strict=strict)
+
+    def _scan(self, *, repair: bool, strict: bool) -> StoredResults:
+        stored = StoredResults(path=self.results_path)
         if not self.results_path.is_file():
-            return []
+            return stored
         raw = self.results_path.read_bytes()
         lines = raw.split(b"\n")
-        results: dict[str, ItemResult] = {}
+        results: dict[str, Any] = {}
         offset = 0
         for number, line in enumerate(lines, start=1):
             is_last = number == len(lines)
@@ -55,29 +145,35 @@ class ResultsFile:
             offset += len(line) + (0 if is_last else 1)
             if not line.strip():
                 continue
+            stored.lines += 1
             try:
                 result = self.result_model.model_validate_json(line)
             except ValidationError as exc:
                 if is_last and not _is_json(line):  # the write was cut short: drop the fragment
+                    stored.unreadable.append(UnreadableLine(self.results_path, number, len(line), INCOMPLETE))
                     if repair:
-                        logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
-                                       "interrupted write; that item will be judged again",
-                                       self.results_path, number, len(line))
                         self._truncate(line_start)
                     break
-                raise validation_error(
+                error = validation_error(
                     exc, path=self.results_path, line=number, what="item result",
                     fix="move the damaged line out of the file; the other results are kept.",
-                ) from exc
-            if result.item_id in results:
+                )
+                if strict:
+                    raise error from exc
+                reason = (f"field '{error.field}': " if error.field else "") + error.message
+                stored.unreadable.append(UnreadableLine(self.results_path, number, len(line), reason))
+                continue
+            item_id = getattr(result, "item_id")
+            if item_id in results:
                 logger.warning("%s:%d: item %r appears again; the later line is used",
-                               self.results_path, number, result.item_id)
-                del results[result.item_id]
-            results[result.item_id] = result
+                               self.results_path, number, item_id)
+                del results[item_id]
+            results[item_id] = result
             if is_last and repair:  # a complete line without its newline: add it before anything is appended
                 with self.results_path.open("ab") as handle:
                     handle.write(b"\n")
-        return list(results.values())
+        stored.results = list(results.values())
+        return stored
 
     def _truncate(self, size: int) -> None:
         with self.results_path.open("r+b") as handle:
