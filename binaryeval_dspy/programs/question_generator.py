@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -19,9 +20,11 @@ from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
     FallbackTemplate,
     GenerationReport,
+    LeftOutRequirement,
 )
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet, Requirement
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement
+from binaryeval_dspy.signatures.dimension_assignment import AssignDimension
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 
@@ -170,8 +173,14 @@ class QuestionGenerator(dspy.Module):
       first is kept with ``origin="merged"`` and later copies are counted.
     * A requirement left with no usable question (decomposition unparseable, empty, or
       every draft dropped) is asked as one template question, ``origin=
-      "fallback_template"``, under the first dimension (``dimension_source=
-      "first_declared"``), so no requirement is silently dropped.
+      "fallback_template"``, under the dimension it is about: the only one of a
+      one-dimension set (``dimension_source="only_dimension"``), else the one the LM files
+      it under (`AssignDimension`, ``dimension_source="assigned"``), asked twice with the
+      dimensions listed in opposite orders. When the two answers differ (the choice
+      followed the list's order, not the requirement: SmolLM2-135M picks the first name
+      whatever the order) or cannot be read, the template is left out and the requirement
+      named in ``generation_report.left_out_requirements`` with the reason, and warned
+      about; never filed under a dimension it may not be about.
     * A dimension left with no question is removed from the set's ``dimensions``
       (a dimension without questions has no score) and listed in
       ``generation_report.empty_dimensions``.
@@ -210,6 +219,7 @@ class QuestionGenerator(dspy.Module):
         self.summarize = dspy.Predict(SummarizeRequirements)
         self.infer_dimensions = dspy.Predict(InferDimensions)
         self.decompose = dspy.Predict(DecomposeRequirement)
+        self.assign_dimension = dspy.Predict(AssignDimension)
 
     def _requirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
         """Usable requirement texts (at most `max_requirements`) and the dropped ones."""
@@ -269,6 +279,30 @@ class QuestionGenerator(dspy.Module):
         drafts = list(drafts or [])
         return drafts, ("" if drafts else "the LM drafted no question")
 
+    def _template_dimension(self, task_prompt: str, dimensions: list[str], requirement: str
+                            ) -> tuple[str | None, str]:
+        """The dimension a template question about `requirement` is about and its
+        ``dimension_source``, or (None, why it cannot be told); see the class docstring."""
+        if len(dimensions) == 1:
+            return dimensions[0], "only_dimension"
+        answers = []
+        for order in (list(dimensions), list(reversed(dimensions))):
+            # the answer's type lists the allowed names, so a schema-constrained LM can only pick one of them
+            signature = AssignDimension.with_updated_fields("dimension", type_=Literal[tuple(order)])
+            try:
+                answer = self.assign_dimension(signature=signature, task_prompt=task_prompt, dimensions=order,
+                                               requirement=requirement).dimension
+            except AdapterParseError:
+                return None, "the LM's answer to which dimension it is about could not be parsed"
+            key = normalize_dimension(str(answer or ""))
+            if key not in dimensions:
+                return None, f"the LM filed it under {_one_line(str(answer))!r}, none of the dimensions"
+            answers.append(key)
+        if answers[0] != answers[1]:
+            return None, (f"the LM filed it under '{answers[0]}' with the dimensions listed in one order and under "
+                          f"'{answers[1]}' in the other, so its choice followed the list, not the requirement")
+        return answers[0], "assigned"
+
     def _step(self, step: str, *counts: int) -> None:
         """Tell `on_step` that `step` is done (see the class docstring)."""
         if self.on_step is not None:
@@ -295,7 +329,8 @@ class QuestionGenerator(dspy.Module):
             in, >= 0) and ``report`` (the same `GenerationReport`).
 
         Raises:
-            BinEvalError: empty task prompt, or the LM gives no usable requirements.
+            BinEvalError: empty task prompt, the LM gives no usable requirements, or no
+                requirement got a question (each named with the reason).
         """
         if not isinstance(task_prompt, str) or not task_prompt.strip():
             raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
@@ -309,6 +344,7 @@ class QuestionGenerator(dspy.Module):
         merged = 0
         dropped: list[DroppedDraft] = []
         templates: list[tuple[dict, str]] = []
+        left_out: list[LeftOutRequirement] = []
         for req in requirements:
             drafts, failure = self._drafts(task_prompt, dimensions, req.text)
             used_any = False
@@ -340,14 +376,18 @@ class QuestionGenerator(dspy.Module):
                 rows.append(row)
             if not used_any:
                 reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
-                row = {
-                    "dimension": dimensions[0],
-                    "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
-                    "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
-                    "dimension_source": "first_declared"}
-                by_key.setdefault(question_key(row["text"]), row)
-                rows.append(row)
-                templates.append((row, reason))
+                dim, dim_source = self._template_dimension(task_prompt, dimensions, req.text)
+                if dim is None:
+                    left_out.append(LeftOutRequirement(requirement_id=req.id, reason=reason, why_left_out=dim_source))
+                else:
+                    row = {
+                        "dimension": dim,
+                        "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
+                        "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
+                        "dimension_source": dim_source}
+                    by_key.setdefault(question_key(row["text"]), row)
+                    rows.append(row)
+                    templates.append((row, reason))
             self._step("requirement", len(rows), len(templates))
         per_dim_count = {d: 0 for d in dimensions}
         questions: list[BinaryQuestion] = []
@@ -363,8 +403,13 @@ class QuestionGenerator(dspy.Module):
             fallback_templates=[FallbackTemplate(question_id=row["id"], requirement_id=row["requirement_id"],
                                                  reason=reason) for row, reason in templates],
             relabelled=[q.id for q in questions if (q.dimension_source or "").startswith("mapped_from:")],
-            dropped_questions=dropped, dropped_requirements=dropped_requirements,
+            dropped_questions=dropped, dropped_requirements=dropped_requirements, left_out_requirements=left_out,
         )
+        if not questions:
+            lines = "; ".join(f"{r.requirement_id}: {r.reason}, and {r.why_left_out}" for r in left_out)
+            raise BinEvalError(f"no usable question for any of the {len(requirements)} requirements ({lines}). "
+                               "Try a stronger `spec`, or write the questions by hand (examples/summeval/"
+                               "questions.json is a complete example).")
         for warning in report.warnings():
             logger.warning("question generation: %s", warning)
         lm = dspy.settings.lm
