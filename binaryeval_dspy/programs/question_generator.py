@@ -406,7 +406,10 @@ class QuestionGenerator(dspy.Module):
             dropped_questions=dropped, dropped_requirements=dropped_requirements, left_out_requirements=left_out,
         )
         if not questions:
-            lines = "; ".join(f"{r.requirement_id}: {r.reason}, and {r.why_left_out}" for r in left_out)
+            causes: dict[str, list[str]] = {}  # one cause, every requirement it applies to
+            for r in left_out:
+                causes.setdefault(f"{r.reason}, and {r.why_left_out}", []).append(r.requirement_id)
+            lines = "; ".join(f"{', '.join(ids)}: {cause}" for cause, ids in causes.items())
             raise BinEvalError(f"no usable question for any of the {len(requirements)} requirements ({lines}). "
                                "Try a stronger `spec`, or write the questions by hand (examples/summeval/"
                                "questions.json is a complete example).")
