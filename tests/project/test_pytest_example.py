@@ -8,6 +8,7 @@ the page's blocks run, in order, in an empty folder, with the docs tests' script
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dspy
@@ -37,6 +38,9 @@ def test_the_pytest_page_runs_from_an_empty_folder(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(common, "make_lm", scripted_make_lm)
     for module in (binaryeval_dspy, binaryeval_dspy.lm, binaryeval_dspy.lm.factory):
         monkeypatch.setattr(module, "make_lm", scripted_python_make_lm)
+    # the docs tests ran the same file name from another folder in this process: forget that module,
+    # or pytest refuses the new file as an "import file mismatch"
+    monkeypatch.delitem(sys.modules, "test_summaries", raising=False)
     lm, adapter = dspy.settings.lm, dspy.settings.adapter
     ran = 0
     try:
@@ -48,6 +52,7 @@ def test_the_pytest_page_runs_from_an_empty_folder(tmp_path: Path, monkeypatch: 
                 ran += 1
     finally:
         dspy.configure(lm=lm, adapter=adapter)
+        sys.modules.pop("test_summaries", None)  # ours: the next run of the page imports its own
     assert ran, f"{PAGE} has no shell block to run"
     runs = sorted(p.parent.name for p in (empty / ".bineval" / "pytest").glob("*/run"))
     assert runs == ["test_summaries.py__test_summary_with_the_fixture", "test_summaries.py__test_summary_with_the_helper"]
