@@ -384,39 +384,33 @@ def verdict_skew(answers: list, *, judged_items: int) -> VerdictSkew | None:
 
 def discrimination(judged: list[ItemResult]) -> Discrimination | None:
     """How much the judge's yes/no answers tell `judged` apart (`Discrimination`), or None
-    with fewer than two items.
+    with fewer than two items. Questions answered by code checks are left out (they are
+    not the judge's answers); unparsed and failed answers too.
 
     Args:
         judged: item results with status ``scored`` (one question set, one scale).
     """
+    from collections import Counter
+    from statistics import pstdev
+
+    from binaryeval_dspy.analysis.question_analysis import verdict_matrix
+
     if len(judged) < 2:
         return None
-    per_question: dict[str, set[str]] = {}
-    answered_on: dict[str, int] = {}
-    for r in judged:
-        for v in r.verdicts:
-            if v.source == "lm" and v.parsed:
-                per_question.setdefault(v.question_id, set()).add(v.verdict)
-                answered_on[v.question_id] = answered_on.get(v.question_id, 0) + 1
-    compared = [q for q, n in answered_on.items() if n >= 2]
-    constant = sum(1 for q in compared if len(per_question[q]) == 1)
+    by_code = {v.question_id for r in judged for v in r.verdicts if v.source != "lm"}
+    matrix = verdict_matrix(judged)  # items x questions: 1 yes, 0 no, NaN otherwise
+    matrix = matrix[[q for q in matrix.columns if q not in by_code]]
+    compared = matrix.loc[:, matrix.notna().sum() >= 2]
+    constant = int((compared.nunique() == 1).sum())
     overall = [float(r.score_card.overall) for r in judged if is_defined(r.score_card.overall)]
-    tie, tied = 0, None
-    if overall:
-        counts: dict[float, int] = {}
-        for value in overall:
-            key = round(value, 9)
-            counts[key] = counts.get(key, 0) + 1
-        tied, tie = max(counts.items(), key=lambda kv: kv[1])
-    mean = sum(overall) / len(overall) if overall else None
-    sd = math.sqrt(sum((x - mean) ** 2 for x in overall) / len(overall)) if mean is not None else None
+    tied, tie = Counter(round(x, 9) for x in overall).most_common(1)[0] if overall else (None, 0)
     low, high = judged[0].score_card.scale
     items = len(judged)
-    is_low = (bool(compared) and constant > UNDISCRIMINATING_SHARE * len(compared)) or (
+    is_low = (compared.shape[1] > 0 and constant > UNDISCRIMINATING_SHARE * compared.shape[1]) or (
         items >= TIE_MIN_ITEMS and tie > UNDISCRIMINATING_SHARE * items)
-    return Discrimination(items=items, questions=len(compared), constant_questions=constant, largest_tie=tie,
-                          tied_score=None if tied is None else round(tied * (high - low) + low, 4),
-                          score_sd=None if sd is None else round(sd, 4), low=is_low)
+    return Discrimination(items=items, questions=int(compared.shape[1]), constant_questions=constant,
+                          largest_tie=tie, tied_score=None if tied is None else round(tied * (high - low) + low, 4),
+                          score_sd=round(pstdev(overall), 4) if overall else None, low=bool(is_low))
 
 
 def _discrimination_said(summary: RunSummary) -> str:
