@@ -16,14 +16,14 @@ import pytest
 
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
-from tests.fake_endpoint import FakeEndpoint, fake_endpoint_running
-from tests.fakes import field_value, scripted_lm
 from tests.ctrl_c import (  # noqa: F401 - hooks: one Ctrl-C stops the whole session (see tests/ctrl_c.py)
     pytest_configure,
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
 )
+from tests.fake_endpoint import FakeEndpoint, fake_endpoint_running
+from tests.fakes import field_value, scripted_lm
 from tests.llama_server import LlamaServer, running_llama_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -246,7 +246,8 @@ def start_llama_server(log_path: str | Path, *, port: int = DEFAULT_PORT, gguf: 
         # its own session: a Ctrl-C in the terminal reaches this process only, which stops
         # the server itself (`LlamaServer.stop`), so the two never race to shut down
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   preexec_fn=_die_with_parent, start_new_session=True)
+                                   preexec_fn=_die_with_parent,  # noqa: PLW1509 - one prctl call, no lock taken
+                                   start_new_session=True)
     server = LlamaServer(base_url=f"http://{HOST}:{port}/v1", model=alias, log_path=log_path, process=process,
                          gguf=gguf, command=command)
     try:

@@ -192,8 +192,8 @@ def test_the_page_shows_the_headline_and_marks_the_verdict_against_p_yes(tmp_pat
 
     cli_scripted_lms(contradicting)
     (tmp_path / "second").mkdir()
-    _, out = evaluate(tmp_path / "second", 4)
-    summary_page = write_view(out, out=tmp_path / "view2.html")
+    _, second = evaluate(tmp_path / "second", 4)
+    summary_page = write_view(second, out=tmp_path / "view2.html")
     shown = DomReader(dump_dom(summary_page.resolve().as_uri())).root.by_id("summary-headline")
     assert shown is not None and "untrusted" in shown.attrs.get("class", "")
     assert shown.text == ("Overall 3.00 on [1, 5] (mean of 4 items). Do not trust it: 6 of 12 explanations "
@@ -229,6 +229,8 @@ def test_an_interrupted_item_is_called_interrupted_not_failed(tmp_path, cli_scri
     assert "1 item(s) incomplete: interrupted (Ctrl-C) before all their questions were answered (item-1)" in said
     assert "some LM calls failed" not in said
     assert "Interrupted. Results so far are saved" in said
+    stored = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["item_id"], r["complete"]) for r in stored] == [("item-0", True), ("item-1", False)]
 
 
 def test_summaries_of_stored_results_need_no_run_settings(tmp_path, cli_scripted_lms):

@@ -22,7 +22,7 @@ TASK = "Summarize the article in three sentences, accurately and fluently."
 
 def first_in_sorted_order(requirement, listed):
     """A scripted dimension choice that does not depend on the order the names are listed in."""
-    return sorted(listed)[0]
+    return min(listed)
 
 
 def first_listed(requirement, listed):
