@@ -88,16 +88,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_llama_server(log_dir: Path, *, n_ctx: int = served.DEFAULT_N_CTX, n_threads: int = 2,
+def running_llama_server(log_dir: Path, *, n_ctx: int = served.DEFAULT_N_CTX, n_threads: int | None = None,
                          start_timeout: float = served.START_TIMEOUT_S) -> Iterator[LlamaServer]:
     """The library's `start_llama_server` (what ``bineval serve`` runs) on a free
     127.0.0.1 port, logging to ``log_dir/llama_server.log``: yields a `LlamaServer` once
-    ``GET /v1/models`` answers, then stops it.
+    ``GET /v1/models`` answers, then stops it. `n_threads` None takes the cores the load
+    average leaves free, as ``bineval serve`` does (`choose_llama_threads`): two threads on
+    a busy 2-core machine make every call several times slower.
 
     Skips the calling test (``pytest.skip``) when the ``server`` extra or the SmolLM2
     GGUF is missing; fails with the log's tail when the server exits or does not answer
     within ``start_timeout`` seconds.
     """
+    if n_threads is None:
+        from binaryeval_dspy.lm.llama_engine import choose_llama_threads
+
+        n_threads = choose_llama_threads().threads
     try:
         started = served.start_llama_server(Path(log_dir) / "llama_server.log", port=0, n_ctx=n_ctx,
                                             n_threads=n_threads, start_timeout=start_timeout)
