@@ -247,9 +247,11 @@ def test_questions_from_a_task_prompt(llama_server, tmp_path):
                       "--max-requirements", "3", "--max-tokens", "256", *lm_args(llama_server)])
     assert served_generations(llama_server, offset), "no request reached the server"
     if result.exit_code != 0:
-        # SmolLM2-135M may draft only placeholder requirements ("test_1"): the generator must
-        # then refuse with the reason and write nothing, never save garbage questions.
-        assert result.exit_code == 2 and "unusable" in result.output, result.output
+        # SmolLM2-135M may draft only placeholder requirements ("test_1"), or no question it can
+        # file under the dimension it is about: the generator must then refuse with the reason
+        # and write nothing, never save garbage questions.
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and ("unusable" in said or "no usable question for any" in said), said
         assert not out.exists()
         return
     question_set = QuestionSet.load(out)
