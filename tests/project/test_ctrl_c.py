@@ -89,3 +89,31 @@ def test_without_the_hooks_the_command_swallows_ctrl_c(tmp_path):
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, output
     assert "exit status 130" in output, output  # the command's own Ctrl-C handling: Interrupted, 130
     assert second_ran, output  # and pytest went on
+
+
+def test_a_command_run_from_python_never_ends_its_callers_process(monkeypatch):
+    """After Ctrl-C with LM calls still in flight, only the `bineval` script itself ends its
+    process without waiting for them (`OWNS_PROCESS`); a command run from Python (CliRunner
+    in these tests, a notebook) raises SystemExit and leaves its caller's process alone."""
+    import threading
+    import time
+
+    from binaryeval_dspy.cli import error_handling
+
+    ended: list[int] = []
+    monkeypatch.setattr(error_handling.os, "_exit", ended.append)
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait, name="bineval-call-test", daemon=True)
+    busy.start()
+    try:
+        with pytest.raises(SystemExit):
+            error_handling.leave_after_interrupt(130, grace_seconds=0.05)
+        time.sleep(0.3)
+        assert ended == []
+        monkeypatch.setattr(error_handling, "OWNS_PROCESS", True)  # as `bineval` (cli.main.main) sets it
+        with pytest.raises(SystemExit):
+            error_handling.leave_after_interrupt(130, grace_seconds=0.05)
+        time.sleep(0.3)
+        assert ended == [130]
+    finally:
+        release.set()
