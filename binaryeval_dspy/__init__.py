@@ -8,7 +8,9 @@ Public API, by concept (everything else is an implementation detail):
 * questions: `QuestionGenerator`, `QuestionSet`, `BinaryQuestion`, `Requirement`
 * verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
   `VerdictOutput` (the downstream JSON schema)
-* optimization: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric`, `OptimizationHistory`
+* optimization: `BinEvalOptimizer`, `PromptUpdater`, `BinEvalMetric` (BinEval as a DSPy metric),
+  `HumanAgreementMetric` / `SourceAgreementMetric` (compiling an evaluator against human
+  labels or a reference evaluator with DSPy's optimizers), `OptimizationHistory`
 * meta-evaluation: the baselines (`GEvalJudge`, `UniEvalJudge`, `RougeL`), correlations
   (`pearson`, `spearman`, `kendall`, summary / system / turn level), IFBench's code
   checkers (`check_strict`, `check_loose`, `ifbench_accuracy`, `IFBenchResult`)
@@ -66,6 +68,8 @@ __all__ = [  # noqa: RUF022 - grouped by concept, not sorted
     "BinEvalOptimizer",
     "PromptUpdater",
     "BinEvalMetric",
+    "HumanAgreementMetric",
+    "SourceAgreementMetric",
     "OptimizationHistory",
     # meta-evaluation: baselines, correlations with human scores, IFBench's code checkers
     "GEvalJudge",
@@ -81,6 +85,21 @@ __all__ = [  # noqa: RUF022 - grouped by concept, not sorted
     "check_strict",
     "check_loose",
     "ifbench_accuracy",
+    # trust: per-question verdicts files, agreement with labels, calibration, panels and cascades
+    "VerdictRecord",
+    "read_verdicts",
+    "write_verdicts",
+    "run_verdict_records",
+    "label_agreement",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "krippendorff_alpha_nominal",
+    "expected_calibration_error",
+    "brier_score",
+    "panel_vote",
+    "CascadeRule",
+    "simulate_panel",
+    "simulate_cascade",
     # data: item and benchmark loaders
     "load_items",
     "load_jsonl",
@@ -115,10 +134,18 @@ _EXPORTS: dict[str, str] = {
     "RunSettings": "binaryeval_dspy.settings",
     **dict.fromkeys(["register_check", "CheckResult"], "binaryeval_dspy.checks"),
     **dict.fromkeys(["BinEvalOptimizer"], "binaryeval_dspy.optimizers"),
+    **dict.fromkeys(["HumanAgreementMetric", "SourceAgreementMetric"], "binaryeval_dspy.comparison"),
     **dict.fromkeys(["pearson", "spearman", "kendall", "summary_level_correlation",
                      "system_level_correlation", "turn_level_correlation"], "binaryeval_dspy.metrics"),
     **dict.fromkeys(["IFBenchResult", "check_strict", "check_loose", "ifbench_accuracy"],
                     "binaryeval_dspy.ifbench"),
+    "VerdictRecord": "binaryeval_dspy.schemas",
+    **dict.fromkeys(["read_verdicts", "write_verdicts"], "binaryeval_dspy.data"),
+    "run_verdict_records": "binaryeval_dspy.runs.verdicts_export",
+    "label_agreement": "binaryeval_dspy.meta_eval.label_agreement",
+    **dict.fromkeys(["cohen_kappa", "fleiss_kappa", "krippendorff_alpha_nominal", "expected_calibration_error",
+                     "brier_score"], "binaryeval_dspy.metrics"),
+    **dict.fromkeys(["panel_vote", "CascadeRule", "simulate_panel", "simulate_cascade"], "binaryeval_dspy.panels"),
     **dict.fromkeys(["load_items", "load_jsonl", "load_csv", "load_scored_items", "load_hub_items",
                      "load_summeval", "load_topical_chat", "load_qags", "load_ifbench"], "binaryeval_dspy.data"),
     **dict.fromkeys(["make_lm", "LMHandle"], "binaryeval_dspy.lm"),
@@ -132,6 +159,7 @@ __getattr__, __dir__ = _lazy_module.lazy_exports(__name__, _EXPORTS, submodules=
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
     from binaryeval_dspy.checks import CheckResult, register_check
+    from binaryeval_dspy.comparison import HumanAgreementMetric, SourceAgreementMetric
     from binaryeval_dspy.data import (
         load_csv,
         load_hub_items,
@@ -142,6 +170,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         load_scored_items,
         load_summeval,
         load_topical_chat,
+        read_verdicts,
+        write_verdicts,
     )
     from binaryeval_dspy.errors import (
         BinEvalError,
@@ -153,8 +183,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     )
     from binaryeval_dspy.ifbench import IFBenchResult, check_loose, check_strict, ifbench_accuracy
     from binaryeval_dspy.lm import LMHandle, make_lm
+    from binaryeval_dspy.meta_eval.label_agreement import label_agreement
     from binaryeval_dspy.metrics import (
+        brier_score,
+        cohen_kappa,
+        expected_calibration_error,
+        fleiss_kappa,
         kendall,
+        krippendorff_alpha_nominal,
         pearson,
         spearman,
         summary_level_correlation,
@@ -162,6 +198,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         turn_level_correlation,
     )
     from binaryeval_dspy.optimizers import BinEvalOptimizer
+    from binaryeval_dspy.panels import CascadeRule, panel_vote, simulate_cascade, simulate_panel
     from binaryeval_dspy.programs import (
         BinEval,
         BinEvalMetric,
@@ -173,6 +210,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictJudge,
     )
     from binaryeval_dspy.runs import RunDirectory, evaluate_items, rejudge_items
+    from binaryeval_dspy.runs.verdicts_export import run_verdict_records
     from binaryeval_dspy.schemas import (
         BinaryQuestion,
         ItemResult,
@@ -185,6 +223,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictLabel,
         VerdictOutput,
         VerdictPolicy,
+        VerdictRecord,
     )
     from binaryeval_dspy.scoring import affine_scale, score_verdicts
     from binaryeval_dspy.settings import RunSettings

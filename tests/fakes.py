@@ -32,6 +32,8 @@ class ScriptedEngine:
         self.script = script
         self.calls: list[str] = []
         self._lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0  # calls on DSPy's async path at once (`AsyncTwin`)
 
     def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(
@@ -53,10 +55,45 @@ class ScriptedEngine:
         pass
 
 
-def scripted_lm(script: Callable[[str, str], Any]) -> tuple[dspy.LM, ScriptedEngine]:
-    """A `dspy.LM` backed by a `ScriptedEngine`, with a unique model string and no cache."""
+class AsyncTwin:
+    """The async counterpart of a scripted engine (DSPy's ``async_engine=``): answers as the
+    engine does after ``latency`` seconds of ``asyncio.sleep``, counting the calls in flight at
+    once into the engine's ``in_flight`` / ``max_in_flight``."""
+
+    def __init__(self, engine: Any, *, latency: float = 0.0):
+        self.engine = engine
+        self.latency = latency
+        for name in ("supports_response_schema", "supported_params"):
+            if hasattr(engine, name):
+                setattr(self, name, getattr(engine, name))
+
+    async def complete(self, request):
+        import asyncio
+
+        self.engine.in_flight = getattr(self.engine, "in_flight", 0) + 1
+        self.engine.max_in_flight = max(getattr(self.engine, "max_in_flight", 0), self.engine.in_flight)
+        try:
+            await asyncio.sleep(self.latency)
+            return self.engine.complete(request)
+        finally:
+            self.engine.in_flight -= 1
+
+    async def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        pass
+
+
+def scripted_lm(script: Callable[[str, str], Any], *, latency: float = 0.0) -> tuple[dspy.LM, ScriptedEngine]:
+    """A `dspy.LM` backed by a `ScriptedEngine` (and its `AsyncTwin`, `latency` seconds per async
+    call), with a unique model string and no cache."""
     engine = ScriptedEngine(script)
-    lm = dspy.LM(f"custom/scripted-{uuid.uuid4().hex[:12]}", engine=engine, cache=False, temperature=0.0)
+    lm = dspy.LM(f"custom/scripted-{uuid.uuid4().hex[:12]}", engine=engine,
+                 async_engine=AsyncTwin(engine, latency=latency), cache=False, temperature=0.0)
     return lm, engine
 
 

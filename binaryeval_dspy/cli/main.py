@@ -20,7 +20,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "agreement": ("binaryeval_dspy.cli.agreement_command", "agreement_command",
                   ("Correlate your prediction files with human scores: a bundled benchmark (summeval, "
                    "topical_chat, qags, qags_cnndm, qags_xsum), a `bineval benchmark` run (--run) or "
-                   "your own human-scored file.")),
+                   "your own human-scored file; or, with --labels, compare judges' verdicts with "
+                   "question-level labels.")),
     "batch": ("binaryeval_dspy.cli.batch_command", "batch_group",
               "Follow and settle the provider batches of a `bineval evaluate --batch` run."),
     "benchmark": ("binaryeval_dspy.cli.benchmark_command", "benchmark_command",
@@ -41,6 +42,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("binaryeval_dspy.cli.serve_command", "serve_command",
               ("Serve the embedded model (SmolLM2-135M-Instruct) over an OpenAI-compatible API on 127.0.0.1 until "
                "Ctrl-C, and print the --lm and --lm-model that reach it.")),
+    "verdicts": ("binaryeval_dspy.cli.verdicts_command", "verdicts_command",
+                 "Export the verdicts of run directory RUN as a verdicts file (one row per item and question)."),
     "view": ("binaryeval_dspy.cli.view_command", "view_command",
              ("Write one HTML page showing RUN (evaluate, verdict mode, rejudge, benchmark or optimizer "
               "comparison); with RUN2, what changed from RUN2 to RUN.")),

@@ -51,16 +51,15 @@ def load_summeval_items(directory: str | Path | None = None, *,
 
     Returns:
         The `load_summeval` items (``item_id`` = ``<doc_id>/<system_id>``, ``doc_id``,
-        ``system_id``, ``input``, ``output``, ``human``), each also with ``scores``: the
-        same expert ratings (each of `dimensions` in [1, 5] and their mean ``overall``)
-        under the field the comparison's metrics read.
+        ``system_id``, ``input``, ``output``, ``human``: the expert ratings, each of
+        `dimensions` in [1, 5] and their mean ``overall``, the field the comparison's
+        metrics read).
 
     Raises:
         InputError: the file is missing or malformed, a field is missing or a score is
             outside [1, 5] (names the file, line and field).
     """
-    items = load_summeval(data_dir=directory, dimensions=dimensions, require_reference=False)
-    return [ex.copy(scores=dict(ex.human)) for ex in items]
+    return load_summeval(data_dir=directory, dimensions=dimensions, require_reference=False)
 
 
 def _split_dev(items: list[dspy.Example], dev: list[dspy.Example], rng: random.Random, *,

@@ -23,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["EMPTY_OUTPUT_POLICIES", "is_empty_output", "visible_text"],
                     "binaryeval_dspy.data.text_checks"),
     **dict.fromkeys(["TOPICAL_CHAT_DIMENSIONS", "load_topical_chat"], "binaryeval_dspy.data.topical_chat"),
+    **dict.fromkeys(["read_verdicts", "write_verdicts"], "binaryeval_dspy.data.verdicts_file"),
+    **dict.fromkeys(["llmbar_path"], "binaryeval_dspy.data.llmbar"),
 }
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "TOPICAL_CHAT_DIMENSIONS",
     "default_data_dir",
     "is_empty_output",
+    "llmbar_path",
     "load_csv",
     "load_hub_items",
     "load_ifbench",
@@ -44,9 +47,11 @@ __all__ = [
     "load_summeval",
     "load_topical_chat",
     "normalized_human_scores",
+    "read_verdicts",
     "resolve_data_file",
     "select_items",
     "visible_text",
+    "write_verdicts",
 ]
 
 
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
     from binaryeval_dspy.data.human_scores import normalized_human_scores
     from binaryeval_dspy.data.ifbench import load_ifbench
     from binaryeval_dspy.data.items import load_csv, load_items, load_jsonl
+    from binaryeval_dspy.data.llmbar import llmbar_path
     from binaryeval_dspy.data.paths import DATA_DIR_ENV, default_data_dir, resolve_data_file
     from binaryeval_dspy.data.qags import QAGS_SPLITS, load_qags
     from binaryeval_dspy.data.sampling import SAMPLE_METHODS, select_items
@@ -68,3 +74,4 @@ if TYPE_CHECKING:
         visible_text,
     )
     from binaryeval_dspy.data.topical_chat import TOPICAL_CHAT_DIMENSIONS, load_topical_chat
+    from binaryeval_dspy.data.verdicts_file import read_verdicts, write_verdicts

@@ -10,15 +10,16 @@ from binaryeval_dspy.errors import InputError
 
 
 def normalized_human_scores(
-    example: dspy.Example, dimensions: Sequence[str], *, field: str = "scores", scale: tuple[float, float] = (1.0, 5.0)
+    example: dspy.Example, dimensions: Sequence[str], *, field: str = "human", scale: tuple[float, float] = (1.0, 5.0)
 ) -> dict[str, float]:
     """The example's human ratings mapped to [0, 1]: (h - low) / (high - low), for `dimensions`.
 
     Args:
-        example: an item whose `field` holds ``{dimension: rating}`` (SummEval items of
-            `binaryeval_dspy.data.load_summeval` hold them in ``human``).
+        example: an item whose `field` holds ``{dimension: rating}`` (every loader of this
+            package puts them in ``human``: `load_summeval`, `load_topical_chat`,
+            `load_qags`, `load_scored_items`, `load_hub_items`).
         dimensions: the dimensions to return (others in the mapping are ignored).
-        field: the item field with the ratings.
+        field: the item field with the ratings (default ``human``, the loaders' field).
         scale: the ratings' [low, high] (SummEval: 1-5); high != low.
 
     Returns:
@@ -30,8 +31,12 @@ def normalized_human_scores(
     """
     raw = example.get(field) if hasattr(example, "get") else None
     if not isinstance(raw, dict):
-        raise InputError(f"the item has no human ratings mapping in '{field}'", field=field,
-                         fix="load items whose human ratings are a {dimension: rating} object.")
+        others = [name for name, value in (example.items() if hasattr(example, "items") else ())
+                  if isinstance(value, dict) and name != field]
+        fix = (f"name the field that holds them, e.g. `human_field` {others[0]!r} (the item's other mappings: "
+               f"{', '.join(others)})" if others else "load items whose human ratings are a {dimension: rating} "
+               "object (the loaders put them in 'human').")
+        raise InputError(f"the item has no human ratings mapping in '{field}'", field=field, fix=fix)
     low, high = scale
     out: dict[str, float] = {}
     for d in dimensions:

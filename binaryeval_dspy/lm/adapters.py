@@ -1,4 +1,4 @@
-"""Adapter policy per endpoint: JSON with a schema where the endpoint takes one, chat otherwise.
+"""Adapter policy per endpoint, and the one adapter rule every module's calls follow.
 
 `choose_adapter` turns a policy (``auto``, ``json``, ``chat``) and an LM into the DSPy
 adapter every judgment of a run goes through, so that:
@@ -7,19 +7,26 @@ adapter every judgment of a run goes through, so that:
   providers whose models LiteLLM / DSPy list as supporting a response schema, the
   embedded llama.cpp engine) gets `dspy.JSONAdapter` and the schema in
   ``response_format``: the reply parses by construction;
-* any other endpoint gets `dspy.ChatAdapter` *without* DSPy's JSON fallback
-  (``use_json_adapter_fallback=False``). With the fallback, a reply that does not parse
-  costs a second call in another format, and alternating formats throws away the
-  server's prompt-prefix reuse (measured on llama.cpp's server: ~880 of ~1,035 prompt
-  tokens re-evaluated per call). Without it, a reply that does not parse raises
-  `AdapterParseError` after one call and `BinEval` records the verdict as ``unparsed``
-  (salvaging a yes/no when the text holds one).
+* any other endpoint gets `dspy.ChatAdapter` *without* DSPy's JSON fallback. With the
+  fallback, a reply that does not parse costs a second call in another format, read by
+  DSPy's lenient JSON parsing (which completed a reply cut inside its answer into a plain
+  "yes"), and alternating formats throws away the server's prompt-prefix reuse (measured
+  on llama.cpp's server: ~880 of ~1,035 prompt tokens re-evaluated per call). Without it,
+  a reply that does not parse raises `AdapterParseError` after one call and `BinEval`
+  records the verdict as ``unparsed`` (salvaging a yes/no when the text holds one).
+
+`judging_adapter` is the rule that holds however the user configured DSPy (no adapter,
+``dspy.context``, ``handle.context()``, an adapter of their own): the LM's own adapter
+(the one `make_lm` chose, `remember_adapter`), ours of the same kind for a plain
+`dspy.ChatAdapter` / `dspy.JSONAdapter`, and a refusal for any other adapter.
+`judging_context`, `call_predictor` / `acall_predictor` and `run_predictor_calls` /
+`arun_predictor_calls` are how every module we ship calls its predictors under it.
 
 The adapters count what they did in an `AdapterStats` (thread-safe, in
 `binaryeval_dspy.lm.adapter_stats`): judgments, second
 calls made in another format (``fallback_calls``, 0 with the adapters built here: DSPy
 3.4's JSONAdapter picks its format before the call and never retries in another one,
-and the ChatAdapter's fallback is off), replies that did not parse, JSON calls sent
+and our ChatAdapter never falls back), replies that did not parse, JSON calls sent
 without a schema, and requests re-sent because a server refused the schema's
 ``response_format`` form (``format_retries``, counted by `CacheScopedLM`).
 """
@@ -27,9 +34,11 @@ without a schema, and requests re-sent because a server refused the schema's
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import threading
 import weakref
+from collections.abc import Generator
 from typing import Any
 
 import dspy
@@ -221,20 +230,41 @@ def _parent_format(cls: type, adapter: Any, signature: Any, demos: list, inputs:
 
 
 class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
-    """`dspy.ChatAdapter` that counts into an `AdapterStats`; no JSON retry by default.
+    """`dspy.ChatAdapter` that counts into an `AdapterStats` and never retries in JSON.
+
+    DSPy's ChatAdapter, after a reply that does not parse, makes a second call in JSON
+    format and reads that one with DSPy's lenient JSON parsing, which completes a reply
+    cut inside its answer ('{"verdict": "yes", "explanation": "The summ' reads as "yes").
+    This one makes one request per call: a reply that does not parse raises
+    `AdapterParseError` and the caller records it (`BinEval`: ``unparsed``).
 
     Args:
         stats: where to count (a new `AdapterStats` if None); also ``adapter.stats``.
-        use_json_adapter_fallback: DSPy's second call in JSON format after a reply that
-            does not parse; off by default (one request per judgment). When on, each
-            such call is counted in ``stats.fallback_calls``.
+        use_json_adapter_fallback: only False is accepted (kept for DSPy's signature).
         callbacks: DSPy callbacks, as for `dspy.ChatAdapter`.
+
+    Raises:
+        LMConfigError: `use_json_adapter_fallback` is True, or is set to True later.
     """
 
     def __init__(self, *, stats: AdapterStats | None = None, use_json_adapter_fallback: bool = False,
                  callbacks: list | None = None) -> None:
         super().__init__(callbacks=callbacks, use_json_adapter_fallback=use_json_adapter_fallback)
         self.stats = stats if stats is not None else AdapterStats()
+
+    @property
+    def use_json_adapter_fallback(self) -> bool:
+        """Always False: one request per call, a reply that does not parse is not asked again in JSON."""
+        return False
+
+    @use_json_adapter_fallback.setter
+    def use_json_adapter_fallback(self, value: bool) -> None:
+        if value:
+            raise LMConfigError(
+                "CountingChatAdapter never makes DSPy's second call in JSON format: that call reads a reply cut inside "
+                "its answer as a whole one, and costs a second request per unreadable reply",
+                received=f"use_json_adapter_fallback={value!r}",
+                fix="leave it False; a reply in JSON format is still read without a second request (`BinEval`).")
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's chat format; for an ``anthropic/`` model the item's shared part is marked for
@@ -283,7 +313,7 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         # The material under review the prompt shows (inputs fenced as evaluated text), for
         # `parse` on this thread: a JSON object the reply copies from it verbatim is a quote
         # of the material, not the answer. Other inputs (instructions, examples) are not.
-        self._shown().texts = tuple(v for v in inputs.values() if isinstance(v, str) and DATA_BEGIN in v)
+        _SHOWN_TEXTS.set(tuple(v for v in inputs.values() if isinstance(v, str) and DATA_BEGIN in v))
         try:
             return self._with_cache_breakpoint(signature, _parent_format(CountingJSONAdapter, self, signature, demos,
                                                                          inputs))
@@ -301,15 +331,12 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
     def _schema_state(self) -> threading.local:
         return self.__dict__.setdefault("_schema_enforced", threading.local())
 
-    def _shown(self) -> threading.local:
-        return self.__dict__.setdefault("_shown_inputs", threading.local())
-
     def parse(self, signature: Any, completion: str) -> dict[str, Any]:
         """The last JSON object with every output field, not the first, skipping objects copied
         verbatim from the evaluated texts the last `format` on this thread showed; objects that disagree
         on the verdict make the reply unreadable (see `lm.final_answer.parse_json_reply`)."""
-        shown = self._shown()
-        quoted, shown.texts = getattr(shown, "texts", ()), ()  # one format's inputs serve one parse
+        quoted = _SHOWN_TEXTS.get()
+        _SHOWN_TEXTS.set(())  # one format's inputs serve one parse
         self._next_reply_cut()  # a JSON answer is complete when its object closes, cut or not
         return self._remember_raw(parse_json_reply(signature, completion, adapter=type(self).__name__, quoted=quoted))
 
@@ -319,6 +346,12 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
         self._schema_state().enforced = enforced
         if not enforced:
             self.stats.add("schema_not_sent")
+
+
+#: The evaluated texts the last `CountingJSONAdapter.format` showed, for the `parse` of its reply.
+#: A context variable, not a thread-local: under ``acall`` the reply is parsed after an
+#: ``await``, while other tasks on the same thread format their own calls.
+_SHOWN_TEXTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("bineval_shown_texts", default=())
 
 
 def _carries_schema(response_format: Any) -> bool:
@@ -408,63 +441,140 @@ def choose_adapter(
             f"auto: {where} declares no JSON-schema output; chat format, one request per judgment (no JSON retry)")
 
 
-_OWN_FOR_ADAPTER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_OWN_FOR_LM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+#: lm -> the adapter its calls use when none is configured: `make_lm`'s choice (`remember_adapter`),
+#: else `choose_adapter("auto", lm)`, made at the first call.
+_FOR_LM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: a plain `dspy.ChatAdapter` / `dspy.JSONAdapter` a user configured -> ours of the same kind.
+_FOR_PLAIN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def adapter_kind(adapter: Any) -> str:
+    """``"json"`` for a `dspy.JSONAdapter` (or subclass), else ``"chat"`` (the name manifests record)."""
+    return "json" if isinstance(adapter, dspy.JSONAdapter) else "chat"
+
+
+def remember_adapter(lm: Any, adapter: Any) -> None:
+    """Make `adapter` the one `lm`'s calls use when no adapter is configured.
+
+    `make_lm` (and every `LMHandle`) calls it with the adapter it chose, so that
+    ``dspy.configure(lm=handle.lm)`` sends what ``handle.adapter_name`` says. An adapter
+    that is neither ours nor a plain `dspy.ChatAdapter` / `dspy.JSONAdapter`, or an LM
+    that cannot be weakly referenced, is not remembered (the LM then gets
+    ``choose_adapter("auto", lm)``).
+
+    Args:
+        lm: the `dspy.LM` the adapter goes with.
+        adapter: one of our counting adapters, or a plain DSPy chat / JSON adapter
+            (turned into ours of the same kind).
+    """
+    if not isinstance(adapter, _CountingAdapter):
+        if type(adapter) not in (dspy.ChatAdapter, dspy.JSONAdapter):
+            return
+        adapter = _ours_for_plain(adapter)
+    with _LOCK, contextlib.suppress(TypeError):
+        _FOR_LM[lm] = adapter
+
+
+def _own_adapter(lm: Any) -> Any:
+    """The adapter `lm` uses when none is configured (see `remember_adapter`)."""
+    with _LOCK:
+        try:
+            own = _FOR_LM.get(lm)
+        except TypeError:  # not weakly referenceable: chosen again at each call
+            return choose_adapter("auto", lm)[0]
+        if own is None:
+            own = _FOR_LM[lm] = choose_adapter("auto", lm)[0]
+        return own
+
+
+def _ours_for_plain(current: Any) -> Any:
+    """Our adapter of `current`'s kind (a plain DSPy chat or JSON adapter), its callbacks kept,
+    made once per `current`; DSPy's JSON fallback is never carried over."""
+    with _LOCK:
+        own = _FOR_PLAIN.get(current)
+        if own is None:
+            own = (CountingJSONAdapter(callbacks=current.callbacks) if type(current) is dspy.JSONAdapter
+                   else CountingChatAdapter(callbacks=current.callbacks))
+            _FOR_PLAIN[current] = own
+        return own
 
 
 def judging_adapter(current: Any, lm: Any) -> Any:
-    """The adapter a judge call should use when `current` is configured and `lm` answers.
+    """The adapter a call of one of our modules uses when `current` is configured and `lm` answers.
 
-    Our adapters read the judge's final answer (`binaryeval_dspy.lm.final_answer`); DSPy's
-    own keep the first occurrence of each field, which can be a block quoted from the
-    evaluated output. So a plain `dspy.ChatAdapter` / `dspy.JSONAdapter` (e.g. from
-    ``dspy.configure(lm=...)``) is replaced by our counting subclass with the same settings,
-    and no adapter at all by what DSPy would use (ChatAdapter with its JSON fallback), or by
-    `CountingJSONAdapter` for an embedded GGUF model, whose small models need the schema.
-    Any other adapter (a subclass or a custom one) is the user's choice and is kept.
+    The one adapter rule, the same however DSPy was configured (``dspy.configure``,
+    ``dspy.context``, ``handle.context()``, an adapter set by the user):
+
+    * no adapter configured (``dspy.configure(lm=handle.lm)``, the README's setup): the
+      LM's own, the one `make_lm` chose and ``handle.adapter_name`` names
+      (`remember_adapter`); for an LM not built by `make_lm`, ``choose_adapter("auto",
+      lm)``: JSON with the schema where the endpoint takes one, chat otherwise;
+    * a plain `dspy.ChatAdapter` or `dspy.JSONAdapter`: the user's choice of format, sent
+      through our adapter of that kind (`CountingChatAdapter` / `CountingJSONAdapter`,
+      with the same callbacks), which reads the judge's final answer, never a block it
+      quoted from the evaluated output (`binaryeval_dspy.lm.final_answer`);
+    * one of our adapters (``handle.context()``): itself.
+
+    Whichever it is, a reply is sent once and read once: DSPy's second call in JSON format
+    after a chat reply that does not parse is never made (that call completed a reply cut
+    inside its answer into a plain "yes"), a reply cut inside its answer is unreadable,
+    and a reply in the other format is read by our parsers without a second request
+    (`BinEval` salvages it).
 
     Args:
         current: ``dspy.settings.adapter`` (may be None).
-        lm: the LM the call goes to (may be None).
+        lm: the LM the call goes to (may be None: then None is returned and DSPy raises
+            its own "no LM is loaded" error).
 
     Returns:
-        An adapter instance, the same one for the same `current` (or `lm`) while it lives.
+        One of our adapter instances, the same one for the same `current` (or `lm`) while
+        it lives.
+
+    Raises:
+        LMConfigError: `current` is another adapter class (`dspy.XMLAdapter`,
+            `dspy.TwoStepAdapter`, a subclass of DSPy's adapters, a custom one): our
+            parsing rules cannot hold under it, so the call is refused, naming the fix.
+            Also when chat format is asked for an embedded GGUF model (its small models
+            answer reliably only under the JSON schema).
     """
-    if isinstance(current, _CountingAdapter):
-        return current
     if current is None:
-        if lm is None:
-            return None
-        try:
-            own = _OWN_FOR_LM.get(lm)
-        except TypeError:
-            return None
-        if own is None:
-            own = (CountingJSONAdapter() if _is_embedded(lm, None)
-                   else CountingChatAdapter(use_json_adapter_fallback=True))
-            _OWN_FOR_LM[lm] = own
-        return own
-    if type(current) not in (dspy.ChatAdapter, dspy.JSONAdapter):
-        return current
-    own = _OWN_FOR_ADAPTER.get(current)
-    if own is None:
-        if type(current) is dspy.JSONAdapter:
-            own = CountingJSONAdapter(callbacks=current.callbacks)
-        else:
-            own = CountingChatAdapter(callbacks=current.callbacks,
-                                      use_json_adapter_fallback=current.use_json_adapter_fallback)
-        _OWN_FOR_ADAPTER[current] = own
-    return own
+        return None if lm is None else _own_adapter(lm)
+    if isinstance(current, _CountingAdapter):
+        ours = current
+    elif type(current) in (dspy.ChatAdapter, dspy.JSONAdapter):
+        ours = _ours_for_plain(current)
+    else:
+        raise LMConfigError(
+            f"the configured adapter {type(current).__name__} cannot read binaryeval-dspy's judges: their replies "
+            "are read by its own chat or JSON adapter, so that a reply cut inside its answer is `unparsed` after one "
+            "request, never completed into an answer",
+            fix="configure no adapter (the LM's own is used), dspy.ChatAdapter() or dspy.JSONAdapter(), or run the "
+                "judge under `handle.context()`; to keep your adapter for the rest of a pipeline, call the judge "
+                "inside `dspy.context(adapter=None)`.",
+        )
+    if lm is not None and adapter_kind(ours) == "chat" and _is_embedded(lm, None):
+        raise LMConfigError(
+            f"chat format cannot be used with the embedded model {getattr(lm, 'model', 'the LM')}: it answers "
+            "reliably only under schema-constrained decoding, which the JSON adapter requests",
+            fix="configure no adapter (the embedded model's JSON adapter is used) or dspy.JSONAdapter().",
+        )
+    return ours
 
 
 def judging_context(lm: Any = None) -> contextlib.AbstractContextManager:
-    """A ``dspy.context`` that puts `judging_adapter` in place for a call that reads a verdict
-    word (a label pick, a refutation answer), so our complete-answer, final-answer and
-    qualified-verdict rules (`binaryeval_dspy.lm.final_answer`) apply whatever adapter the
-    user configured; a no-op when the configured adapter is kept.
+    """A ``dspy.context`` that puts `judging_adapter` in place for one call of our modules.
+
+    Every LM call of a module we ship (`BinEval`'s judge, the label picker, the pressure
+    test, question generation, the note-taker, lesson dedup, the updater, the baselines)
+    runs inside it, so the adapter rule holds whatever the user configured; a no-op when
+    the configured adapter is already the one to use.
 
     Args:
         lm: the LM the call goes to (the predictor's own, if set); None uses DSPy's settings.
+
+    Raises:
+        LMConfigError: as `judging_adapter` (an adapter our parsing rules cannot hold under).
     """
     settings = dspy.settings
     adapter = judging_adapter(settings.adapter, lm or settings.lm)
@@ -473,7 +583,79 @@ def judging_context(lm: Any = None) -> contextlib.AbstractContextManager:
     return dspy.context(adapter=adapter)
 
 
+def call_predictor(predictor: Any, **inputs: Any) -> Any:
+    """``predictor(**inputs)`` under the adapter rule (`judging_context` for the predictor's LM).
+
+    How every module we ship calls its predictors, so that no call of ours goes through
+    DSPy's JSON fallback or an adapter our parsers cannot follow.
+
+    Args:
+        predictor: a `dspy.Predict` (its own ``lm``, if set, decides the adapter).
+        inputs: its input fields, and DSPy's ``config=`` if needed.
+
+    Returns:
+        The `dspy.Prediction`.
+
+    Raises:
+        AdapterParseError: the reply did not parse (one request was made).
+        LMConfigError: the configured adapter is refused (`judging_adapter`).
+    """
+    with judging_context(predictor.lm):
+        return predictor(**inputs)
+
+
+async def acall_predictor(predictor: Any, **inputs: Any) -> Any:
+    """``await predictor.acall(**inputs)`` under the adapter rule: `call_predictor` for ``aforward``.
+
+    The adapter is set in the running task's context only (DSPy's settings are context
+    variables), so tasks gathered together each keep their own ``dspy.context``.
+    """
+    with judging_context(predictor.lm):
+        return await predictor.acall(**inputs)
+
+
+#: A module's dependent predictor calls written once for `forward` and `aforward`: a generator
+#: that yields ``(predictor, inputs)``, is sent back the `dspy.Prediction` (or the
+#: `AdapterParseError` of a reply that did not parse), and returns the module's result.
+PredictorCalls = Generator[tuple[Any, dict[str, Any]], Any, Any]
+
+
+def run_predictor_calls(steps: PredictorCalls) -> Any:
+    """Run `steps` (`PredictorCalls`) with `call_predictor`; returns what the generator returns.
+
+    For modules whose calls depend on each other (a retry that quotes the previous answer,
+    an edit that sees the last edit's prompt): the logic lives in one generator, and
+    `forward` and `aforward` differ only in the driver. Errors other than
+    `AdapterParseError` (transport, refused adapter) propagate.
+    """
+    try:
+        predictor, inputs = next(steps)
+        while True:
+            try:
+                reply = call_predictor(predictor, **inputs)
+            except AdapterParseError as exc:
+                reply = exc
+            predictor, inputs = steps.send(reply)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def arun_predictor_calls(steps: PredictorCalls) -> Any:
+    """`run_predictor_calls` with `acall_predictor`: the same result, awaited call by call."""
+    try:
+        predictor, inputs = next(steps)
+        while True:
+            try:
+                reply = await acall_predictor(predictor, **inputs)
+            except AdapterParseError as exc:
+                reply = exc
+            predictor, inputs = steps.send(reply)
+    except StopIteration as stop:
+        return stop.value
+
+
 __all__ = [
-    "ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter",
-    "judging_adapter", "judging_context", "schema_support",
+    "ADAPTER_POLICIES", "AdapterStats", "CountingChatAdapter", "CountingJSONAdapter", "acall_predictor",
+    "adapter_kind", "arun_predictor_calls", "call_predictor", "choose_adapter", "judging_adapter", "judging_context",
+    "remember_adapter", "run_predictor_calls", "schema_support",
 ]

@@ -29,7 +29,7 @@ import dspy
 
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapter_stats import AdapterStats
-from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, choose_adapter
+from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES, adapter_kind, choose_adapter, remember_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.dspy_internals import (
     install_dspy_patches,
@@ -37,7 +37,7 @@ from binaryeval_dspy.lm.dspy_internals import (
     litellm_module,
 )
 from binaryeval_dspy.lm.endpoint_identity import cache_identity_of, normalize_base_url
-from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
+from binaryeval_dspy.lm.llama_engine import AsyncLlamaCppEngine, LlamaCppEngine
 from binaryeval_dspy.lm.provider_keys import LITELLM_ID, LOCAL
 from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
 
@@ -49,13 +49,17 @@ class LMHandle:
     Attributes:
         lm: the `dspy.LM` to pass to `dspy.configure` / `dspy.context` (a
             `CacheScopedLM` when built by `make_lm`).
-        adapter: the adapter to use with it (see `choose_adapter`); None means DSPy's
-            default ChatAdapter (which retries a reply that does not parse in JSON).
+        adapter: the adapter to use with it (see `choose_adapter`). None picks the one
+            ``choose_adapter("auto", lm)`` gives (JSON with the schema where the endpoint
+            takes one, chat otherwise, never DSPy's JSON retry). The handle's adapter is
+            also the one its LM's calls use under ``dspy.configure(lm=handle.lm)`` with no
+            adapter (`binaryeval_dspy.lm.adapters.judging_adapter`), so `adapter_name`
+            says what is sent however DSPy is configured.
         name: a display and manifest name for the LM, never containing a key.
         embedded: True for in-process llama.cpp models (calls are serialized).
         engine: the llama.cpp engine when embedded, else None.
         adapter_name: ``"json"`` or ``"chat"``, for run manifests (derived from
-            `adapter` when not given).
+            `adapter` when not given): the format the handle's LM is sent.
         adapter_reason: why that adapter was chosen (one sentence, for logs/manifests).
         adapter_stats: the adapter's counters (`AdapterStats`), or None for an adapter
             not built by `choose_adapter`.
@@ -71,10 +75,14 @@ class LMHandle:
     adapter_stats: AdapterStats | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.adapter is None:
+            self.adapter, name, reason = choose_adapter("auto", self.lm)
+            self.adapter_reason = self.adapter_reason or reason
         if not self.adapter_name:
-            self.adapter_name = "json" if isinstance(self.adapter, dspy.JSONAdapter) else "chat"
+            self.adapter_name = adapter_kind(self.adapter)
         if self.adapter_stats is None:
             self.adapter_stats = getattr(self.adapter, "stats", None)
+        remember_adapter(self.lm, self.adapter)
 
     def priced_as(self) -> str | None:
         """The model whose prices this LM's calls are estimated at by what it is: ``"local"``
@@ -102,7 +110,8 @@ class LMHandle:
         return cache_identity_of(self.lm)
 
     def context(self) -> object:
-        """`dspy.context(lm=..., adapter=...)` for this LM."""
+        """`dspy.context(lm=..., adapter=...)` for this LM: the same adapter the LM uses under
+        ``dspy.configure(lm=handle.lm)`` alone."""
         kwargs = {"lm": self.lm}
         if self.adapter is not None:
             kwargs["adapter"] = self.adapter
@@ -113,6 +122,7 @@ def _with_adapter(handle: LMHandle, policy: str, spec: str) -> LMHandle:
     adapter, name, reason = choose_adapter(policy, handle.lm, spec=spec)
     handle.adapter, handle.adapter_name, handle.adapter_reason = adapter, name, reason
     handle.adapter_stats = adapter.stats
+    remember_adapter(handle.lm, adapter)  # dspy.configure(lm=handle.lm) alone sends what adapter_name says
     if isinstance(handle.lm, CacheScopedLM):
         handle.lm.adapter_stats = adapter.stats  # counts format_retries
     return handle
@@ -132,7 +142,8 @@ def _gguf_handle(path: Path, *, max_tokens: int, n_ctx: int, cache: bool, n_thre
     # returns; CacheScopedLM adds the engine's identity (file size and mtime, settings) to
     # the cache key as well.
     model = f"custom/{stem}-{digest}-s{engine.max_string_chars}"
-    lm = CacheScopedLM(model, engine=engine, temperature=0.0, max_tokens=max_tokens, cache=cache)
+    lm = CacheScopedLM(model, engine=engine, async_engine=AsyncLlamaCppEngine(engine), temperature=0.0,
+                       max_tokens=max_tokens, cache=cache)
     engine.llama  # load now: a bad file fails here, not at the first item  # noqa: B018
     return LMHandle(lm=lm, adapter=None, name=f"{path.name} (llama.cpp)", embedded=True, engine=engine)
 

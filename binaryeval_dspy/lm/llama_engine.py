@@ -23,6 +23,7 @@ token by token would write (see that module); ``choice_shortcut=False`` decodes.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import threading
@@ -444,3 +445,37 @@ class LlamaCppEngine:
 
     def close(self) -> None:
         """Nothing to release per call; the model stays loaded for the process."""
+
+
+class AsyncLlamaCppEngine:
+    """`LlamaCppEngine` on DSPy's async path (``await lm.acall(...)``, a module's ``aforward``).
+
+    DSPy sends an async call to a custom engine's async counterpart only; without one it
+    refuses the call. Each request runs the sync engine on a worker thread
+    (``asyncio.to_thread``, as DSPy's own async engines do for blocking work), so the event
+    loop stays free, and the sync engine's lock still runs the model one call at a time.
+
+    Args:
+        engine: the sync engine whose model answers.
+    """
+
+    def __init__(self, engine: LlamaCppEngine) -> None:
+        self.engine = engine
+
+    supports_response_schema = LlamaCppEngine.supports_response_schema
+    supports_function_calling = LlamaCppEngine.supports_function_calling
+    supports_reasoning = LlamaCppEngine.supports_reasoning
+    supported_params = LlamaCppEngine.supported_params
+
+    async def complete(self, request: Any) -> Response:
+        """`LlamaCppEngine.complete` on a worker thread."""
+        return await asyncio.to_thread(self.engine.complete, request)
+
+    async def stream(self, request: Any):  # pragma: no cover - DSPy streams only when asked
+        from dspy.lm15 import response_to_events
+
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release (`LlamaCppEngine.close`)."""

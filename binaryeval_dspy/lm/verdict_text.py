@@ -119,6 +119,11 @@ def reservation(text: object, labels: Sequence[str] = ("yes", "no")) -> str | No
     return None
 
 
+def _bare(text: str) -> str:
+    """`text` without surrounding space, markdown emphasis, quotes and trailing punctuation."""
+    return text.strip().lstrip(_WRAPPING).rstrip(_WRAPPING + ".!?:;,").strip()
+
+
 def normalize_label(text: object, labels: Sequence[str]) -> str | None:
     """The one label of `labels` a reply field names, read loosely; None if none or several.
 
@@ -142,10 +147,10 @@ def normalize_label(text: object, labels: Sequence[str]) -> str | None:
         return next(label for label in labels if label.lower() == found)
     if text is None:
         return None
-    value = str(text).strip().lstrip(_WRAPPING).rstrip(_WRAPPING + ".!?:;,").strip()
+    value = _bare(str(text))
     lowered = value.lower()
     for label in sorted(labels, key=len, reverse=True):
-        key = label.lower()
+        key = _bare(label).lower()  # a label that is a sentence ("Explain briefly.") ends in punctuation too
         if lowered == key:
             return label
         if lowered.startswith(key) and re.match(r"^[\s*_`'\"]*[.,:;!\-–—)]", lowered[len(key):]):

@@ -1,9 +1,20 @@
-"""Meta-evaluation metrics: correlations with human scores, bootstrap intervals, paired tests."""
+"""Meta-evaluation metrics: correlations with human scores, agreement of binary verdicts with labels
+and among raters, calibration of P(yes), bootstrap intervals, paired tests."""
 
+from binaryeval_dspy.metrics.binary_agreement import (
+    brier_score,
+    cohen_kappa,
+    cohen_kappa_from_counts,
+    expected_calibration_error,
+    fleiss_kappa,
+    krippendorff_alpha_nominal,
+    reliability_bins,
+)
 from binaryeval_dspy.metrics.bootstrap import (
     LEVELS,
     BootstrapInterval,
     PairedBootstrapResult,
+    agreement_ci,
     bootstrap_ci,
     correlation_ci,
     paired_bootstrap_test,
@@ -36,14 +47,22 @@ __all__ = [
     "CorrelationResult",
     "GroupedCorrelationResult",
     "PairedBootstrapResult",
+    "agreement_ci",
     "bootstrap_ci",
+    "brier_score",
+    "cohen_kappa",
+    "cohen_kappa_from_counts",
     "correlate",
     "correlation_ci",
+    "expected_calibration_error",
+    "fleiss_kappa",
     "kendall",
+    "krippendorff_alpha_nominal",
     "paired_bootstrap_test",
     "pearson",
     "pooled_correlation",
     "pooled_spearman",
+    "reliability_bins",
     "spearman",
     "summary_level_correlation",
     "system_level_correlation",

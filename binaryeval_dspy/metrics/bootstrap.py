@@ -1,4 +1,4 @@
-"""Bootstrap confidence intervals and the paired bootstrap test for correlations.
+"""Bootstrap confidence intervals: correlations, the paired bootstrap test, and agreement with labels.
 
 Resampling units follow the correlation protocol: documents for summary-level
 correlation (a cluster bootstrap: each resample draws documents with replacement and
@@ -8,6 +8,12 @@ percentile intervals (Efron & Tibshirani, 1993). The paired test resamples the s
 units for both evaluators and reads the two-sided p-value off the distribution of the
 difference (Koehn, 2004; Deutsch et al., 2021 for metric correlations). Resamples on
 which a coefficient is undefined are left out and counted, never a crash.
+
+Agreement with labels (`agreement_ci`: accuracy or Cohen's kappa of binary verdicts)
+resamples items, each with all its questions (a cluster bootstrap: the questions of one
+item are not independent), and is computed for all resamples at once from per-item counts.
+Every interval draws its resamples the same way (`numpy.random.default_rng(seed)`, units
+drawn with replacement), so one seed gives one interval.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.metrics.binary_agreement import accuracy_from_counts, cohen_kappa_from_counts
 from binaryeval_dspy.metrics.correlation import (
     DEFAULT_CONSTANT_PREDICTIONS,
     ConstantPredictions,
@@ -99,16 +106,38 @@ def _interval(values: np.ndarray, confidence: float) -> tuple[float, float, int]
     return float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha)), undefined
 
 
+#: resamples drawn per block by a vectorized statistic (bounds the index array's memory)
+_BLOCK = 200
+
+
+def _vectorized_replicates(statistic: Callable[[np.ndarray], np.ndarray], n_units: int, n_resamples: int,
+                           seed: int) -> np.ndarray:
+    """The same resamples as `_replicates` (one generator, `n_units` draws per resample, in
+    order), handed to `statistic` as blocks of rows."""
+    if n_units < 1:
+        return np.full(n_resamples, np.nan)
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, _BLOCK):
+        rows = min(_BLOCK, n_resamples - start)
+        out[start:start + rows] = statistic(rng.integers(0, n_units, size=(rows, n_units)))
+    return out
+
+
 def bootstrap_ci(statistic: Statistic, n_units: int, *, n_resamples: int = 1000, confidence: float = 0.95,
-                 seed: int = 0) -> BootstrapInterval:
+                 seed: int = 0, vectorized: bool = False) -> BootstrapInterval:
     """Percentile bootstrap interval of any statistic of resampled units.
 
     Args:
-        statistic: index array (units drawn with replacement, length `n_units`) -> float.
+        statistic: index array (units drawn with replacement, length `n_units`) -> float;
+            with `vectorized`, a 2-D index array (one resample per row) -> one value per row.
         n_units: number of resampling units (items or documents).
         n_resamples: resamples to draw (>= 1).
         confidence: interval coverage in (0, 1).
-        seed: random seed (same seed, same interval).
+        seed: random seed (same seed, same interval; the vectorized form draws the same
+            resamples as the plain one).
+        vectorized: `statistic` takes all resamples of a block at once (fast for
+            statistics of summed counts, e.g. `agreement_ci`).
 
     Returns:
         A `BootstrapInterval`; the estimate is `statistic` on all units in order.
@@ -117,8 +146,13 @@ def bootstrap_ci(statistic: Statistic, n_units: int, *, n_resamples: int = 1000,
         BinEvalError: `n_resamples` < 1 or `confidence` outside (0, 1).
     """
     _check(n_resamples, confidence)
-    estimate = float(statistic(np.arange(n_units))) if n_units else math.nan
-    reps = _replicates([statistic], n_units, n_resamples, seed)[:, 0]
+    everything = np.arange(n_units)
+    if vectorized:
+        estimate = float(np.asarray(statistic(everything[None, :]))[0]) if n_units else math.nan
+        reps = _vectorized_replicates(statistic, n_units, n_resamples, seed)  # type: ignore[arg-type]
+    else:
+        estimate = float(statistic(everything)) if n_units else math.nan
+        reps = _replicates([statistic], n_units, n_resamples, seed)[:, 0]
     low, high, undefined = _interval(reps, confidence)
     return BootstrapInterval(estimate, low, high, confidence, n_resamples, undefined)
 
@@ -306,3 +340,44 @@ def paired_bootstrap_test(
         p_value = float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
     return PairedBootstrapResult(est_a, est_b, est_a - est_b, low, high, p_value, n_resamples, undefined)
 
+
+
+AGREEMENT_STATISTICS = ("kappa", "accuracy")
+
+
+def agreement_ci(unit_counts: np.ndarray, *, statistic: str = "kappa", n_resamples: int = 1000,
+                 confidence: float = 0.95, seed: int = 0) -> BootstrapInterval:
+    """Bootstrap interval of a judge's agreement with labels, resampling units (items).
+
+    Args:
+        unit_counts: shape (units, 4): per item, its judge-vs-label cells in
+            `binaryeval_dspy.metrics.binary_agreement.CELLS` order (yes_yes, yes_no,
+            no_yes, no_no) over its answered questions. A resample draws items with
+            replacement and sums their cells.
+        statistic: ``kappa`` (Cohen's kappa) or ``accuracy``.
+        n_resamples / confidence / seed: as in `bootstrap_ci`.
+
+    Returns:
+        A `BootstrapInterval` whose estimate is the statistic of all items' cells;
+        resamples where it is undefined (kappa of a one-sided resample) are left out and
+        counted.
+
+    Raises:
+        BinEvalError: an unknown `statistic`, a shape other than (units, 4), or bad
+            `n_resamples` / `confidence`.
+    """
+    counts = np.asarray(unit_counts, dtype=float)
+    if counts.ndim != 2 or counts.shape[1] != 4:
+        raise BinEvalError(f"unit_counts must have shape (units, 4), got {counts.shape}")
+    if statistic not in AGREEMENT_STATISTICS:
+        raise BinEvalError(f"unknown agreement statistic {statistic!r}; expected one of {AGREEMENT_STATISTICS}")
+    of_cells = cohen_kappa_from_counts if statistic == "kappa" else accuracy_from_counts
+    n_units = len(counts)
+
+    def batch(idx: np.ndarray) -> np.ndarray:
+        rows = idx.shape[0]
+        weights = np.bincount((idx + n_units * np.arange(rows)[:, None]).ravel(),
+                              minlength=rows * n_units).reshape(rows, n_units)
+        return np.atleast_1d(of_cells(weights @ counts))
+
+    return bootstrap_ci(batch, n_units, n_resamples=n_resamples, confidence=confidence, seed=seed, vectorized=True)

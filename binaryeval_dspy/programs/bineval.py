@@ -16,7 +16,7 @@ from binaryeval_dspy.analysis.explanation_flags import explanation_flags
 from binaryeval_dspy.data.text_checks import is_empty_output
 from binaryeval_dspy.engines.call_pool import map_items
 from binaryeval_dspy.engines.item_work import CallRequest, ItemDone, ItemWork
-from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
+from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError, LMConfigError
 from binaryeval_dspy.lm.adapters import (
     CUT_REPLY_NOTE,
     is_empty_reply,
@@ -97,7 +97,7 @@ _HINTS = {  # error type name -> what to do with bineval's settings (the CLI sho
     **dict.fromkeys(("LMRateLimitError", "RateLimitError"),
                     "the endpoint kept refusing after DSPy's retries: lower `concurrency` or wait, then rerun "
                     "(only unanswered questions are asked)"),
-    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError"),
+    **dict.fromkeys(("LMTimeoutError", "Timeout", "APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout"),
                     "a request took longer than `timeout` seconds: raise `timeout` or lower `concurrency`, then "
                     "rerun"),
     **dict.fromkeys(("LMAuthError", "AuthenticationError"),
@@ -134,8 +134,22 @@ def error_text(exc: BaseException, limit: int = 2000) -> str:
     status = getattr(exc, "status", None)  # DSPy's provider errors carry the HTTP status
     if isinstance(status, int) and not isinstance(status, bool) and str(status) not in message:
         message = f"{message} (HTTP {status})"
-    hint = _HINTS.get(name) or (_NOT_FOUND_HINT if status == 404 else None)
+    hint = _hint(exc) or (_NOT_FOUND_HINT if status == 404 else None)
     return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
+
+
+def _hint(exc: BaseException) -> str | None:
+    """What to do about `exc`, by its type or the type of what caused it: DSPy's HTTP layer
+    raises a read timeout as an ``LMTransportError`` caused by a ``ReadTimeout`` / `TimeoutError`."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        hint = _HINTS.get(type(cause).__name__) or (_HINTS["TimeoutError"] if isinstance(cause, TimeoutError) else None)
+        if hint:
+            return hint
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 class BinEval(dspy.Module):
@@ -323,6 +337,8 @@ class BinEval(dspy.Module):
                     question_id=question.id, verdict="unparsed", raw_answer=raw[:RAW_REPLY_LIMIT],
                     error=f"{type(exc).__name__}: {reason}",
                 )
+        except LMConfigError:
+            raise  # an adapter our parsing rules cannot hold under (`judging_adapter`): refused, not an outcome
         except Exception as exc:  # noqa: BLE001 - transport, rate limit, timeout, overflow: not an answer
             return QuestionVerdict(question_id=question.id, verdict="error", error=error_text(exc))
         if not hasattr(pred, "verdict"):  # e.g. a 200 reply with no choices: the LM gave no answer at all
@@ -392,7 +408,10 @@ class BinEval(dspy.Module):
             by_id = {**kept, **{v.question_id: v for v in asked}, **by_code}
             verdicts = [by_id[q.id] for q in question_set.questions]
             card = score_verdicts(verdicts, question_set, scale=self.scale)
-            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts)
+            lm_asked = [v for v in verdicts if v.source == "lm"]
+            status = ("error" if lm_asked and not any(v.answered for v in lm_asked)  # as `ItemResult.status`
+                      else "scored" if card.overall is not None else "unscored")
+            return dspy.Prediction(score=card.overall, score_card=card, verdicts=verdicts, status=status)
 
         def unsent(position: int, reason: str) -> QuestionVerdict:  # a call a --max-cost budget kept back
             return QuestionVerdict(question_id=ask[position].id, verdict="error",
@@ -411,10 +430,15 @@ class BinEval(dspy.Module):
             question_set: the questions for this call only; None uses the program's.
 
         Returns:
-            `dspy.Prediction` with ``score`` (overall yes-rate in [0, 1], None if nothing
-            parsed), ``score_card`` (`ScoreCard`: per-dimension S_d, counts including
-            unparsed and error, scaled scores, P(yes) soft scores when available) and
-            ``verdicts`` (list of `QuestionVerdict`, in question order).
+            `dspy.Prediction` with ``status`` (``"scored"``; ``"unscored"`` when no verdict
+            parsed; ``"error"`` when every LM call failed; ``"empty_output"``: as
+            `ItemResult.status`), ``score`` (overall yes-rate in [0, 1]; None when nothing
+            parsed: a failure is never a number, so as a DSPy metric use `BinEvalMetric`,
+            which returns a documented fallback score with ``scored=False`` and counts it,
+            not ``lambda ex, pred: evaluator(...).score``, whose None fails a whole
+            `dspy.Evaluate`), ``score_card`` (`ScoreCard`: per-dimension S_d, counts
+            including unparsed and error, scaled scores, P(yes) soft scores when
+            available) and ``verdicts`` (list of `QuestionVerdict`, in question order).
 
         Raises:
             InputError: `input` or `output` is empty or not a string. A failed LM call

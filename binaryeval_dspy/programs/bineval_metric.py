@@ -1,12 +1,14 @@
 """BinEvalMetric: BinEval as a DSPy metric, so any DSPy optimizer can improve a generator with it.
 
-The metric judges a program's output with binary questions and returns
+The metric judges a program's output with binary questions. It follows DSPy's metric
+contract (`binaryeval_dspy.programs.metric_contract`): called with a ``trace``
+(bootstrapping demonstrations: `dspy.BootstrapFewShot`, MIPROv2's demo bootstrapping) it
+answers ``True`` / ``False``, passed when the yes-rate reaches ``pass_threshold`` (1.0 by
+default: every question answered yes); otherwise it returns
 ``dspy.Prediction(score=..., feedback=...)``: the score is the yes-rate in [0, 1] and the
 feedback lists every question answered "no" with the judge's explanation, which is what
-GEPA's reflection reads. It takes DSPy's five-argument form
-``(gold, pred, trace=None, pred_name=None, pred_trace=None)``, so `dspy.Evaluate`,
-MIPROv2, COPRO, SIMBA and GEPA all accept it; `as_float()` gives the same metric
-returning a plain float for code that tests a metric's truth value (bootstrapping).
+GEPA's reflection reads. So `dspy.Evaluate`, BootstrapFewShot, MIPROv2, COPRO, SIMBA and
+GEPA all read it as intended; `as_float()` gives the same metric returning a plain float.
 
 Judging goes through `BinEval.item_work` and `binaryeval_dspy.engines.call_pool.map_items`,
 the one judging path of the project: code-checked questions are answered by their
@@ -15,7 +17,8 @@ yes / no / unparsed / error exactly as in `BinEval.forward` and ``bineval evalua
 
 Unscored is not zero. Every result carries ``scored`` and ``status``: an output the
 judge could not score (no verdict parsed, or its LM calls failed) gets the documented
-fallback ``unscored_score`` (DSPy's optimizers need a float) with ``scored=False``, and
+fallback ``unscored_score`` (DSPy's optimizers need a float) with ``scored=False``, never
+passes under a trace, is logged (a warning at the 1st, 2nd, 4th, 8th, ... such call), and
 is counted: `CountingMetric.counts` / `CountingMetric.counting` give the scored,
 unscored and failed calls of one `dspy.Evaluate` or one optimizer evaluation.
 """
@@ -35,6 +38,7 @@ from binaryeval_dspy.errors import BinEvalError, ConfigError
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval, error_text
+from binaryeval_dspy.programs.metric_contract import checked_pass_threshold, metric_answer
 from binaryeval_dspy.programs.metric_counts import CountingMetric, MetricStatus
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.score_card import ScoreCard
@@ -96,9 +100,10 @@ class BinEvalMetric(CountingMetric):
     """Score a program's output with BinEval: yes-rate plus the failed questions as feedback.
 
     Args:
-        judge: the BinEval whose judge answers the questions (its instructions and LM
-            settings are used); None makes a default `BinEval()`.
-        question_set: the questions for every item; else the judge's own set.
+        evaluator: the `BinEval` whose judge answers the questions (its instructions and
+            LM settings are used); None makes a default `BinEval()`. Also
+            ``metric.evaluator`` (``metric.evaluator.judge`` is its judge predictor).
+        question_set: the questions for every item; else the evaluator's own set.
         questions_for: callable gold Example -> `QuestionSet` for per-item questions
             (IFBench: each prompt has its own constraints). Takes precedence.
         questions_field: a gold field holding a `QuestionSet` (or its JSON dict), used
@@ -109,9 +114,16 @@ class BinEvalMetric(CountingMetric):
         max_feedback_questions: list at most this many failed questions in the feedback.
         unscored_score: the fallback score returned, with ``scored=False``, when the
             output could not be scored (default 0.0: DSPy's optimizers need a float and
-            treat 0.0 as their own failure score). A finite float.
+            treat 0.0 as their own failure score). A finite float. Each use is counted
+            and logged.
+        pass_threshold: the yes-rate a bootstrapped demonstration must reach when DSPy
+            calls the metric with a ``trace``, in [0, 1]; default 1.0 (every question
+            answered yes: a demo judged "no" on any question is never kept). An unscored
+            output never passes.
+        judge: the old name of `evaluator` (still accepted; give one of the two).
 
     Returns (when called):
+        With a ``trace`` and no ``pred_name`` (bootstrapping): ``bool``, passed. Otherwise
         ``dspy.Prediction(score, scored, status, error, feedback, score_card, verdicts)``.
         ``score`` is the yes-rate over parsed verdicts, in [0, 1], with ``scored=True``
         and ``status="scored"``. Unparsed verdicts are left out and mentioned in the
@@ -122,22 +134,24 @@ class BinEvalMetric(CountingMetric):
         score of 0.0 (the program produced nothing; ``scored=True``).
 
     Judging runs through `BinEval.item_work` (code checks answer their questions, the
-    LM never sees them) and `map_items`, with ``judge.num_threads`` calls in flight.
+    LM never sees them) and `map_items`, with ``evaluator.num_threads`` calls in flight.
 
     Raises:
         BinEvalError: no questions can be found for an item, the gold example lacks
-            the input field, or `unscored_score` is not a finite number.
+            the input field, `unscored_score` is not a finite number, `pass_threshold`
+            is not in [0, 1], or both `evaluator` and `judge` are given.
 
     Example:
         >>> metric = BinEvalMetric(BinEval(question_set), input_field="prompt",   # doctest: +SKIP
         ...                        output_field="response", judge_lm=judge_lm)
         >>> dspy.Evaluate(devset=dev, metric=metric)(program)                     # doctest: +SKIP
+        >>> dspy.BootstrapFewShot(metric=metric).compile(program, trainset=train)  # doctest: +SKIP
         >>> dspy.GEPA(metric=metric, reflection_lm=lm, max_metric_calls=50)       # doctest: +SKIP
     """
 
     def __init__(
         self,
-        judge: BinEval | None = None,
+        evaluator: BinEval | None = None,
         *,
         question_set: QuestionSet | None = None,
         questions_for: QuestionsFor | None = None,
@@ -147,12 +161,18 @@ class BinEvalMetric(CountingMetric):
         judge_lm: LMHandle | dspy.LM | None = None,
         max_feedback_questions: int = 10,
         unscored_score: float = 0.0,
+        pass_threshold: float = 1.0,
+        judge: BinEval | None = None,
     ) -> None:
         if isinstance(unscored_score, bool) or not isinstance(unscored_score, (int, float)) \
                 or not math.isfinite(unscored_score):
             raise ConfigError("bad unscored_score", expected="a finite number", received=repr(unscored_score),
                               fix="pass unscored_score=0.0 (the default), or the score an unjudged output gets.")
-        self.judge = judge if judge is not None else BinEval()
+        if evaluator is not None and judge is not None:
+            raise ConfigError("both `evaluator` and `judge` given", expected="one BinEval",
+                              fix="pass the BinEval as `evaluator` (`judge` is its old name).")
+        evaluator = evaluator if evaluator is not None else judge
+        self.evaluator = evaluator if evaluator is not None else BinEval()
         self.question_set = question_set
         self.questions_for = questions_for
         self.questions_field = questions_field
@@ -161,7 +181,18 @@ class BinEvalMetric(CountingMetric):
         self.judge_lm = judge_lm
         self.max_feedback_questions = max_feedback_questions
         self.unscored_score = float(unscored_score)
+        self.pass_threshold = checked_pass_threshold(pass_threshold)
         self._init_counts()
+
+    @property
+    def judge(self) -> BinEval:
+        """The old name of `evaluator` (the `BinEval`), kept for code written before the rename:
+        ``metric.judge.judge`` is ``metric.evaluator.judge``, the judge predictor."""
+        return self.evaluator
+
+    @judge.setter
+    def judge(self, value: BinEval) -> None:
+        self.evaluator = value
 
     @property
     def calls(self) -> int:
@@ -185,11 +216,11 @@ class BinEvalMetric(CountingMetric):
             return QuestionSet.from_data(value, path=f"<example field '{self.questions_field}'>")
         if self.question_set is not None:
             return self.question_set
-        if self.judge.questions.value is not None:
-            return self.judge.question_set
+        if self.evaluator.questions.value is not None:
+            return self.evaluator.question_set
         raise BinEvalError(
             "BinEvalMetric has no questions for this example.",
-            fix="pass question_set=, questions_for=, a judge with a question set, or put a QuestionSet in the "
+            fix="pass question_set=, questions_for=, an evaluator with a question set, or put a QuestionSet in the "
                 f"example's '{self.questions_field}' field.",
         )
 
@@ -219,7 +250,7 @@ class BinEvalMetric(CountingMetric):
         Args:
             pairs: (gold example, non-empty output text) pairs.
             num_threads: LM calls in flight across the pairs (an int >= 1); None uses
-                ``judge.num_threads``.
+                ``evaluator.num_threads``.
 
         Returns:
             One `JudgedOutput` per pair, in order. A pair whose judging raised is a
@@ -231,7 +262,7 @@ class BinEvalMetric(CountingMetric):
             InputError: an output is empty or not a string.
         """
         planned = [(self.input_text(gold), output, self.questions(gold)) for gold, output in pairs]
-        works = [self.judge.item_work(input_text, output, question_set=question_set)
+        works = [self.evaluator.item_work(input_text, output, question_set=question_set)
                  for input_text, output, question_set in planned]
         done: list[ItemDone | None] = [None] * len(works)
 
@@ -239,7 +270,8 @@ class BinEvalMetric(CountingMetric):
             done[item.index] = item
 
         calls = sum(len(work.calls) for work in works)
-        concurrency = max(1, min(num_threads if num_threads is not None else self.judge.num_threads, max(1, calls)))
+        concurrency = max(1, min(num_threads if num_threads is not None else self.evaluator.num_threads,
+                                 max(1, calls)))
         # The judge's calls must not land in the trace of the program being optimized.
         with lm_context(self.judge_lm), dspy.context(trace=None):
             map_items(works, lambda _index, work: work, on_done, concurrency=concurrency)
@@ -278,8 +310,14 @@ class BinEvalMetric(CountingMetric):
         trace: Any = None,
         pred_name: str | None = None,
         pred_trace: Any = None,
-    ) -> dspy.Prediction:
-        """Judge ``pred.<output_field>`` for `gold`; see the class docstring for the result."""
+    ) -> dspy.Prediction | bool:
+        """Judge ``pred.<output_field>`` for `gold`: ``bool`` (passed) when called with a `trace`
+        and no `pred_name`, else the prediction; see the class docstring."""
+        return metric_answer(self.result(gold, pred), trace=trace, pred_name=pred_name,
+                             pass_threshold=self.pass_threshold)
+
+    def result(self, gold: dspy.Example, pred: Any) -> dspy.Prediction:
+        """The full result of judging ``pred.<output_field>`` for `gold` (never the bool), counted once."""
         output = pred.get(self.output_field) if hasattr(pred, "get") else getattr(pred, self.output_field, None)
         if not isinstance(output, str) or not output.strip():
             self._record("scored")
@@ -292,7 +330,7 @@ class BinEvalMetric(CountingMetric):
     def prediction(self, judged: JudgedOutput) -> dspy.Prediction:
         """The metric's result for a judged output, counted once (see the class docstring)."""
         status = judged.status
-        self._record(status)
+        self._record(status, judged.problem)
         if status != "scored":
             what = ("the judge's LM calls failed" if status == "failed"
                     else "no verdict of the judge could be parsed")
@@ -305,11 +343,11 @@ class BinEvalMetric(CountingMetric):
                                verdicts=judged.verdicts)
 
     def as_float(self) -> Callable[..., float]:
-        """The same metric returning ``float(score)`` (for bootstrapping code that tests truth values)."""
+        """The same metric returning ``float(score)`` whatever the call (for code that needs a number)."""
 
         def float_metric(gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
                          pred_trace: Any = None) -> float:
-            return float(self(gold, pred, trace, pred_name, pred_trace).score)
+            return float(self.result(gold, pred).score)
 
         float_metric.__name__ = "bineval_score"
         return float_metric

@@ -31,6 +31,8 @@ from binaryeval_dspy.programs.rubric_judge import (
     OUT_OF_RANGE,
     SCORED,
     UNPARSED,
+    FieldQuestion,
+    FieldReply,
     LogprobMode,
     RubricJudge,
 )
@@ -258,12 +260,20 @@ class GEvalJudge(RubricJudge):
         answer gets no score (status ``"unparsed"`` / ``"out_of_range"``, the text kept
         in ``reply``).
         """
+        return self.score_dimension(input, output, dimension)
+
+    def dimension_question(self, input: str, output: str, dimension: str) -> FieldQuestion:
+        """The rating question of one dimension: its criterion, steps and scale."""
         spec = self.rubric.dimension(dimension)
         low, high = spec.rating_scale
         key = f"{low}_{high}"
-        reply = self.ask_field(self.raters[key], self.text_raters[key], "score", input=as_evaluated_text(input), output=as_evaluated_text(output),
-                               criterion=spec.criterion, evaluation_steps=spec.steps_text(),
-                               score_range=f"{low} to {high}")
+        return FieldQuestion(self.raters[key], self.text_raters[key], "score", {
+            "input": as_evaluated_text(input), "output": as_evaluated_text(output), "criterion": spec.criterion,
+            "evaluation_steps": spec.steps_text(), "score_range": f"{low} to {high}"})
+
+    def read_dimension(self, dimension: str, reply: FieldReply) -> dict[str, Any]:
+        """The ``details`` entry of one dimension's rating (see `rate`)."""
+        low, high = self.rubric.dimension(dimension).rating_scale
         entry: dict[str, Any] = {"raw": None, "distribution": None, "source": None}
         if reply.text is None:
             return self.unread(UNPARSED, reply.reply, reply.error or "unparsed", entry)
@@ -284,7 +294,3 @@ class GEvalJudge(RubricJudge):
         entry["source"] = {"logprobs": "expected", "fallback": "integer"}.get(entry["score_source"])
         entry["reply"] = reply.reply
         return entry
-
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """`rate`: the holistic score of one dimension."""
-        return self.rate(input, output, dimension)

@@ -9,7 +9,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.adapters import judging_context
+from binaryeval_dspy.lm.adapters import PredictorCalls, arun_predictor_calls, run_predictor_calls
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import is_incomplete_reply
 from binaryeval_dspy.lm.verdict_text import normalize_label, reservation
@@ -93,33 +93,41 @@ class LabelPicker(dspy.Module):
             `max_attempts` misses), ``reason`` (str) and ``attempts`` (list of
             `LabelAttempt`). LM transport errors propagate (the item is retried on rerun).
         """
+        return run_predictor_calls(self._pick_calls(input, output, evidence))
+
+    async def aforward(self, input: str, output: str, evidence: list[EvidenceLine]) -> dspy.Prediction:
+        """`forward` for async programs (``await picker.acall(...)``): the same result. A retry
+        quotes the previous miss, so attempts are made one after the other."""
+        return await arun_predictor_calls(self._pick_calls(input, output, evidence))
+
+    def _pick_calls(self, input: str, output: str, evidence: list[EvidenceLine]) -> PredictorCalls:
+        """`forward`'s attempts as predictor calls (`binaryeval_dspy.lm.adapters.PredictorCalls`)."""
         names = self.policy.names
         attempts: list[LabelAttempt] = []
         feedback = ""
         for _ in range(self.max_attempts):
             said = None  # a reservation after the label ("pass, but ...")
-            try:
-                with judging_context(self.pick.lm):  # our parsers: complete answers, qualified labels
-                    pred = self.pick(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence,
-                                     allowed_labels=self.options(), feedback=feedback)
+            pred = yield self.pick, {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
+                                     "evidence": evidence, "allowed_labels": self.options(), "feedback": feedback}
+            if isinstance(pred, AdapterParseError):
+                raw = str(pred.lm_response or "")
+                # a reply that stops inside its answer has no label, whatever a pattern finds in it
+                raw_label = None if is_incomplete_reply(pred) else _raw_field(raw, "label")
+                reason = _raw_field(raw, "reason") or ""
+                if raw_label is None:
+                    why = (str(pred.message).splitlines()[0][:300] if is_incomplete_reply(pred)
+                           else "no label could be read from the reply")
+                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error=why))
+                    feedback = label_feedback(raw[:80], names)
+                    continue
+                said = reservation(raw_label, names)
+            else:
                 raw_label, reason = str(pred.label), str(getattr(pred, "reason", "") or "")
                 named = getattr(pred, "qualified", None)
                 said = (named.get("label") if isinstance(named, dict) else None) or reservation(raw_label, names)
                 written = getattr(pred, "as_written", None)  # the label as the LM wrote it ("keep")
                 if not said and isinstance(written, dict) and written.get("label"):
                     raw_label = written["label"]
-            except AdapterParseError as exc:
-                raw = str(exc.lm_response or "")
-                # a reply that stops inside its answer has no label, whatever a pattern finds in it
-                raw_label = None if is_incomplete_reply(exc) else _raw_field(raw, "label")
-                reason = _raw_field(raw, "reason") or ""
-                if raw_label is None:
-                    why = (str(exc.message).splitlines()[0][:300] if is_incomplete_reply(exc)
-                           else "no label could be read from the reply")
-                    attempts.append(LabelAttempt(raw=raw[:500], accepted=False, error=why))
-                    feedback = label_feedback(raw[:80], names)
-                    continue
-                said = reservation(raw_label, names)
             matched = self.policy.match(raw_label) or (self.policy.match(normalize_label(raw_label, names) or "")
                                                        if said else None)
             if matched is not None:

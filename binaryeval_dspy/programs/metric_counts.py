@@ -5,11 +5,14 @@ scores were real."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
+
+logger = logging.getLogger(__name__)
 
 #: Outcome of one metric call: ``scored`` (a real score), ``unscored`` (the judge answered
 #: but no verdict parsed) or ``failed`` (the judge's LM calls failed, or judging raised).
@@ -60,19 +63,33 @@ class CountingMetric:
     Subclasses call `_init_counts()` in ``__init__`` and `_record(status)` once per call.
     Callers read them with `counts()` (since creation or the last `reset_counts()`) or
     with the `counting()` context manager (the calls made inside one block, on any
-    thread: one `dspy.Evaluate`, one optimizer evaluation).
+    thread: one `dspy.Evaluate`, one optimizer evaluation). A call that returns the
+    fallback score (``unscored_score``, not a measurement) is also logged: a warning at the
+    1st, 2nd, 4th, 8th, ... such call of the metric, so a run that keeps failing is heard
+    without a line per call.
     """
 
     def _init_counts(self) -> None:
         self._counts = MetricCounts()
         self._windows: list[MetricCounts] = []
         self._lock = threading.Lock()
+        self._fallbacks = 0
 
-    def _record(self, status: MetricStatus) -> None:
+    def _record(self, status: MetricStatus, problem: str | None = None) -> None:
+        """Count one call; `problem` says why a call that is not ``scored`` got the fallback score."""
         with self._lock:
             self._counts.add(status)
             for window in self._windows:
                 window.add(status)
+            if status == "scored":
+                return
+            self._fallbacks += 1
+            count = self._fallbacks
+        if count & (count - 1) == 0:  # 1, 2, 4, 8, ...
+            logger.warning("%s returned its fallback score %s (`unscored_score`, not a measurement) for an item it "
+                           "could not score (%s%s); %d such call(s) so far, counted in counts()",
+                           type(self).__name__, getattr(self, "unscored_score", None), status,
+                           f": {problem}" if problem else "", count)
 
     def counts(self) -> MetricCounts:
         """A copy of the counts since the metric was made or last reset."""

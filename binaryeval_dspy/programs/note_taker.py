@@ -9,6 +9,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import acall_predictor, call_predictor
 from binaryeval_dspy.signatures.lesson_extraction import ExtractLessons, QuestionEvidence
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,11 @@ class NoteTaker(dspy.Module):
         self.max_input_chars = max_input_chars
         self.extract = dspy.Predict(ExtractLessons)
 
+    def _inputs(self, findings: ItemFindings) -> dict[str, object]:
+        return {"input": _clip(findings.input, self.max_input_chars),
+                "output": _clip(findings.output, self.max_input_chars),
+                "prompt_role": self.prompt_role, "problem": findings.problem, "evidence": findings.evidence}
+
     def forward(self, findings: ItemFindings) -> dspy.Prediction:
         """Lessons drawn from `findings`.
 
@@ -73,16 +79,25 @@ class NoteTaker(dspy.Module):
             `max_lessons_per_item`) and ``error`` (None, or why no lessons were read).
         """
         try:
-            pred = self.extract(
-                input=_clip(findings.input, self.max_input_chars),
-                output=_clip(findings.output, self.max_input_chars),
-                prompt_role=self.prompt_role,
-                problem=findings.problem,
-                evidence=findings.evidence,
-            )
+            pred = call_predictor(self.extract, **self._inputs(findings))
         except AdapterParseError as exc:
-            logger.warning("note-taker answer for item %s could not be parsed: %s", findings.item_id, exc)
-            return dspy.Prediction(lessons=[], error=f"unparsed note-taker answer: {str(exc.lm_response)[:200]!r}")
+            return self._unread(findings, exc)
+        return self._lessons(pred)
+
+    async def aforward(self, findings: ItemFindings) -> dspy.Prediction:
+        """`forward` for async programs (``await note_taker.acall(findings)``): the same result."""
+        try:
+            pred = await acall_predictor(self.extract, **self._inputs(findings))
+        except AdapterParseError as exc:
+            return self._unread(findings, exc)
+        return self._lessons(pred)
+
+    @staticmethod
+    def _unread(findings: ItemFindings, exc: AdapterParseError) -> dspy.Prediction:
+        logger.warning("note-taker answer for item %s could not be parsed: %s", findings.item_id, exc)
+        return dspy.Prediction(lessons=[], error=f"unparsed note-taker answer: {str(exc.lm_response)[:200]!r}")
+
+    def _lessons(self, pred: dspy.Prediction) -> dspy.Prediction:
         raw = pred.lessons if isinstance(pred.lessons, list) else []
         lessons: list[str] = []
         for lesson in raw:

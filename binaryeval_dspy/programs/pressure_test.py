@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
-from binaryeval_dspy.lm.adapters import judging_context
+from binaryeval_dspy.lm.adapters import acall_predictor, call_predictor
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.named_verdict import PressureTestRecord, RefutationAnswer
@@ -51,16 +52,38 @@ class PressureTest(dspy.Module):
         self.draft = dspy.Predict(DraftRefutationQuestions)
         self.answer = dspy.Predict(AnswerRefutationQuestion)
 
+    def _draft_inputs(self, input: str, output: str, evidence: list[EvidenceLine],
+                      label: VerdictLabel) -> dict[str, object]:
+        return {"input": as_evaluated_text(input), "output": as_evaluated_text(output), "evidence": evidence,
+                "proposed_label": label.name, "label_meaning": label.meaning,
+                "config": {"max_tokens": self.draft_max_tokens}}
+
     def _questions(
         self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel
     ) -> tuple[list[str], int]:
         """(distinct drafted questions, number of entries dropped because they are not questions)."""
         try:
-            drafted = self.draft(input=as_evaluated_text(input), output=as_evaluated_text(output), evidence=evidence, proposed_label=label.name,
-                                 label_meaning=label.meaning, config={"max_tokens": self.draft_max_tokens}).questions
+            drafted = call_predictor(self.draft, **self._draft_inputs(input, output, evidence, label)).questions
         except AdapterParseError as exc:
+            return self._drafted_questions(exc)
+        return self._drafted_questions(drafted)
+
+    async def _aquestions(
+        self, input: str, output: str, evidence: list[EvidenceLine], label: VerdictLabel
+    ) -> tuple[list[str], int]:
+        try:
+            pred = await acall_predictor(self.draft, **self._draft_inputs(input, output, evidence, label))
+        except AdapterParseError as exc:
+            return self._drafted_questions(exc)
+        return self._drafted_questions(pred.questions)
+
+    @staticmethod
+    def _drafted_questions(drafted: object) -> tuple[list[str], int]:
+        """The usable questions of a draft (its list, or the `AdapterParseError` of a reply
+        that did not parse) and the number of entries dropped."""
+        if isinstance(drafted, AdapterParseError):
             # a reply cut by the cap inside its list: the questions written in full still count
-            drafted = complete_list_items(exc, "questions") if is_incomplete_reply(exc) else None
+            drafted = complete_list_items(drafted, "questions") if is_incomplete_reply(drafted) else None
             if drafted is None:
                 return [], 0
         seen: set[str] = set()
@@ -78,14 +101,30 @@ class PressureTest(dspy.Module):
 
     def answer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
         """Answer one refutation question; an unreadable reply is ``unparsed``, never "yes"."""
+        inputs = {"input": as_evaluated_text(input), "output": as_evaluated_text(output), "question": question}
         try:
-            with judging_context(self.answer.lm):  # our parsers: complete answers, qualified answers
-                pred = self.answer(input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
+            pred = call_predictor(self.answer, **inputs)  # our parsers: complete answers, qualified answers
         except AdapterParseError as exc:
-            raw = str(exc.lm_response or "")
-            if is_incomplete_reply(exc):  # stops inside its answer: no answer, whatever a pattern finds
+            return self._read_answer(question, exc)
+        return self._read_answer(question, pred)
+
+    async def aanswer_question(self, input: str, output: str, question: str) -> RefutationAnswer:
+        """`answer_question` for async programs: the same answer."""
+        inputs = {"input": as_evaluated_text(input), "output": as_evaluated_text(output), "question": question}
+        try:
+            pred = await acall_predictor(self.answer, **inputs)
+        except AdapterParseError as exc:
+            return self._read_answer(question, exc)
+        return self._read_answer(question, pred)
+
+    @staticmethod
+    def _read_answer(question: str, pred: dspy.Prediction | AdapterParseError) -> RefutationAnswer:
+        """The refutation answer a prediction (or a reply that did not parse) gives."""
+        if isinstance(pred, AdapterParseError):
+            raw = str(pred.lm_response or "")
+            if is_incomplete_reply(pred):  # stops inside its answer: no answer, whatever a pattern finds
                 return RefutationAnswer(question=question, answer="unparsed", raw_answer=raw[:2000],
-                                        error=str(exc.message).splitlines()[0][:300])
+                                        error=str(pred.message).splitlines()[0][:300])
             match = _ANSWER.search(raw)
             if match:
                 found = _EVIDENCE.search(raw)
@@ -115,10 +154,30 @@ class PressureTest(dspy.Module):
             fragments cut by the token cap) are dropped and counted in ``reason``.
         """
         questions, dropped = self._questions(input, output, evidence, label)
+        kept, note, failed = self._kept(questions, dropped, label)
+        if failed is not None:
+            return failed
+        answers = [self.answer_question(input, output, q) for q in kept]
+        return self._record(label, note, answers)
+
+    async def aforward(self, input: str, output: str, evidence: list[EvidenceLine],
+                       label: VerdictLabel) -> dspy.Prediction:
+        """`forward` for async programs (``await pressure_test.acall(...)``): the same record,
+        with the refutation questions answered together (``asyncio.gather``)."""
+        questions, dropped = await self._aquestions(input, output, evidence, label)
+        kept, note, failed = self._kept(questions, dropped, label)
+        if failed is not None:
+            return failed
+        answers = await asyncio.gather(*(self.aanswer_question(input, output, q) for q in kept))
+        return self._record(label, note, list(answers))
+
+    def _kept(self, questions: list[str], dropped: int,
+              label: VerdictLabel) -> tuple[list[str], str, dspy.Prediction | None]:
+        """(questions to answer, the record's note, the "failed" prediction when none is usable)."""
         dropped_note = f"dropped {dropped} non-question entr{'y' if dropped == 1 else 'ies'}"
         skipped = f" ({dropped_note})" if dropped else ""
         if not questions:
-            return dspy.Prediction(record=PressureTestRecord(
+            return [], "", dspy.Prediction(record=PressureTestRecord(
                 status="failed", tested_label=label.name,
                 reason=f"the LM wrote no usable refutation question{skipped}; the verdict was not tested",
             ))
@@ -126,7 +185,9 @@ class PressureTest(dspy.Module):
         if len(questions) > self.max_questions:
             notes.append(f"kept the first {self.max_questions} of {len(questions)} questions written")
             questions = questions[: self.max_questions]
-        note = "; ".join(notes)
-        answers = [self.answer_question(input, output, q) for q in questions]
+        return questions, "; ".join(notes), None
+
+    @staticmethod
+    def _record(label: VerdictLabel, note: str, answers: list[RefutationAnswer]) -> dspy.Prediction:
         return dspy.Prediction(record=PressureTestRecord(status="ran", tested_label=label.name, reason=note,
                                                          questions=answers))

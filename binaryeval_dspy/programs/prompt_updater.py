@@ -22,6 +22,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.lm.adapters import PredictorCalls, arun_predictor_calls, run_predictor_calls
 from binaryeval_dspy.programs.lesson_memory import LessonMemory
 from binaryeval_dspy.schemas.optimization_history import RewriteRecord
 from binaryeval_dspy.signatures.substring_rewrite import RewriteSubstring
@@ -169,6 +170,15 @@ class PromptUpdater(dspy.Module):
         Returns:
             (the new prompt, or `prompt` unchanged when skipped; a `RewriteRecord`).
         """
+        return run_predictor_calls(self._rewrite_calls(prompt, lesson, target))
+
+    async def arewrite(self, prompt: str, lesson: str, *, target: str = "prompt") -> tuple[str, RewriteRecord]:
+        """`rewrite` for async programs: the same result (attempts one after the other)."""
+        return await arun_predictor_calls(self._rewrite_calls(prompt, lesson, target))
+
+    def _rewrite_calls(self, prompt: str, lesson: str, target: str) -> PredictorCalls:
+        """`rewrite`'s attempts as predictor calls (`binaryeval_dspy.lm.adapters.PredictorCalls`):
+        each retry quotes why the previous answer could not be applied."""
         previous = ""
         record = RewriteRecord(target=target, lesson=lesson, prompt_chars=len(prompt))
         anchors = anchor_sentences(prompt)
@@ -177,12 +187,11 @@ class PromptUpdater(dspy.Module):
             constrained = attempt > 1 and 0 < len(anchors) <= MAX_ANCHORS
             record.constrained = constrained
             predictor = self._anchored(anchors) if constrained else self.rewriter
-            try:
-                pred = predictor(prompt=prompt, lesson=lesson, previous_attempt=previous)
-            except AdapterParseError as exc:
+            pred = yield predictor, {"prompt": prompt, "lesson": lesson, "previous_attempt": previous}
+            if isinstance(pred, AdapterParseError):
                 record.reason = "the updater's answer could not be parsed"
                 previous = "Your previous answer could not be read: give both the substring and the replacement."
-                logger.debug("rewrite attempt %d unparsed: %s", attempt, exc)
+                logger.debug("rewrite attempt %d unparsed: %s", attempt, pred)
                 continue
             substring = str(pred.substring or "")
             replacement = str(pred.replacement or "")
@@ -206,6 +215,15 @@ class PromptUpdater(dspy.Module):
             records.append(record)
         return prompt, records
 
+    async def arewrite_all(self, prompt: str, lessons: list[str], *,
+                           target: str = "prompt") -> tuple[str, list[RewriteRecord]]:
+        """`rewrite_all` for async programs: the same result (each edit waits for the previous one)."""
+        records: list[RewriteRecord] = []
+        for lesson in lessons:
+            prompt, record = await self.arewrite(prompt, lesson, target=target)
+            records.append(record)
+        return prompt, records
+
     def forward(self, prompt: str, lessons: list[str], target: str = "prompt") -> dspy.Prediction:
         """Deduplicate `lessons` and apply the unique ones to `prompt`.
 
@@ -217,6 +235,18 @@ class PromptUpdater(dspy.Module):
         """
         filed = self.memory(lessons=list(lessons))
         new_prompt, records = self.rewrite_all(prompt, filed.lessons, target=target)
+        return self._result(prompt, new_prompt, filed, records, target)
+
+    async def aforward(self, prompt: str, lessons: list[str], target: str = "prompt") -> dspy.Prediction:
+        """`forward` for async programs (``await updater.acall(...)``): the same result. Dedup
+        and edits depend on each other's results, so their calls are made one after the other."""
+        filed = await self.memory.acall(lessons=list(lessons))
+        new_prompt, records = await self.arewrite_all(prompt, filed.lessons, target=target)
+        return self._result(prompt, new_prompt, filed, records, target)
+
+    @staticmethod
+    def _result(prompt: str, new_prompt: str, filed: dspy.Prediction, records: list[RewriteRecord],
+                target: str) -> dspy.Prediction:
         return dspy.Prediction(
             prompt=new_prompt, diff=prompt_diff(prompt, new_prompt, name=target), lessons=filed.lessons,
             dedup=filed.decisions, rewrites=records,

@@ -6,6 +6,7 @@ question's ``origin`` and ``dimension_source``, and the set's ``generation_repor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -15,6 +16,13 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import BinEvalError, ConfigError, InputError
+from binaryeval_dspy.lm.adapters import (
+    PredictorCalls,
+    acall_predictor,
+    arun_predictor_calls,
+    call_predictor,
+    run_predictor_calls,
+)
 from binaryeval_dspy.lm.final_answer import complete_list_items, is_incomplete_reply
 from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
@@ -180,7 +188,8 @@ class QuestionGenerator(dspy.Module):
       followed the list's order, not the requirement: SmolLM2-135M picks the first name
       whatever the order) or cannot be read, the template is left out and the requirement
       named in ``generation_report.left_out_requirements`` with the reason, and warned
-      about; never filed under a dimension it may not be about.
+      about; never filed under a dimension it may not be about. A set left with no
+      question at all is an error naming each requirement.
     * A dimension left with no question is removed from the set's ``dimensions``
       (a dimension without questions has no score) and listed in
       ``generation_report.empty_dimensions``.
@@ -224,17 +233,30 @@ class QuestionGenerator(dspy.Module):
     def _requirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
         """Usable requirement texts (at most `max_requirements`) and the dropped ones."""
         try:
-            found = _clean_list(self.summarize(task_prompt=task_prompt).requirements)
+            pred = call_predictor(self.summarize, task_prompt=task_prompt)
         except AdapterParseError as exc:
+            return self._read_requirements(exc)
+        return self._read_requirements(pred.requirements)
+
+    async def _arequirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
+        try:
+            pred = await acall_predictor(self.summarize, task_prompt=task_prompt)
+        except AdapterParseError as exc:
+            return self._read_requirements(exc)
+        return self._read_requirements(pred.requirements)
+
+    def _read_requirements(self, found: object) -> tuple[list[str], list[DroppedDraft]]:
+        """The requirement list the LM wrote (or the `AdapterParseError` of an unreadable reply)."""
+        if isinstance(found, AdapterParseError):
             # a reply cut inside its list: the requirements written in full still count
-            whole = complete_list_items(exc, "requirements") if is_incomplete_reply(exc) else None
+            whole = complete_list_items(found, "requirements") if is_incomplete_reply(found) else None
             if whole is not None:
                 return self._usable(_clean_list(whole))
             raise BinEvalError(
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
-                f"Raw answer (start): {str(exc.lm_response)[:300]!r}. Try a stronger `spec`."
-            ) from exc
-        return self._usable(found)
+                f"Raw answer (start): {str(found.lm_response)[:300]!r}. Try a stronger `spec`."
+            ) from found
+        return self._usable(_clean_list(found))
 
     def _usable(self, found: list[str]) -> tuple[list[str], list[DroppedDraft]]:
         """The usable requirement texts of `found` (at most `max_requirements`) and the dropped ones."""
@@ -251,8 +273,25 @@ class QuestionGenerator(dspy.Module):
         if self.dimensions:
             return list(self.dimensions), "given", ""
         try:
-            raw: object = self.infer_dimensions(task_prompt=task_prompt, requirements=requirements).dimensions
+            pred = call_predictor(self.infer_dimensions, task_prompt=task_prompt, requirements=requirements)
         except AdapterParseError as exc:
+            return self._read_dimensions(exc)
+        return self._read_dimensions(pred.dimensions)
+
+    async def _adimensions(self, task_prompt: str, requirements: list[str]) -> tuple[list[str], str, str]:
+        if self.dimensions:
+            return list(self.dimensions), "given", ""
+        try:
+            pred = await acall_predictor(self.infer_dimensions, task_prompt=task_prompt, requirements=requirements)
+        except AdapterParseError as exc:
+            return self._read_dimensions(exc)
+        return self._read_dimensions(pred.dimensions)
+
+    @staticmethod
+    def _read_dimensions(raw: object) -> tuple[list[str], str, str]:
+        """The inferred dimensions from the LM's list (or the `AdapterParseError` of an unreadable reply)."""
+        if isinstance(raw, AdapterParseError):
+            exc = raw
             # a reply cut inside its list: the names written in full still count
             raw = complete_list_items(exc, "dimensions") if is_incomplete_reply(exc) else None
             if raw is None:
@@ -270,33 +309,38 @@ class QuestionGenerator(dspy.Module):
             dims = dims[:_MAX_INFERRED_DIMENSIONS]
         return dims, "inferred", note
 
-    def _drafts(self, task_prompt: str, dimensions: list[str], requirement: str) -> tuple[list[object], str]:
-        """The LM's drafts for one requirement, and "" or why there are none."""
-        try:
-            drafts = self.decompose(task_prompt=task_prompt, dimensions=dimensions, requirement=requirement).questions
-        except AdapterParseError:
-            return [], "the LM's decomposition could not be parsed"
-        drafts = list(drafts or [])
-        return drafts, ("" if drafts else "the LM drafted no question")
+    def _draft_calls(self, task_prompt: str, dimensions: list[str], requirement: str,
+                     source: str) -> PredictorCalls:
+        """One requirement's LM work (`binaryeval_dspy.lm.adapters.PredictorCalls`), independent of
+        the other requirements': returns its drafts, "" or why there are none, and, when no draft
+        is usable, where its template question goes (`_template_dimension`; else None)."""
+        pred = yield self.decompose, {"task_prompt": task_prompt, "dimensions": dimensions, "requirement": requirement}
+        if isinstance(pred, AdapterParseError):
+            drafts, failure = [], "the LM's decomposition could not be parsed"
+        else:
+            drafts = list(pred.questions or [])
+            failure = "" if drafts else "the LM drafted no question"
+        if any(_read_draft(d, dimensions, source)[2] is not None for d in drafts):
+            return drafts, failure, None
+        placement = yield from self._template_dimension(task_prompt, dimensions, requirement)
+        return drafts, failure, placement
 
-    def _template_dimension(self, task_prompt: str, dimensions: list[str], requirement: str
-                            ) -> tuple[str | None, str]:
-        """The dimension a template question about `requirement` is about and its
-        ``dimension_source``, or (None, why it cannot be told); see the class docstring."""
+    def _template_dimension(self, task_prompt: str, dimensions: list[str], requirement: str) -> PredictorCalls:
+        """Where a template question about `requirement` goes: (its dimension, its
+        ``dimension_source``), or (None, why it cannot be told); see the class docstring."""
         if len(dimensions) == 1:
             return dimensions[0], "only_dimension"
         answers = []
         for order in (list(dimensions), list(reversed(dimensions))):
             # the answer's type lists the allowed names, so a schema-constrained LM can only pick one of them
             signature = AssignDimension.with_updated_fields("dimension", type_=Literal[tuple(order)])
-            try:
-                answer = self.assign_dimension(signature=signature, task_prompt=task_prompt, dimensions=order,
-                                               requirement=requirement).dimension
-            except AdapterParseError:
+            pred = yield self.assign_dimension, {"signature": signature, "task_prompt": task_prompt,
+                                                 "dimensions": order, "requirement": requirement}
+            if isinstance(pred, AdapterParseError):
                 return None, "the LM's answer to which dimension it is about could not be parsed"
-            key = normalize_dimension(str(answer or ""))
+            key = normalize_dimension(str(pred.dimension or ""))
             if key not in dimensions:
-                return None, f"the LM filed it under {_one_line(str(answer))!r}, none of the dimensions"
+                return None, f"the LM filed it under {_one_line(str(pred.dimension))!r}, none of the dimensions"
             answers.append(key)
         if answers[0] != answers[1]:
             return None, (f"the LM filed it under '{answers[0]}' with the dimensions listed in one order and under "
@@ -332,63 +376,117 @@ class QuestionGenerator(dspy.Module):
             BinEvalError: empty task prompt, the LM gives no usable requirements, or no
                 requirement got a question (each named with the reason).
         """
-        if not isinstance(task_prompt, str) or not task_prompt.strip():
-            raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
+        _check_task_prompt(task_prompt)
         requirement_texts, dropped_requirements = self._requirements(task_prompt)
         self._step("requirements", len(requirement_texts))
         dimensions, source, note = self._dimensions(task_prompt, requirement_texts)
         self._step("dimensions", len(dimensions))
-        requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
-        rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
-        by_key: dict[str, dict] = {}
-        merged = 0
-        dropped: list[DroppedDraft] = []
-        templates: list[tuple[dict, str]] = []
-        left_out: list[LeftOutRequirement] = []
-        for req in requirements:
-            drafts, failure = self._drafts(task_prompt, dimensions, req.text)
-            used_any = False
-            for draft in drafts:
-                text = str(getattr(draft, "question", "") or "").strip()
-                lm_dim = str(getattr(draft, "dimension", "") or "")
-                problem = question_text_problem(text)
-                if problem is not None:
-                    dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
-                                                lm_dimension=lm_dim))
-                    continue
-                dim, dim_source = self._place(lm_dim, dimensions, source)
-                if dim is None:
-                    dropped.append(DroppedDraft(
-                        text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
-                        detail=f"{lm_dim!r} is none of the dimensions {dimensions}"))
-                    continue
-                used_any = True
-                key = question_key(text)
-                if key in by_key:
-                    merged += 1
-                    if by_key[key]["origin"] == "generated":
-                        by_key[key]["origin"] = "merged"
-                    continue
-                violation = str(getattr(draft, "violation_example", "") or "").strip()
-                by_key[key] = row = {
-                    "dimension": dim, "text": text, "violation_example": violation, "requirement_id": req.id,
-                    "origin": "generated", "dimension_source": dim_source}
-                rows.append(row)
-            if not used_any:
-                reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
-                dim, dim_source = self._template_dimension(task_prompt, dimensions, req.text)
-                if dim is None:
-                    left_out.append(LeftOutRequirement(requirement_id=req.id, reason=reason, why_left_out=dim_source))
-                else:
-                    row = {
-                        "dimension": dim,
-                        "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
-                        "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
-                        "dimension_source": dim_source}
-                    by_key.setdefault(question_key(row["text"]), row)
-                    rows.append(row)
-                    templates.append((row, reason))
-            self._step("requirement", len(rows), len(templates))
+        rows = _QuestionRows(requirement_texts, dimensions, source)
+        for req in rows.requirements:
+            rows.add(req, *run_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text, source)))
+            self._step("requirement", len(rows.rows), len(rows.templates))
+        return rows.finish(task_prompt, note, dropped_requirements)
+
+    async def aforward(self, task_prompt: str) -> dspy.Prediction:
+        """`forward` for async programs (``await generator.acall(task_prompt=...)``): the same
+        question set, with every requirement decomposed at once (``asyncio.gather``); `on_step`
+        hears of the requirements in order once their drafts are in."""
+        _check_task_prompt(task_prompt)
+        requirement_texts, dropped_requirements = await self._arequirements(task_prompt)
+        self._step("requirements", len(requirement_texts))
+        dimensions, source, note = await self._adimensions(task_prompt, requirement_texts)
+        self._step("dimensions", len(dimensions))
+        rows = _QuestionRows(requirement_texts, dimensions, source)
+        drafts = await asyncio.gather(*(arun_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text,
+                                                                               source))
+                                        for req in rows.requirements))
+        for req, (found, failure, placement) in zip(rows.requirements, drafts, strict=True):
+            rows.add(req, found, failure, placement)
+            self._step("requirement", len(rows.rows), len(rows.templates))
+        return rows.finish(task_prompt, note, dropped_requirements)
+
+
+def _check_task_prompt(task_prompt: object) -> None:
+    if not isinstance(task_prompt, str) or not task_prompt.strip():
+        raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
+
+
+def _read_draft(draft: object, dimensions: list[str], source: str) -> tuple[str, str, str | None, str, str | None]:
+    """A drafted question read: (text, the LM's dimension name, the declared dimension it goes to
+    or None, its ``dimension_source``, why it cannot be used or None)."""
+    text = str(getattr(draft, "question", "") or "").strip()
+    lm_dim = str(getattr(draft, "dimension", "") or "")
+    problem = question_text_problem(text)
+    if problem is not None:
+        return text, lm_dim, None, "", problem
+    dim, dim_source = QuestionGenerator._place(lm_dim, dimensions, source)
+    return text, lm_dim, dim, dim_source, None if dim is not None else "unknown dimension"
+
+
+class _QuestionRows:
+    """The question set being assembled from each requirement's drafts, in requirement order."""
+
+    def __init__(self, requirement_texts: list[str], dimensions: list[str], source: str) -> None:
+        self.requirements = [Requirement(id=f"r{i}", text=t) for i, t in enumerate(requirement_texts, start=1)]
+        self.dimensions = dimensions
+        self.source = source
+        self.rows: list[dict] = []  # BinaryQuestion fields, in order; "origin" may still change to "merged"
+        self.by_key: dict[str, dict] = {}
+        self.merged = 0
+        self.dropped: list[DroppedDraft] = []
+        self.templates: list[tuple[dict, str]] = []
+        self.left_out: list[LeftOutRequirement] = []
+
+    def add(self, req: Requirement, drafts: list[object], failure: str,
+            placement: tuple[str | None, str] | None) -> None:
+        """File one requirement's drafts (kept, merged or dropped), or its fallback template under
+        `placement` (dimension, ``dimension_source``), or leave it out when that dimension is
+        None (the second element then says why)."""
+        dimensions, source = self.dimensions, self.source
+        used_any = False
+        for draft in drafts:
+            text, lm_dim, dim, dim_source, problem = _read_draft(draft, dimensions, source)
+            if problem is not None and problem != "unknown dimension":
+                self.dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
+                                                 lm_dimension=lm_dim))
+                continue
+            if dim is None:
+                self.dropped.append(DroppedDraft(
+                    text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
+                    detail=f"{lm_dim!r} is none of the dimensions {dimensions}"))
+                continue
+            used_any = True
+            key = question_key(text)
+            if key in self.by_key:
+                self.merged += 1
+                if self.by_key[key]["origin"] == "generated":
+                    self.by_key[key]["origin"] = "merged"
+                continue
+            violation = str(getattr(draft, "violation_example", "") or "").strip()
+            self.by_key[key] = row = {
+                "dimension": dim, "text": text, "violation_example": violation, "requirement_id": req.id,
+                "origin": "generated", "dimension_source": dim_source}
+            self.rows.append(row)
+        if not used_any:
+            reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
+            dim, dim_source = placement or (None, "its dimension was not asked for")
+            if dim is None:
+                self.left_out.append(LeftOutRequirement(requirement_id=req.id, reason=reason, why_left_out=dim_source))
+                return
+            row = {
+                "dimension": dim,
+                "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
+                "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
+                "dimension_source": dim_source}
+            self.by_key.setdefault(question_key(row["text"]), row)
+            self.rows.append(row)
+            self.templates.append((row, reason))
+
+    def finish(self, task_prompt: str, note: str, dropped_requirements: list[DroppedDraft]) -> dspy.Prediction:
+        """The generator's prediction: ids given, the report filled, its warnings logged."""
+        dimensions, rows, templates, merged, dropped = (self.dimensions, self.rows, self.templates, self.merged,
+                                                        self.dropped)
+        requirements, source = self.requirements, self.source
         per_dim_count = {d: 0 for d in dimensions}
         questions: list[BinaryQuestion] = []
         for row in rows:
@@ -403,11 +501,11 @@ class QuestionGenerator(dspy.Module):
             fallback_templates=[FallbackTemplate(question_id=row["id"], requirement_id=row["requirement_id"],
                                                  reason=reason) for row, reason in templates],
             relabelled=[q.id for q in questions if (q.dimension_source or "").startswith("mapped_from:")],
-            dropped_questions=dropped, dropped_requirements=dropped_requirements, left_out_requirements=left_out,
+            dropped_questions=dropped, dropped_requirements=dropped_requirements, left_out_requirements=self.left_out,
         )
         if not questions:
             causes: dict[str, list[str]] = {}  # one cause, every requirement it applies to
-            for r in left_out:
+            for r in self.left_out:
                 causes.setdefault(f"{r.reason}, and {r.why_left_out}", []).append(r.requirement_id)
             lines = "; ".join(f"{', '.join(ids)}: {cause}" for cause, ids in causes.items())
             raise BinEvalError(f"no usable question for any of the {len(requirements)} requirements ({lines}). "

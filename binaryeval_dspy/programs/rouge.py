@@ -38,3 +38,7 @@ class RougeL(dspy.Module):
         result = self._scorer.score(reference, output)["rougeL"]
         return dspy.Prediction(score=float(result.fmeasure), precision=float(result.precision),
                                recall=float(result.recall), error=None)
+
+    async def aforward(self, output: str, reference: str) -> dspy.Prediction:
+        """`forward` for async programs: the same scores (no LM call, computed at once)."""
+        return self.forward(output, reference)

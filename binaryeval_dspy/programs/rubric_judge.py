@@ -33,6 +33,7 @@ produced it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import ConfigError, InputError
-from binaryeval_dspy.lm.adapters import schema_support
+from binaryeval_dspy.lm.adapters import judging_context, schema_support
 from binaryeval_dspy.lm.logprobs import (
     NO_ALLOWED_VALUE,
     NO_ALTERNATIVES,
@@ -139,8 +140,10 @@ class RubricJudge(dspy.Module):
         ConfigError: `logprobs` is not auto / on / require / off.
         InputError: a dimension is not in the rubric.
 
-    Subclasses implement `score_dimension(input, output, dimension)`, returning the
-    ``details`` entry of one dimension with its ``score`` (in [0, 1] or None).
+    Subclasses implement `dimension_question(input, output, dimension)` (what to ask, a
+    `FieldQuestion`) and `read_dimension(dimension, reply)` (the ``details`` entry of one
+    dimension with its ``score``, in [0, 1] or None); `forward` asks the dimensions one
+    after the other, `aforward` all at once.
     """
 
     def __init__(self, rubric: Rubric, *, dimensions: Sequence[str] | None = None,
@@ -166,11 +169,30 @@ class RubricJudge(dspy.Module):
         except AdapterParseError:
             raise
         except Exception as exc:
-            if self.logprobs == "auto" and logprobs_unsupported(exc):
-                logger.warning("the LM refused log-probabilities (%s); scoring from the answer alone", exc)
-                self._logprobs_refused = True
-                return predictor(**fields)
+            if not self._refused(exc):
+                raise
+            return predictor(**fields)
+
+    async def _acall(self, predictor: dspy.Predict, **fields: Any) -> dspy.Prediction:
+        """`_call` for `aforward` (``predictor.acall``)."""
+        if self.logprobs == "off" or self._logprobs_refused:
+            return await predictor.acall(**fields)
+        try:
+            return await predictor.acall(**fields, config=logprob_config(self.top_logprobs))
+        except AdapterParseError:
             raise
+        except Exception as exc:
+            if not self._refused(exc):
+                raise
+            return await predictor.acall(**fields)
+
+    def _refused(self, exc: Exception) -> bool:
+        """Whether `exc` is the LM refusing log-probabilities in ``auto`` mode (then they are not asked again)."""
+        if self.logprobs == "auto" and logprobs_unsupported(exc):
+            logger.warning("the LM refused log-probabilities (%s); scoring from the answer alone", exc)
+            self._logprobs_refused = True
+            return True
+        return False
 
     @property
     def logprobs_required(self) -> bool:
@@ -179,6 +201,9 @@ class RubricJudge(dspy.Module):
 
     def ask_field(self, strict: dspy.Predict, loose: dspy.Predict, field: str, **inputs: Any) -> FieldReply:
         """Ask one question and return the answer `field` as the judge wrote it.
+
+        The call goes through the adapter rule (`binaryeval_dspy.lm.adapters.judging_context`):
+        the adapter its LM needs, one request per reply, never DSPy's JSON fallback.
 
         Args:
             strict: the predictor whose `field` is typed as the allowed values, asked when
@@ -197,26 +222,23 @@ class RubricJudge(dspy.Module):
         Raises:
             Whatever the LM call raises besides `AdapterParseError`.
         """
-        constrained = schema_constrained()
-        try:
-            pred = self._call(strict if constrained else loose, **inputs)
-        except AdapterParseError as exc:
-            response = str(exc.lm_response or "")
-            if constrained:
-                try:
-                    parsed = dspy.settings.adapter.parse(loose.signature, response)
-                except Exception:  # noqa: BLE001 - not readable as text either: unparsed below
-                    parsed = {}
-                value = parsed.get(field) if isinstance(parsed, dict) else None
-                if value is not None:
-                    text = str(value)
-                    return FieldReply(text, None, text[:REPLY_LIMIT])
-            return FieldReply(None, None, response[:REPLY_LIMIT], f"unparsed: {response[:200]}")
-        value = pred.get(field)
-        if value is None:
-            return FieldReply(None, None, None, f"unparsed: no {field!r} field in the reply")
-        text = str(value)
-        return FieldReply(text, pred, text[:REPLY_LIMIT])
+        with judging_context(strict.lm):
+            constrained = schema_constrained()
+            try:
+                pred = self._call(strict if constrained else loose, **inputs)
+            except AdapterParseError as exc:
+                return _reread(exc, constrained, loose, field)
+        return _field_reply(pred, field)
+
+    async def aask_field(self, strict: dspy.Predict, loose: dspy.Predict, field: str, **inputs: Any) -> FieldReply:
+        """`ask_field` for `aforward`: the same reply, the call awaited (``Predict.acall``)."""
+        with judging_context(strict.lm):
+            constrained = schema_constrained()
+            try:
+                pred = await self._acall(strict if constrained else loose, **inputs)
+            except AdapterParseError as exc:
+                return _reread(exc, constrained, loose, field)
+        return _field_reply(pred, field)
 
     def read_value(self, pred: dspy.Prediction | None, field: str, keys: list[str], *,
                    unusable: str | None = None) -> ValueDistribution:
@@ -298,9 +320,25 @@ class RubricJudge(dspy.Module):
                      status=status, reply=reply, error=error)
         return entry
 
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """One dimension's ``details`` entry, with ``score`` in [0, 1] or None (unparsed)."""
+    def dimension_question(self, input: str, output: str, dimension: str) -> FieldQuestion:
+        """What to ask for one dimension (subclasses implement it)."""
         raise NotImplementedError
+
+    def read_dimension(self, dimension: str, reply: FieldReply) -> dict[str, Any]:
+        """One dimension's ``details`` entry from the judge's reply, with ``score`` in [0, 1] or
+        None (subclasses implement it)."""
+        raise NotImplementedError
+
+    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
+        """One dimension's ``details`` entry, with ``score`` in [0, 1] or None (unparsed): one LM call."""
+        asked = self.dimension_question(input, output, dimension)
+        return self.read_dimension(dimension, self.ask_field(asked.strict, asked.loose, asked.field, **asked.inputs))
+
+    async def ascore_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
+        """`score_dimension` for `aforward`: the same entry."""
+        asked = self.dimension_question(input, output, dimension)
+        reply = await self.aask_field(asked.strict, asked.loose, asked.field, **asked.inputs)
+        return self.read_dimension(dimension, reply)
 
     def forward(self, input: str, output: str) -> dspy.Prediction:
         """Score `output` on every dimension (one LM call each).
@@ -311,8 +349,64 @@ class RubricJudge(dspy.Module):
         Raises:
             InputError: `input` or `output` is empty.
         """
-        for name, value in (("input", input), ("output", output)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
+        _check_texts(input, output)
         details = {d: self.score_dimension(input, output, d) for d in self.dimensions}
-        return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+        return _prediction(details)
+
+    async def aforward(self, input: str, output: str) -> dspy.Prediction:
+        """`forward` for async programs (``await judge.acall(input=..., output=...)``): the same
+        prediction, with every dimension's call in flight together (``asyncio.gather``)."""
+        _check_texts(input, output)
+        entries = await asyncio.gather(*(self.ascore_dimension(input, output, d) for d in self.dimensions))
+        return _prediction(dict(zip(self.dimensions, entries, strict=True)))
+
+
+@dataclass(frozen=True)
+class FieldQuestion:
+    """One dimension's question as `RubricJudge.ask_field` asks it.
+
+    Attributes:
+        strict: the predictor whose answer field is typed as the allowed values.
+        loose: the same predictor with the field typed as text.
+        field: the answer field (``"score"``, ``"answer"``).
+        inputs: the predictors' input fields.
+    """
+
+    strict: dspy.Predict
+    loose: dspy.Predict
+    field: str
+    inputs: dict[str, Any]
+
+
+def _check_texts(input: str, output: str) -> None:
+    for name, value in (("input", input), ("output", output)):
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(f"the judge needs a non-empty string, got {value!r:.60}", field=name)
+
+
+def _prediction(details: dict[str, dict[str, Any]]) -> dspy.Prediction:
+    return dspy.Prediction(scores={d: v.pop("score") for d, v in details.items()}, details=details)
+
+
+def _reread(exc: AdapterParseError, constrained: bool, loose: dspy.Predict, field: str) -> FieldReply:
+    """The answer field of a reply that did not parse: read again with the text-typed signature
+    when the strict one failed (no second LM call), else unread."""
+    response = str(exc.lm_response or "")
+    if constrained:
+        try:
+            parsed = dspy.settings.adapter.parse(loose.signature, response)
+        except Exception:  # noqa: BLE001 - not readable as text either: unparsed below
+            parsed = {}
+        value = parsed.get(field) if isinstance(parsed, dict) else None
+        if value is not None:
+            text = str(value)
+            return FieldReply(text, None, text[:REPLY_LIMIT])
+    return FieldReply(None, None, response[:REPLY_LIMIT], f"unparsed: {response[:200]}")
+
+
+def _field_reply(pred: dspy.Prediction, field: str) -> FieldReply:
+    value = pred.get(field)
+    if value is None:
+        return FieldReply(None, None, None, f"unparsed: no {field!r} field in the reply")
+    text = str(value)
+    return FieldReply(text, pred, text[:REPLY_LIMIT])

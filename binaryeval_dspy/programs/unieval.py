@@ -23,7 +23,7 @@ import dspy
 
 from binaryeval_dspy.lm.evaluated_text import as_evaluated_text
 from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
-from binaryeval_dspy.programs.rubric_judge import UNPARSED, LogprobMode, RubricJudge
+from binaryeval_dspy.programs.rubric_judge import UNPARSED, FieldQuestion, FieldReply, LogprobMode, RubricJudge
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.signatures.dimension_question import (
     AnswerDimensionQuestion,
@@ -66,8 +66,16 @@ class UniEvalJudge(RubricJudge):
         The answer field's text is read by `normalize_yes_no`; a hedge, both verdicts or
         no verdict is unparsed (no score, status ``"unparsed"``, the text kept in ``reply``).
         """
-        question = self.rubric.dimension(dimension).question
-        reply = self.ask_field(self.ask, self.ask_text, "answer", input=as_evaluated_text(input), output=as_evaluated_text(output), question=question)
+        return self.score_dimension(input, output, dimension)
+
+    def dimension_question(self, input: str, output: str, dimension: str) -> FieldQuestion:
+        """The rubric's yes/no question of one dimension."""
+        return FieldQuestion(self.ask, self.ask_text, "answer", {
+            "input": as_evaluated_text(input), "output": as_evaluated_text(output),
+            "question": self.rubric.dimension(dimension).question})
+
+    def read_dimension(self, dimension: str, reply: FieldReply) -> dict[str, Any]:
+        """The ``details`` entry of one dimension's answer (see `answer`)."""
         entry: dict[str, Any] = {"answer": None, "p_yes": None, "source": None}
         if reply.text is None:
             return self.unread(UNPARSED, reply.reply, reply.error or "unparsed", entry)
@@ -85,7 +93,3 @@ class UniEvalJudge(RubricJudge):
         if (isinstance(named, dict) and named.get("answer")) or reservation(reply.text):
             entry["qualified"] = True  # "Yes, but ...": scored as the answer named, never a plain one
         return entry
-
-    def score_dimension(self, input: str, output: str, dimension: str) -> dict[str, Any]:
-        """`answer`: the single question of one dimension."""
-        return self.answer(input, output, dimension)

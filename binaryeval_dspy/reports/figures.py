@@ -254,6 +254,41 @@ def _panels(data: Sequence[Mapping[str, Any]]) -> list[Panel]:
                   scale=(float(p["scale"][0]), float(p["scale"][1]))) for p in data]
 
 
+def reliability_figure(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str) -> Figure:
+    """A reliability diagram: per judge, the labels' yes-rate against the mean P(yes) of each
+    bin (`binaryeval_dspy.metrics.binary_agreement.reliability_bins`, as dicts with
+    ``mean_p_yes``, ``yes_rate``, ``n``), marker area growing with the bin's answers, and
+    the diagonal of perfect calibration.
+
+    Args:
+        curves: judge name -> its bins (empty bins are skipped).
+        title: the figure's title (names the judges and the labels).
+    """
+    import textwrap
+
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(5.6, 5.2 + 0.25 * len(curves)), layout="constrained")
+    axis.plot([0, 1], [0, 1], linestyle="--", color=HUMAN_COLOR, linewidth=1, label="perfectly calibrated")
+    for index, (judge, bins) in enumerate(curves.items()):
+        used = [b for b in bins if b.get("n") and b.get("mean_p_yes") is not None and b.get("yes_rate") is not None]
+        if not used:
+            continue
+        color = METHOD_COLORS[index % len(METHOD_COLORS)]
+        xs, ys = [b["mean_p_yes"] for b in used], [b["yes_rate"] for b in used]
+        total = sum(b["n"] for b in used)
+        axis.plot(xs, ys, marker="o", color=color, linewidth=1.2,
+                  label=textwrap.shorten(judge, 70, placeholder="...") + f" ({total} answers)")
+        axis.scatter(xs, ys, s=[20 + 400 * b["n"] / total for b in used], color=color, alpha=0.35)
+    axis.set_xlim(0, 1)
+    axis.set_ylim(0, 1)
+    axis.set_xlabel("judge's mean P(yes) in the bin")
+    axis.set_ylabel("share of labels that are yes")
+    axis.set_aspect("equal")
+    axis.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=8)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    return figure
+
+
 def draw_figure(block: FigureBlock) -> bytes:
     """PNG bytes of a report's figure block, drawn from its saved data.
 
@@ -261,7 +296,8 @@ def draw_figure(block: FigureBlock) -> bytes:
         block: a `binaryeval_dspy.reports.render.Figure` whose ``drawing`` is
             ``violins`` / ``scatter`` (data: ``panels``, ``title``), ``systems``
             (``systems``, ``human``, ``methods``, ``ylabel``, ``title``) or
-            ``phi_heatmaps`` (``dimensions``, ``title``); null values are NaN.
+            ``phi_heatmaps`` (``dimensions``, ``title``) or ``reliability`` (``curves``,
+            ``title``); null values are NaN.
 
     Raises:
         MissingExtraError: matplotlib is not installed (the ``bench`` extra).
@@ -280,9 +316,11 @@ def draw_figure(block: FigureBlock) -> bytes:
                                ylabel=data["ylabel"], title=data["title"])
     elif block.drawing == "phi_heatmaps":
         figure = phi_heatmap_figure(data["dimensions"], title=data["title"])
+    elif block.drawing == "reliability":
+        figure = reliability_figure(data["curves"], title=data["title"])
     else:
         from binaryeval_dspy.errors import BinEvalError
 
-        raise BinEvalError(f"unknown figure drawing {block.drawing!r}", expected="violins, scatter, systems or "
-                           "phi_heatmaps", received=repr(block.drawing), fix="re-render the report from the run.")
+        raise BinEvalError(f"unknown figure drawing {block.drawing!r}", expected="violins, scatter, systems, "
+                           "phi_heatmaps or reliability", received=repr(block.drawing), fix="re-render the report from the run.")
     return figure_png(figure)

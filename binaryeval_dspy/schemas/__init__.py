@@ -40,10 +40,12 @@ from binaryeval_dspy.schemas.verdict_output import (
     write_verdict_output_schema,
 )
 from binaryeval_dspy.schemas.verdict_policy import VerdictLabel, VerdictPolicy
+from binaryeval_dspy.schemas.verdict_record import VERDICT_COLUMNS, VerdictRecord
 
 __all__ = [
     "ITEM_STATUSES",
     "QUESTION_SET_SCHEMA_VERSION",
+    "VERDICT_COLUMNS",
     "VERDICT_OUTPUT_SCHEMA_VERSION",
     "BinaryQuestion",
     "CheckSpec",
@@ -73,6 +75,7 @@ __all__ = [
     "VerdictLabel",
     "VerdictOutput",
     "VerdictPolicy",
+    "VerdictRecord",
     "VerdictSource",
     "VerdictValue",
     "text_hash",

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import binaryeval_dspy
+from binaryeval_dspy.data.llmbar import LLMBAR_FILES
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data import (
     DATA_DIR_ENV,
@@ -100,10 +101,10 @@ def test_packaged_items_are_the_expected_ones(outside_the_repository):
 def test_the_package_ships_provenance_licences_and_only_the_loaders_files():
     shipped = sorted(p.relative_to(PACKAGE_DATA).as_posix() for p in PACKAGE_DATA.rglob("*") if p.is_file())
     data = [p for p in shipped if p.endswith(".jsonl.gz")]
-    assert data == sorted(f"{relative}.gz" for _, relative, _ in BENCHMARKS.values())
+    assert data == sorted([f"{relative}.gz" for _, relative, _ in BENCHMARKS.values()] + list(LLMBAR_FILES.values()))
     assert "PROVENANCE.md" in shipped
     assert {"LICENSES/Apache-2.0.txt", "LICENSES/MIT-SummEval.txt", "LICENSES/MIT-UniEval.txt",
-            "LICENSES/MIT-PPairS.txt", "LICENSES/ODC-BY-1.0.txt"} <= set(shipped)
+            "LICENSES/MIT-PPairS.txt", "LICENSES/ODC-BY-1.0.txt", "LICENSES/MIT-LLMBar.txt"} <= set(shipped)
     provenance = (PACKAGE_DATA / "PROVENANCE.md").read_text(encoding="utf-8")
     for file in data:
         assert f"`{file}`" in provenance

@@ -38,7 +38,7 @@ def items(n: int, *, wrong: set[int] = frozenset(), consistency=None, prefix: st
         scores = {"consistency": (consistency or {}).get(i, 1.0 if i in wrong else 5.0), "fluency": 4.0}
         text = f"Summary {i} with {'wrong' if i in wrong else 'correct'} numbers."
         out.append(dspy.Example(item_id=f"{prefix}{i}", input=f"Article {i} says 3 goals.", output=text,
-                                scores=scores).with_inputs("input", "output"))
+                                human=scores).with_inputs("input", "output"))
     return out
 
 
@@ -203,7 +203,7 @@ def test_human_mode_regenerates_questions_from_the_rewritten_task_prompt(small_q
 
 
 def test_human_mode_rejects_items_without_a_rated_dimension(small_question_set):
-    bad = [dspy.Example(item_id="a", input="x", output="y", scores={"consistency": 3}).with_inputs("input", "output")]
+    bad = [dspy.Example(item_id="a", input="x", output="y", human={"consistency": 3}).with_inputs("input", "output")]
     with pytest.raises(InputError, match="fluency"):
         BinEvalOptimizer("human").compile(BinEval(small_question_set), trainset=bad)
 

@@ -37,7 +37,7 @@ def test_substring_not_found_is_retried_with_the_reason_then_skipped():
 
     def rewrite(system, user):
         attempts.append((system, field_value(user, "previous_attempt")))
-        return {"substring": "Answer YES or NO.", "replacement": "whatever"}
+        return {"substring": "Reply in French.", "replacement": "whatever"}  # no sentence of the prompt
 
     pred, _ = run(route(rewrite=rewrite), lambda: PromptUpdater(max_attempts=2)(prompt=PROMPT, lessons=["L1"]))
     assert pred.prompt == PROMPT and pred.diff == ""
@@ -46,7 +46,7 @@ def test_substring_not_found_is_retried_with_the_reason_then_skipped():
     # the retry restricts the substring to the prompt's sentences, so an invented one cannot be read
     assert record.reason == "the updater's answer could not be parsed"
     (first_system, first_previous), (retry_system, retry_previous) = attempts
-    assert first_previous == "" and "does not occur" in retry_previous and "Answer YES or NO." in retry_previous
+    assert first_previous == "" and "does not occur" in retry_previous and "Reply in French." in retry_previous
     assert "Answer yes or no." not in first_system
     assert all(sentence in retry_system for sentence in ("Judge the output.", "Answer yes or no.", "Explain briefly."))
 

@@ -184,15 +184,21 @@ def test_chat_answers_parse(endpoint):
     assert len(endpoint.requests) == 3
 
 
-def test_json_fallback_calls_are_counted(endpoint):
-    """DSPy's default ChatAdapter retries in JSON: two requests per judgment, each counted."""
+def test_dspy_json_fallback_is_never_made(endpoint):
+    """DSPy's ChatAdapter (fallback on by default) retried in JSON: two requests per judgment.
+    Under the adapter rule it is sent through ours, one request each (issue 31)."""
     endpoint.reply = unparseable
     handle = make_lm(endpoint.base_url, model="fake-x", adapter="chat", cache=False)
-    handle.adapter = CountingChatAdapter(stats=handle.adapter_stats, use_json_adapter_fallback=True)
-    verdicts = run(handle)
+    with dspy.context(lm=handle.lm, adapter=dspy.ChatAdapter()):
+        verdicts = BinEval(question_set(), num_threads=1)(input=ARTICLE, output=SUMMARY).verdicts
     assert [v.verdict for v in verdicts] == ["unparsed"] * 3
-    assert len(endpoint.requests) == 6
-    assert handle.adapter_stats.fallback_calls == 3 == handle.adapter_fallbacks
+    assert len(endpoint.requests) == 3
+    with pytest.raises(LMConfigError, match="never makes DSPy's second call"):
+        CountingChatAdapter(use_json_adapter_fallback=True)
+    adapter = CountingChatAdapter()
+    with pytest.raises(LMConfigError, match="never makes DSPy's second call"):
+        adapter.use_json_adapter_fallback = True
+    assert adapter.use_json_adapter_fallback is False
 
 
 def test_adapter_callbacks_fire_once_per_format():

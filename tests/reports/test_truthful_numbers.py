@@ -147,7 +147,7 @@ def test_optimizer_records_a_failed_generation_as_failed_and_never_judges_it():
 
 def human_items(n: int) -> list[dspy.Example]:
     return [dspy.Example(item_id=f"it{i}", input=f"Article {i} says 3 goals.", output=f"Summary {i}.",
-                         scores={"consistency": 1.0 + i, "fluency": 4.0}).with_inputs("input", "output")
+                         human={"consistency": 1.0 + i, "fluency": 4.0}).with_inputs("input", "output")
             for i in range(n)]
 
 

@@ -61,7 +61,7 @@ class HumanMode(UpdateMode):
     prompt_role = ("the instructions of an evaluator that answers one yes/no question about an output; "
                    "its yes-rates should rank outputs the way human raters do")
 
-    def __init__(self, *, threshold: float = 0.3, human_field: str = "scores",
+    def __init__(self, *, threshold: float = 0.3, human_field: str = "human",
                  human_scale: tuple[float, float] = (1.0, 5.0), regenerate_questions: bool = False,
                  prompt_lm: LMHandle | dspy.LM | None = None, num_threads: int = 1) -> None:
         if not 0.0 <= threshold < 1.0:

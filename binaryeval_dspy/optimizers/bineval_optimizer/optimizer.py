@@ -99,7 +99,7 @@ class BinEvalOptimizer(Teleprompter):
         source_lm: LMHandle | dspy.LM | None = None,
         epsilon: float = 0.05,
         threshold: float = 0.3,
-        human_field: str = "scores",
+        human_field: str = "human",
         human_scale: tuple[float, float] = (1.0, 5.0),
         regenerate_questions: bool = False,
         judge: BinEvalMetric | None = None,

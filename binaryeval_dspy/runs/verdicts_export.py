@@ -1,0 +1,96 @@
+"""A run's verdicts as a verdicts file: every stored answer, one row per (item, question).
+
+`run_verdict_records` reads a run directory (``results.jsonl`` of `ItemResult` rows, the
+manifest for the judge's name and prices, the frozen ``question_set.json`` for question
+texts and dimensions) without calling any LM, and returns one `VerdictRecord` per stored
+`QuestionVerdict`. `bineval verdicts RUN --out FILE` writes them
+(`binaryeval_dspy.data.verdicts_file.write_verdicts`); reading the file back and
+`VerdictRecord.to_question_verdict` give the run's verdicts again, equal field by field.
+
+Non-answers keep their outcome (``unparsed``, ``error``), never "no". An item without
+verdicts (status ``empty_output``: no question was asked) has no rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from binaryeval_dspy.cost.pricing import price_model_for_name, run_cost
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.schemas.item_result import ItemResult
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
+
+
+def _questions(run: RunDirectory) -> dict[str, dict[str, Any]]:
+    """Question id -> its ``text`` and ``dimension`` from the frozen question set, read as
+    plain JSON (so a set naming a user check that is not registered here still gives its
+    texts); empty for a run made before sets were frozen."""
+    path = run.frozen_question_set_path
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(q.get("id")): q for q in data.get("questions", []) if isinstance(q, dict)}
+
+
+def item_answer_costs(result: ItemResult, *, price_model: str | None, batch: bool = False) -> float | None:
+    """What each LM question of one item cost, USD: the item's estimated cost (its measured
+    tokens at `price_model`'s prices, `binaryeval_dspy.cost.pricing.run_cost`) shared
+    equally among its LM-answered questions; None when the price is unknown (a served model
+    without `price_model`), 0.0 for the embedded model. Code-answered questions cost 0."""
+    asked = [v for v in result.verdicts if v.source == "lm"]
+    if not asked:
+        return 0.0
+    cost = run_cost(prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
+                    cached_prompt_tokens=result.usage.cached_prompt_tokens,
+                    cache_write_tokens=result.usage.cache_write_tokens, items=1, model=price_model, batch=batch)
+    return None if cost.usd is None else cost.usd / len(asked)
+
+
+def run_verdict_records(run_dir: str | Path, *, judge: str | None = None) -> list[VerdictRecord]:
+    """Every verdict stored in a run directory, as verdicts-file records.
+
+    Args:
+        run_dir: a ``bineval evaluate`` / ``rejudge`` run directory, or a benchmark run's
+            ``bineval`` method folder (any folder with ``manifest.json`` and
+            ``results.jsonl`` of item results).
+        judge: the judge name to write; default the run's LM as its manifest names it.
+
+    Returns:
+        Records in results order, then question-set order; ``cost_usd`` as
+        `item_answer_costs` (priced as the run was: its ``price_model`` setting, else by
+        its LM's name).
+
+    Raises:
+        InputError: the folder has no manifest or no results, or a line of
+            ``results.jsonl`` is not a valid item result (file and line named).
+    """
+    run = RunDirectory(run_dir)
+    manifest = run.read_manifest()
+    if manifest is None or not run.results_path.is_file():
+        missing = "manifest.json" if manifest is None else "results.jsonl"
+        raise InputError(f"not a run directory (no {missing})", path=run.path,
+                         fix="pass the folder that holds manifest.json and results.jsonl (for a benchmark run, "
+                             "its bineval/ folder).")
+    config = manifest.config or {}
+    price_model = config.get("price_model") or price_model_for_name(manifest.lm)
+    batch = config.get("engine") == "batch"
+    questions = _questions(run)
+    name = judge or manifest.lm
+    records: list[VerdictRecord] = []
+    for result in run.read_results(repair=False):
+        share = item_answer_costs(result, price_model=price_model if isinstance(price_model, str) else None,
+                                  batch=batch)
+        for verdict in result.verdicts:
+            question = questions.get(verdict.question_id, {})
+            records.append(VerdictRecord.from_question_verdict(
+                verdict, item_id=result.item_id, judge=name,
+                cost_usd=(0.0 if verdict.source == "code" else share),
+                question_text=question.get("text"), dimension=question.get("dimension"),
+                output_hash=result.output_hash))
+    return records

@@ -1,0 +1,117 @@
+"""The verdicts file: lossless round trips (JSONL, CSV, a run's export), and bad rows named by
+file, line and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from binaryeval_dspy.cli.main import cli
+from binaryeval_dspy.data.verdicts_file import read_verdicts, write_verdicts
+from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.runs.run_directory import RunDirectory
+from binaryeval_dspy.runs.verdicts_export import run_verdict_records
+from binaryeval_dspy.schemas.item_result import ItemResult, Usage
+from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.schemas.score_card import ScoreCard
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
+
+VERDICTS = [
+    QuestionVerdict(question_id="q1", verdict="yes", explanation="It says so, \"quoted\", with a, comma.", p_yes=0.8125),
+    QuestionVerdict(question_id="q2", verdict="unparsed", raw_answer="maybe\nperhaps", error="no yes/no"),
+    QuestionVerdict(question_id="q3", verdict="error", error="TimeoutError: 30 s"),
+    QuestionVerdict(question_id="q4", verdict="no", source="code", evidence={"words": 12, "limit": [1, 10]},
+                    explanation="12 words"),
+    QuestionVerdict(question_id="q5", verdict="yes", flags=["explanation_says_no"], reply_cut=True, qualified=True),
+]
+
+
+def _run(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    run.start(RunManifest(command="evaluate", lm="openai/gpt-4o-mini", question_set_hash="h", question_set_path="q",
+                          items_path="i"))
+    card = ScoreCard(dimension_scores={"d": 0.5}, overall=0.5, counts={}, scale=(0.0, 1.0),
+                     scaled_dimension_scores={"d": 0.5}, scaled_overall=0.5)
+    run.append(ItemResult(item_id="a", output_hash="x", question_set_hash="h", score_card=card, verdicts=VERDICTS,
+                          usage=Usage(lm_calls=4, prompt_tokens=4000, completion_tokens=400)))
+    (run.path / "question_set.json").write_text(json.dumps({"questions": [
+        {"id": "q1", "text": "Is it grounded?", "dimension": "d"}]}), encoding="utf-8")
+    return run
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".jsonl.gz"])
+def test_a_runs_export_reads_back_losslessly(tmp_path, suffix):
+    run = _run(tmp_path)
+    records = run_verdict_records(run.path)
+    assert [r.verdict for r in records] == ["yes", "unparsed", "error", "no", "yes"]
+    assert records[0].judge == "openai/gpt-4o-mini" and records[0].question_text == "Is it grounded?"
+    assert {r.output_hash for r in records} == {"x"}
+    lm_rows = [r for r in records if r.source == "lm"]
+    assert len({r.cost_usd for r in lm_rows}) == 1 and lm_rows[0].cost_usd > 0  # the item's cost shared by 4
+    assert records[3].cost_usd == 0.0  # answered by code
+    path = write_verdicts(records, tmp_path / f"out{suffix}")
+    back = read_verdicts(path)
+    assert back == records
+    assert [r.to_question_verdict() for r in back] == VERDICTS
+
+
+def test_bineval_verdicts_command_writes_the_file(tmp_path):
+    run = _run(tmp_path)
+    result = CliRunner().invoke(cli, ["verdicts", str(run.path), "--out", str(tmp_path / "v.csv"), "--judge", "me"])
+    assert result.exit_code == 0, result.output
+    assert "5 verdicts of 1 items (me): 2 yes, 1 no, 1 unparsed, 1 error" in result.output
+    assert {r.judge for r in read_verdicts(tmp_path / "v.csv")} == {"me"}
+
+
+def test_a_served_model_without_a_price_has_an_unknown_cost_not_zero(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    run.start(RunManifest(command="evaluate", lm="openai/x @ http://127.0.0.1:9/v1", question_set_hash="h",
+                          question_set_path="q", items_path="i"))
+    card = ScoreCard(dimension_scores={"d": 1.0}, overall=1.0, counts={}, scale=(0.0, 1.0),
+                     scaled_dimension_scores={"d": 1.0}, scaled_overall=1.0)
+    run.append(ItemResult(item_id="a", output_hash="x", question_set_hash="h", score_card=card,
+                          verdicts=VERDICTS[:1], usage=Usage(lm_calls=1, prompt_tokens=10, completion_tokens=1)))
+    assert run_verdict_records(run.path)[0].cost_usd is None
+
+
+@pytest.mark.parametrize(("text", "line", "field", "message"), [
+    ("item_id,question_id,judge,verdict\na,q,h,yes\na,q,h,maybe\n", 3, "verdict", "one of yes, no, unparsed, error"),
+    ("item_id,question_id,judge,verdict,p_yes\na,q,h,yes,high\n", 2, "p_yes", "expected a number"),
+    ("item_id,question_id,judge,verdict,p_yes\na,q,h,yes,1.5\n", 2, "p_yes", "less than or equal to 1"),
+    ("item_id,question_id,judge,verdict\na,q,,yes\n", 2, "judge", "missing or empty"),
+    ("item_id,question_id,judge,verdict,notes\na,q,h,yes,x\n", 1, "notes", "unknown column"),
+    ("item_id,question_id,verdict\na,q,yes\n", 1, "judge", "no column 'judge'"),
+    ("item_id,question_id,judge,verdict\na,q,h,yes\na,q,h,no\n", 3, "item_id, question_id, judge",
+     "the first is on line 2"),
+])
+def test_bad_csv_rows_name_file_line_and_field(tmp_path, text, line, field, message):
+    path = tmp_path / "labels.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_verdicts(path)
+    assert (caught.value.line, caught.value.field) == (line, field)
+    assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_bad_jsonl_rows_name_line_and_field(tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_text('{"item_id": "a", "question_id": "q", "judge": "h", "verdict": "YES"}\n'
+                    '{"item_id": "a", "question_id": "q2", "judge": "h", "verdict": "no", "cost_usd": -1}\n',
+                    encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_verdicts(path)
+    assert (caught.value.line, caught.value.field) == (2, "cost_usd")
+    path.write_text('{"item_id": 7, "question_id": "q", "judge": "h", "verdict": " Yes "}\n', encoding="utf-8")
+    assert read_verdicts(path) == [VerdictRecord(item_id="7", question_id="q", judge="h", verdict="yes")]
+
+
+def test_a_spreadsheet_with_capitalised_verdicts_and_empty_cells_reads(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text("item_id,question_id,judge,verdict,explanation,p_yes\n1,q,human,Yes,,\n2,q,human,No,too long,\n",
+                    encoding="utf-8")
+    records = read_verdicts(path)
+    assert [(r.item_id, r.verdict, r.explanation, r.p_yes) for r in records] == [
+        ("1", "yes", "", None), ("2", "no", "too long", None)]
