@@ -40,6 +40,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions."),
     "report": ("binaryeval_dspy.cli.benchmark_command", "report_command",
                "Rebuild report.md / report.html of a benchmark run without calling any LM."),
+    "serve": ("binaryeval_dspy.cli.serve_command", "serve_command",
+              ("Serve the embedded model (SmolLM2-135M-Instruct) over an OpenAI-compatible API on 127.0.0.1 until "
+               "Ctrl-C, and print the --lm and --lm-model that reach it.")),
     "verdicts": ("binaryeval_dspy.cli.verdicts_command", "verdicts_command",
                  "Export the verdicts of run directory RUN as a verdicts file (one row per item and question)."),
     "view": ("binaryeval_dspy.cli.view_command", "view_command",
@@ -126,6 +129,9 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 
 def main() -> None:
     """Entry point of the `bineval` script: SIGTERM stops a run as Ctrl-C does (results kept)."""
+    from binaryeval_dspy.cli import error_handling
+
+    error_handling.OWNS_PROCESS = True  # this process is the command: Ctrl-C may end it (leave_after_interrupt)
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         cli(standalone_mode=True)

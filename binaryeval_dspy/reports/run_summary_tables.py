@@ -65,9 +65,32 @@ def usage_line(summary: RunSummary) -> str:
     tokens = summary.prompt_tokens + summary.completion_tokens
     n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
+    in_flight = summary.calls_in_flight
+    if in_flight is None:
+        overlap = " (items overlap with `concurrency` > 1: not the run's time per item)"
+    elif in_flight > 1:
+        overlap = f" ({in_flight} calls in flight, so items overlap: not the run's time per item)"
+    else:
+        overlap = ""  # one call at a time: items never overlap
     return (f"{calls_phrase(summary)}, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
             f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
-            "item's first call to its score (items overlap with `concurrency` > 1: not the run's time per item)")
+            f"item's first call to its score{overlap}")
+
+
+def headline(summary: RunSummary) -> str:
+    """The run's headline: its overall score with the reasons not to trust it beside it
+    (`RunSummary.warnings`), e.g. ``Overall 4.77 on [1, 5] (mean of 16 items). Do not trust
+    it: 171 of 192 explanations contradict their verdict; ...``."""
+    overall = next((d for d in summary.dimensions if d.dimension == "overall"), None)
+    low, high = summary.scale
+    if overall is None or not is_defined(overall.mean_scaled):
+        line = f"Overall {UNDEFINED}: no item has a score ({summary.items} items)."
+    else:
+        line = (f"Overall {overall.mean_scaled:.2f} on [{low:g}, {high:g}] (mean of {overall.items_scored} "
+                f"item{'s' if overall.items_scored != 1 else ''}).")
+    if summary.warnings:
+        line += " Do not trust it: " + "; ".join(summary.warnings) + "."
+    return line
 
 
 def status_line(summary: RunSummary) -> str:
@@ -156,9 +179,10 @@ def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = No
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
     warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    caption = Text("\n".join(wording(line) for line in [
+    caption = Text(wording(headline(summary)) + "\n", style="bold red" if summary.warnings else "bold")
+    caption.append("\n".join(wording(line) for line in [
         status_line(summary), usage_line(summary), *([cost_line(summary.cost)] if summary.cost is not None else []),
-        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]))
+        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]), style="")
     for note in summary.notes:
         caption.append("\nNote: ", style="bold yellow")
         caption.append(wording(note), style="yellow")
@@ -216,7 +240,13 @@ def summary_markdown(summary: RunSummary) -> str:
     rows = [[d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no),
              str(d.unparsed), str(d.error), _fmt(d.mean_p_yes)] for d in summary.dimensions]
     text = markdown_paragraph
-    lines = [f"# {text(f'BinEval run summary ({summary.items} items, LM: {summary.lm})')}", "",
+    title = headline(summary)
+    if summary.warnings:  # the score in bold, the reasons not to trust it beside it
+        score, _, reasons = title.partition(" Do not trust it: ")
+        title = f"**{text(score)}** **Do not trust it:** {text(reasons)}"
+    else:
+        title = f"**{text(title)}**"
+    lines = [f"# {text(f'BinEval run summary ({summary.items} items, LM: {summary.lm})')}", "", title, "",
              *markdown_table(header, rows, ["---", *["---:"] * (len(header) - 1)])]
     for note in summary.notes:  # beside the table, before the cost lines
         lines += ["", f"**Note:** {text(note)}"]

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
 from binaryeval_dspy.runs.results_file import UnreadableLine
 from binaryeval_dspy.runs.run_directory import FROZEN_QUESTION_SET, MANIFEST, RESULTS, RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
@@ -342,14 +343,19 @@ def _summary(run: LoadedRun) -> Any:
 
 def _summary_data(summary: Any) -> dict[str, Any]:
     from binaryeval_dspy.cost.pricing import cost_line
+    from binaryeval_dspy.reports.run_summary import trust_warnings
     from binaryeval_dspy.reports.run_summary_tables import (
         coverage_warning,
         flagged_line,
+        headline,
         incomplete_line,
         p_yes_header,
         status_line,
         usage_line,
     )
+
+    if not summary.warnings:  # a summary.json written before headline warnings existed
+        summary = summary.model_copy(update={"warnings": trust_warnings(summary)})
 
     lines = [status_line(summary), usage_line(summary), cost_line(summary.cost), coverage_warning(summary),
              incomplete_line(summary), flagged_line(summary)]
@@ -364,6 +370,7 @@ def _summary_data(summary: Any) -> dict[str, Any]:
         "cost": summary.cost.display if summary.cost is not None else None,
         "lines": [line for line in lines if line],
         "notes": list(summary.notes),
+        "headline": headline(summary), "warnings": list(summary.warnings),
     }
 
 
@@ -387,6 +394,8 @@ def _verdict_data(v: Any) -> dict[str, Any]:
         data["src"] = v.source
     if v.reply_cut:
         data["cut"] = True
+    if against_verdict(v.p_yes, v.verdict):
+        data["px"] = True  # the verdict points the other way from its own P(yes): the item view says why
     return data
 
 
@@ -433,6 +442,7 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
         "questions": questions,
         "items": [_item_data(r, run.texts) for r in run.results],
         "question_stats": _question_stats(run),
+        "against_p_yes_why": AGAINST_VERDICT_WHY,
     }
     if aggregation in ("score", "both") and run.results:
         summary = _summary(run)
