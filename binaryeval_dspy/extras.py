@@ -1,11 +1,13 @@
 """Optional dependencies (pip extras) and the one-line error when one is missing.
 
-The core install judges items; three features need more:
+The core install judges items; four features need more:
 
 * ``ifbench``: IFBench's constraint checkers (nltk with its models from PyPI, emoji, syllapy)
   and the ``language`` code check (langdetect);
 * ``bench``: benchmark reports' figures (matplotlib) and the ROUGE-L baseline (rouge-score);
-* ``ray``: the Ray engine, requests sent through Ray Data (``ray[data]``).
+* ``ray``: the Ray engine, requests sent through Ray Data (``ray[data]``);
+* ``server``: ``bineval serve``, the embedded model behind llama-cpp-python's
+  OpenAI-compatible server (fastapi, uvicorn, ...).
 
 Modules of those features import their dependency through `require`, at the point of use,
 so that importing the library never needs them.
@@ -27,6 +29,7 @@ EXTRAS: dict[str, str] = {
     "ifbench": "IFBench checkers and the language check",
     "bench": "benchmark figures and the ROUGE-L baseline",
     "ray": "the Ray engine (requests sent through Ray Data)",
+    "server": "bineval serve (the embedded model behind an OpenAI-compatible server)",
 }
 """Each extra of pyproject.toml that a feature may need, and what it is for."""
 

@@ -21,9 +21,17 @@ and fails the test when:
 
 The judge LM comes from, first to last: ``--bineval-lm``, the ``BINEVAL_LM`` environment
 variable, a ``pytest_bineval_lm(config)`` hook in a ``conftest.py`` (returning an
-``--lm`` value, a `dspy.LM` or an `LMHandle`), else the embedded model (``local``).
-DSPy's response cache answers a rerun of an unchanged test with no LM call;
-``--bineval-no-cache`` turns it off for the session.
+``--lm`` value, a `dspy.LM` or an `LMHandle`), else the embedded model (``local``). A
+base URL takes its model from ``--bineval-lm-model`` / ``BINEVAL_LM_MODEL`` and its key's
+variable from ``--bineval-api-key-env`` / ``BINEVAL_API_KEY_ENV``; an error about the LM
+names these options. DSPy's response cache answers a rerun of an unchanged test with no
+LM call; ``--bineval-no-cache`` turns it off for the session.
+
+``pytest -p no:bineval`` switches the plugin off; the hook's declaration is a plugin of its
+own (`binaryeval_dspy.pytest_hooks`, entry point ``bineval-hooks``), so a conftest that
+implements it still loads. A session whose judge LM cannot be built leaves nothing on
+disk: the LM is built before a test's run folder is made, and every folder the plugin
+makes is marked as its own, so the next session replaces whatever an interrupted one left.
 """
 
 from __future__ import annotations
@@ -43,28 +51,31 @@ if TYPE_CHECKING:
     from binaryeval_dspy.schemas.item_result import ItemResult
     from binaryeval_dspy.schemas.question_set import QuestionSet
 
-__all__ = ["LM_ENV", "RUNS_FOLDER", "BinEvalCheck", "BinEvalJudge", "assert_bineval"]
+__all__ = ["API_KEY_ENV_ENV", "LM_ENV", "LM_MODEL_ENV", "RUNS_FOLDER", "BinEvalCheck", "BinEvalJudge",
+           "assert_bineval"]
 
 #: the environment variable naming the judge LM (an ``--lm`` value)
 LM_ENV = "BINEVAL_LM"
+#: the environment variable naming the model served at a base URL given as the judge LM
+LM_MODEL_ENV = "BINEVAL_LM_MODEL"
+#: the environment variable naming the variable that holds a base URL's API key
+API_KEY_ENV_ENV = "BINEVAL_API_KEY_ENV"
+#: the file that marks a test's run folder as the plugin's own (written first, so a folder an
+#: interrupted session left half made is replaced by the next one, never in the way)
+FOLDER_MARK = ".bineval-pytest-run"
+#: how this plugin's options and variables spell the LM factory's parameter names in messages
+#: (`make_lm`'s errors say "`model`"; a pytest user sets --bineval-lm-model or $BINEVAL_LM_MODEL)
+PLUGIN_FLAGS = {"spec": f"--bineval-lm (or ${LM_ENV})", "model": f"--bineval-lm-model (or ${LM_MODEL_ENV})",
+                "api_key_env": f"--bineval-api-key-env (or ${API_KEY_ENV_ENV})"}
 #: where each judged assertion's run is stored, relative to pytest's root directory
 RUNS_FOLDER = ".bineval/pytest"
 DEFAULT_MIN_SCORE = 0.8
 
 
-class _Hooks:
-    """The plugin's hook, for a ``conftest.py`` to implement."""
-
-    @staticmethod
-    @pytest.hookspec(firstresult=True)
-    def pytest_bineval_lm(config: pytest.Config) -> Any:
-        """The judge LM for BinEval assertions: an ``--lm`` value (``"openai/gpt-4o-mini"``,
-        ``"local"``, a base URL), a `dspy.LM`, or an `LMHandle`; None to leave the choice
-        to the default (the embedded model). ``--bineval-lm`` and ``BINEVAL_LM`` win."""
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    pluginmanager.add_hookspecs(_Hooks)
+    from binaryeval_dspy.pytest_hooks import declare_hooks
+
+    declare_hooks(pluginmanager)  # also when the bineval-hooks plugin is not loaded (-p binaryeval_dspy.pytest_plugin)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +83,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bineval-lm", default=None, metavar="LM",
                     help=f"judge LM of assert_bineval / bineval_judge: any `bineval --lm` value (default: ${LM_ENV}, "
                          "a conftest pytest_bineval_lm hook, else the embedded model)")
+    group.addoption("--bineval-lm-model", default=None, metavar="NAME",
+                    help=f"the model served at a base URL given as the judge LM (default: ${LM_MODEL_ENV})")
+    group.addoption("--bineval-api-key-env", default=None, metavar="VAR",
+                    help="the environment variable holding a base URL's API key (default: "
+                         f"${API_KEY_ENV_ENV}; none for a server without keys)")
     group.addoption("--bineval-no-cache", action="store_true", default=False,
                     help="do not answer judge calls from DSPy's response cache (on by default: an unchanged test "
                          "costs nothing on a rerun)")
@@ -162,11 +178,26 @@ class BinEvalJudge:
         return (self.config.getoption("bineval_lm") or os.environ.get(LM_ENV)
                 or self.config.hook.pytest_bineval_lm(config=self.config) or "local")
 
+    def lm_model(self) -> str | None:
+        """The model served at a base URL: ``--bineval-lm-model``, else ``BINEVAL_LM_MODEL``."""
+        return self.config.getoption("bineval_lm_model") or os.environ.get(LM_MODEL_ENV) or None
+
+    def api_key_env(self) -> str | None:
+        """The variable holding a base URL's key: ``--bineval-api-key-env``, else ``BINEVAL_API_KEY_ENV``."""
+        return self.config.getoption("bineval_api_key_env") or os.environ.get(API_KEY_ENV_ENV) or None
+
     def handle(self) -> LMHandle:
-        """The session's `LMHandle` (made on first use, with DSPy's cache unless turned off)."""
+        """The session's `LMHandle` (made on first use, with DSPy's cache unless turned off).
+
+        Raises:
+            LMConfigError: the LM cannot be built; the message names this plugin's options
+                and variables (`PLUGIN_FLAGS`), never an option pytest does not have.
+        """
         if self._handle is None:
             import dspy
 
+            from binaryeval_dspy.cli.error_handling import with_flag_names
+            from binaryeval_dspy.errors import BinEvalError, LMConfigError
             from binaryeval_dspy.lm import factory
 
             spec = self.lm_spec()
@@ -177,7 +208,13 @@ class BinEvalJudge:
                 handle = factory.LMHandle(lm=spec, adapter=None, name=str(getattr(spec, "model", spec)),
                                           embedded=False)
             else:
-                handle = factory.make_lm(str(spec), cache=cache)
+                try:
+                    handle = factory.make_lm(str(spec), model=self.lm_model(), api_key_env=self.api_key_env(),
+                                             cache=cache)
+                except BinEvalError as exc:
+                    # from None: the test report shows this message only, not make_lm's own wording
+                    raise LMConfigError(f"the judge LM cannot be built: {with_flag_names(str(exc), PLUGIN_FLAGS)}"
+                                        ) from None
             if not cache and hasattr(handle.lm, "cache"):
                 handle.lm.cache = False
             self._handle = handle
@@ -191,8 +228,9 @@ class BinEvalJudge:
         n = self._calls[base] = self._calls.get(base, 0) + 1
         folder = Path(self.config.rootpath) / self.config.getoption("bineval_runs") / (
             base if n == 1 else f"{base}-{n}")
-        if folder.exists():  # a previous session's run of this test: ours to replace
-            if not (folder / "run" / "manifest.json").is_file() and any(folder.iterdir()):
+        if folder.exists():  # a previous session's run of this test, finished or not: ours to replace
+            ours = (folder / FOLDER_MARK).is_file() or (folder / "run" / "manifest.json").is_file()
+            if not ours and any(folder.iterdir()):
                 raise pytest.UsageError(f"{folder} holds files that are not a stored BinEval test run; "
                                         "move them, or pass --bineval-runs with another folder")
             shutil.rmtree(folder)
@@ -239,14 +277,16 @@ class BinEvalJudge:
         if not 0.0 <= min_score <= 1.0:
             raise ValueError(f"min_score must be in [0, 1] (a yes-rate), got {min_score!r}")
         question_set = questions if isinstance(questions, QuestionSet) else QuestionSet.load(questions)
+        handle = self.handle()  # before anything is written: an LM that cannot be built leaves no folder
         test_id = test_id or _current_test_id()
         folder = self._run_dir(test_id)
         folder.mkdir(parents=True)
+        (folder / FOLDER_MARK).write_text("made by the bineval pytest plugin; replaced by its next session\n",
+                                          encoding="utf-8")
         items_path = folder / "items.jsonl"
         items_path.write_text(json.dumps({"id": test_id, "input": input or "(none)", "output": output},
                                          ensure_ascii=False) + "\n", encoding="utf-8")
         items = load_items(items_path, input_field="input", output_field="output", id_field="id")
-        handle = self.handle()
         run_dir = RunDirectory(folder / "run")
         manifest = RunManifest(
             command="pytest", lm=handle.name, question_set_hash=question_set.content_hash,

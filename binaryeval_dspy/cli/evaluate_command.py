@@ -170,7 +170,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     results = [r for r in outcome.results if r.item_id in wanted]
     report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test, embedded=handle.embedded,
-                   price_model=settings.price_model_for(handle), batch=engine.name == "batch")
+                   price_model=settings.price_model_for(handle), in_flight=in_flight, batch=engine.name == "batch")
     record_endpoint_outcome(run_dir, outcome, handle)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)

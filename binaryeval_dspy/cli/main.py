@@ -7,6 +7,7 @@ e.g. ``BINEVAL_EVALUATE_LM=openai/gpt-4o-mini``.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
@@ -39,6 +40,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions."),
     "report": ("binaryeval_dspy.cli.benchmark_command", "report_command",
                "Rebuild report.md / report.html of a benchmark run without calling any LM."),
+    "serve": ("binaryeval_dspy.cli.serve_command", "serve_command",
+              ("Serve the embedded model (SmolLM2-135M-Instruct) over an OpenAI-compatible API on 127.0.0.1 until "
+               "Ctrl-C, and print the --lm and --lm-model that reach it.")),
     "verdicts": ("binaryeval_dspy.cli.verdicts_command", "verdicts_command",
                  "Export the verdicts of run directory RUN as a verdicts file (one row per item and question)."),
     "view": ("binaryeval_dspy.cli.view_command", "view_command",
@@ -58,6 +62,12 @@ class LazyGroup(click.Group):
                  **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.lazy_commands = dict(lazy_commands or {})
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The subcommand, after refusing any argument or ``BINEVAL_*`` variable that is not
+        valid UTF-8 (`refuse_undecodable_arguments`): before the command runs, nothing written."""
+        refuse_undecodable_arguments(args)
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
@@ -85,6 +95,27 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in listed])
 
 
+def refuse_undecodable_arguments(args: list[str]) -> None:
+    """Refuse, before any command starts, an argument or a ``BINEVAL_*`` environment variable
+    that is not valid UTF-8 (a Latin-1 file name): every path a command takes reaches a
+    manifest, a report or a page, UTF-8 files that cannot hold it. Shown with replacement
+    characters (`printable_path`).
+
+    Raises:
+        click.UsageError: naming the argument or variable and the fix (exit status 2).
+    """
+    from binaryeval_dspy.data.file_names import UTF8_FIX, is_utf8, printable_path
+
+    for arg in args:
+        if not is_utf8(arg):
+            raise click.UsageError(f"the argument {printable_path(arg)!r} is not valid UTF-8 (shown with replacement "
+                                   f"characters); nothing was read or written. Fix: {UTF8_FIX}")
+    for name, value in os.environ.items():
+        if name.startswith("BINEVAL_") and not is_utf8(value):
+            raise click.UsageError(f"the environment variable {name} is not valid UTF-8 ({printable_path(value)!r}); "
+                                   f"nothing was read or written. Fix: {UTF8_FIX}")
+
+
 @click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS,
              context_settings={"auto_envvar_prefix": "BINEVAL", "help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="binaryeval-dspy")
@@ -98,6 +129,9 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 
 def main() -> None:
     """Entry point of the `bineval` script: SIGTERM stops a run as Ctrl-C does (results kept)."""
+    from binaryeval_dspy.cli import error_handling
+
+    error_handling.OWNS_PROCESS = True  # this process is the command: Ctrl-C may end it (leave_after_interrupt)
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         cli(standalone_mode=True)

@@ -95,6 +95,8 @@ def changes_summary(report: RejudgeReport) -> str:
                  f"not compared (never counted as changed): {', '.join(said)}.")
     if any(c.status in failures for c in report.items):
         line += " Rerun the same command to complete them."
+    if report.previous_unreadable:
+        line += f" {report.previous_unreadable}"
     return line
 
 
@@ -200,7 +202,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
               if c.status in ("rejudged", "completed", "new", "incomplete", "error")}
     report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
                    pressure_test=pressure_test, print_only=judged,
-                   price_model=settings.price_model_for(handle))
+                   price_model=settings.price_model_for(handle), in_flight=settings.in_flight(handle))
     out_console.print(changes_table(report))
     console.print(f"{escape(changes_summary(report))} Previous run left untouched; new run: {run_dir.path} "
                   "(rejudge.json lists every item).", highlight=False)

@@ -57,10 +57,19 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
         console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
                       f"{escape(with_flag_names(message[:400]))}", highlight=False)
     if outcome.incomplete:
-        console.print(f"[yellow]{len(outcome.incomplete)} item(s) incomplete: some LM calls failed "
-                      f"({', '.join(escape(i) for i in outcome.incomplete[:5])}"
-                      f"{', ...' if len(outcome.incomplete) > 5 else ''}). Whatever they answered is stored; rerun "
-                      "the same command to ask only the unanswered questions.[/yellow]", highlight=False)
+        by_id = {getattr(r, "item_id", None): r for r in outcome.results}
+        cut_short = [i for i in outcome.incomplete if _only_not_asked(by_id.get(i))]
+        failed = [i for i in outcome.incomplete if i not in cut_short]
+        if cut_short:
+            why = ("interrupted (Ctrl-C) before all their questions were answered" if outcome.interrupted
+                   else "stopped before all their questions were asked")
+            console.print(f"[yellow]{len(cut_short)} item(s) incomplete: {why} ({_ids(cut_short)}). Whatever they "
+                          "answered is stored; rerun the same command to ask only the unanswered questions."
+                          "[/yellow]", highlight=False)
+        if failed:
+            console.print(f"[yellow]{len(failed)} item(s) incomplete: some LM calls failed ({_ids(failed)}). Whatever "
+                          "they answered is stored; rerun the same command to ask only the unanswered questions."
+                          "[/yellow]", highlight=False)
     if outcome.first_error:
         console.print(f"[yellow]First failed call:[/yellow] {escape(with_flag_names(outcome.first_error[:400]))}", highlight=False)
     for problem in outcome.problems:
@@ -103,9 +112,23 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
         raise SystemExit(EXIT_WAITING)
 
 
+def _ids(item_ids: list[str]) -> str:
+    """The first five ids, escaped, then ", ..." when there are more."""
+    return ", ".join(escape(i) for i in item_ids[:5]) + (", ..." if len(item_ids) > 5 else "")
+
+
+def _only_not_asked(result: object) -> bool:
+    """Whether an incomplete item lacks answers only because its questions were not asked
+    (``NotAsked: ...``: a Ctrl-C or a ``max_cost`` stop), not because a call failed."""
+    unanswered = [v for v in getattr(result, "verdicts", ()) if v.verdict == "error"]
+    return (result is not None and getattr(result, "status", None) != "error" and bool(unanswered)
+            and all((v.error or "").startswith("NotAsked:") for v in unanswered))
+
+
 def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
                    aggregation: str, pressure_test: str, print_only: set[str] | None = None,
-                   embedded: bool | None = None, price_model: str | None = None, batch: bool = False) -> None:
+                   embedded: bool | None = None, price_model: str | None = None, batch: bool = False,
+                   in_flight: int | None = None) -> None:
     """Print and save what the aggregation asks for: score tables and/or named verdicts.
 
     Files cover every result; `print_only` limits the per-item printout to those ids.
@@ -113,14 +136,15 @@ def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir
     explanations, the embedded model's P(yes)); `embedded` says whether `lm` is the
     embedded model (None: guessed from its name). The summary's estimated cost is at
     `price_model`'s prices (`LMHandle.priced_as`; None: priced by `lm`), at batch prices
-    with `batch`.
+    with `batch`. `in_flight`: calls the run kept in flight at once (`RunSettings.in_flight`;
+    None when unknown), which says whether seconds per item overlap.
     """
     if not results:
         return
     shown = [r for r in results if print_only is None or r.item_id in print_only]
     if aggregation in ("score", "both"):
         summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set,
-                                    price_model=price_model, batch=batch)
+                                    price_model=price_model, batch=batch, in_flight=in_flight)
         if shown and len(shown) <= 40:
             out_console.print(items_table(shown, embedded=summary.embedded_lm))
         out_console.print(summary_table(summary, wording=with_flag_names))

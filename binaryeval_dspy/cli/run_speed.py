@@ -111,9 +111,10 @@ def questions_forecast(*, calls: int, threads: int | None) -> str:
     low, high = seconds * 0.5, seconds * 1.5
     where = f"{cores} cores, load average {load:.1f}" if load is not None else f"{cores} cores"
     return (f"On the embedded model this takes roughly {rough_duration(low)} to {rough_duration(high)} on this "
-            f"machine ({where}; up to {calls} LM calls), and the set will be mostly fallback templates (one "
-            "'Does the output meet this requirement' question per requirement): the model is too small to draft "
-            "questions. Pass --lm with a real model for a usable set.")
+            f"machine ({where}; up to {calls} LM calls, plus two short ones per requirement left without a drafted "
+            "question), and the set will hold few questions or none: the model is too small to draft questions, "
+            "and the dimension it files a requirement under follows the order the dimensions are listed in, so "
+            "such requirements are left out, each named. Pass --lm with a real model for a usable set.")
 
 
 def speed_check_for(handle, in_flight: int = 1, *, generation: bool = False) -> SpeedCheck | None:

@@ -272,3 +272,32 @@ def expected_value(distribution: Mapping[str, float]) -> float:
         ValueError: a key is not a number.
     """
     return float(sum(float(k) * p for k, p in distribution.items()))
+
+
+#: Why a verdict can point the other way from its own P(yes) (`against_verdict`), as reports say it.
+AGAINST_VERDICT_WHY = ("Not an error: the verdict is one word, the likeliest spelling the reply format allowed, "
+                       "while P(yes) adds up the model's probability of every spelling of yes and of no (\"Yes\", "
+                       "\" no\", ...) before that constraint, so the two differ where the model was nearly "
+                       "undecided. Read such a verdict as unsure.")
+
+
+def against_verdict(p_yes_value: float | None, verdict: str) -> bool:
+    """Whether a yes/no verdict points the other way from its own P(yes): ``"yes"`` with
+    P(yes) < 0.5, or ``"no"`` with P(yes) > 0.5 (0.5 itself points nowhere).
+
+    Why it happens, without any error: the verdict is one generated token, the likeliest
+    spelling the reply format allowed (a JSON grammar lets through ``yes`` and ``no`` only),
+    while `p_yes` adds up the model's probability of every spelling of yes and of no at that
+    position (``Yes``, `` no``, ``"no"``, ...), read before any format constraint (the
+    embedded engine records the logits before the grammar, like OpenAI's log-probabilities).
+    Seen on SmolLM2-135M: ``yes`` 0.064 and ``no`` 0.057 among the allowed tokens, so the
+    verdict is "yes", but `` no`` 0.087 and ``No`` 0.077 outside them, so P(yes) = 0.36. The
+    two disagree only where the model was nearly undecided.
+
+    Args:
+        p_yes_value: the verdict's P(yes) in [0, 1] (`p_yes`), or None (then False).
+        verdict: ``"yes"``, ``"no"`` (other outcomes never disagree).
+    """
+    if p_yes_value is None:
+        return False
+    return (verdict == "yes" and p_yes_value < 0.5) or (verdict == "no" and p_yes_value > 0.5)

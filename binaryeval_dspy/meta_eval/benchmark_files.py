@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from binaryeval_dspy.data.json_files import read_json_file
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.meta_eval.method_run import MethodItemResult, MethodRunDirectory
+from binaryeval_dspy.runs.results_file import StoredResults
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.run_manifest import utc_now
@@ -196,5 +197,11 @@ class BenchmarkRun:
 
     def read_results(self, method: str) -> list[ItemResult] | list[MethodItemResult]:
         """Stored results of one method (empty when it has not run). Read-only: safe beside
-        a run that is still appending (a half-written last line is skipped, not cut)."""
+        a run that is still appending (a half-written last line is skipped, not cut, and
+        named in a logged warning; `read_stored_results` returns it)."""
         return self.method_dir(method).read_results(repair=False)  # type: ignore[return-value]
+
+    def read_stored_results(self, method: str) -> StoredResults:
+        """Stored results of one method and every line that gave none (`StoredResults`),
+        changing nothing; a complete line that is not a valid result raises `InputError`."""
+        return self.method_dir(method).read_stored_results(strict=True)

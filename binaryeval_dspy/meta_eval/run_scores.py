@@ -242,6 +242,8 @@ class RunScores:
         from_run: False when no benchmark run was read (only prediction sets): there
             is no LM, cost or question set.
         items_source: where the items and human scores were read (for the report).
+        unreadable: one sentence per results file with lines that gave no result (a
+            half-written last line), counting and naming them (`StoredResults.note`).
     """
 
     spec: BenchmarkSpec
@@ -257,6 +259,7 @@ class RunScores:
     prediction_sets: dict[str, Any] = field(default_factory=dict)
     from_run: bool = True
     items_source: str = ""
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def methods(self) -> list[str]:
@@ -334,7 +337,10 @@ def load_run_scores(run: BenchmarkRun, *,
     if run.question_set_path.is_file():
         out.question_set = QuestionSet.load(run.question_set_path)
     for method in run.methods_present():
-        results = run.read_results(method)
+        stored = run.read_stored_results(method)
+        if stored.unreadable:
+            out.unreadable.append(stored.note())  # type: ignore[arg-type]
+        results = stored.results
         wanted = set(items.index)
         results = [r for r in results if r.item_id in wanted]
         if not results:

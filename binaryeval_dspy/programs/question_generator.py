@@ -10,6 +10,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -27,9 +28,11 @@ from binaryeval_dspy.schemas.generation_report import (
     DroppedDraft,
     FallbackTemplate,
     GenerationReport,
+    LeftOutRequirement,
 )
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet, Requirement
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement
+from binaryeval_dspy.signatures.dimension_assignment import AssignDimension
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.requirement_summary import SummarizeRequirements
 
@@ -178,8 +181,15 @@ class QuestionGenerator(dspy.Module):
       first is kept with ``origin="merged"`` and later copies are counted.
     * A requirement left with no usable question (decomposition unparseable, empty, or
       every draft dropped) is asked as one template question, ``origin=
-      "fallback_template"``, under the first dimension (``dimension_source=
-      "first_declared"``), so no requirement is silently dropped.
+      "fallback_template"``, under the dimension it is about: the only one of a
+      one-dimension set (``dimension_source="only_dimension"``), else the one the LM files
+      it under (`AssignDimension`, ``dimension_source="assigned"``), asked twice with the
+      dimensions listed in opposite orders. When the two answers differ (the choice
+      followed the list's order, not the requirement: SmolLM2-135M picks the first name
+      whatever the order) or cannot be read, the template is left out and the requirement
+      named in ``generation_report.left_out_requirements`` with the reason, and warned
+      about; never filed under a dimension it may not be about. A set left with no
+      question at all is an error naming each requirement.
     * A dimension left with no question is removed from the set's ``dimensions``
       (a dimension without questions has no score) and listed in
       ``generation_report.empty_dimensions``.
@@ -218,6 +228,7 @@ class QuestionGenerator(dspy.Module):
         self.summarize = dspy.Predict(SummarizeRequirements)
         self.infer_dimensions = dspy.Predict(InferDimensions)
         self.decompose = dspy.Predict(DecomposeRequirement)
+        self.assign_dimension = dspy.Predict(AssignDimension)
 
     def _requirements(self, task_prompt: str) -> tuple[list[str], list[DroppedDraft]]:
         """Usable requirement texts (at most `max_requirements`) and the dropped ones."""
@@ -298,14 +309,43 @@ class QuestionGenerator(dspy.Module):
             dims = dims[:_MAX_INFERRED_DIMENSIONS]
         return dims, "inferred", note
 
-    def _draft_calls(self, task_prompt: str, dimensions: list[str], requirement: str) -> PredictorCalls:
+    def _draft_calls(self, task_prompt: str, dimensions: list[str], requirement: str,
+                     source: str) -> PredictorCalls:
         """One requirement's LM work (`binaryeval_dspy.lm.adapters.PredictorCalls`), independent of
-        the other requirements': returns its drafts, and "" or why there are none."""
+        the other requirements': returns its drafts, "" or why there are none, and, when no draft
+        is usable, where its template question goes (`_template_dimension`; else None)."""
         pred = yield self.decompose, {"task_prompt": task_prompt, "dimensions": dimensions, "requirement": requirement}
         if isinstance(pred, AdapterParseError):
-            return [], "the LM's decomposition could not be parsed"
-        drafts = list(pred.questions or [])
-        return drafts, ("" if drafts else "the LM drafted no question")
+            drafts, failure = [], "the LM's decomposition could not be parsed"
+        else:
+            drafts = list(pred.questions or [])
+            failure = "" if drafts else "the LM drafted no question"
+        if any(_read_draft(d, dimensions, source)[2] is not None for d in drafts):
+            return drafts, failure, None
+        placement = yield from self._template_dimension(task_prompt, dimensions, requirement)
+        return drafts, failure, placement
+
+    def _template_dimension(self, task_prompt: str, dimensions: list[str], requirement: str) -> PredictorCalls:
+        """Where a template question about `requirement` goes: (its dimension, its
+        ``dimension_source``), or (None, why it cannot be told); see the class docstring."""
+        if len(dimensions) == 1:
+            return dimensions[0], "only_dimension"
+        answers = []
+        for order in (list(dimensions), list(reversed(dimensions))):
+            # the answer's type lists the allowed names, so a schema-constrained LM can only pick one of them
+            signature = AssignDimension.with_updated_fields("dimension", type_=Literal[tuple(order)])
+            pred = yield self.assign_dimension, {"signature": signature, "task_prompt": task_prompt,
+                                                 "dimensions": order, "requirement": requirement}
+            if isinstance(pred, AdapterParseError):
+                return None, "the LM's answer to which dimension it is about could not be parsed"
+            key = normalize_dimension(str(pred.dimension or ""))
+            if key not in dimensions:
+                return None, f"the LM filed it under {_one_line(str(pred.dimension))!r}, none of the dimensions"
+            answers.append(key)
+        if answers[0] != answers[1]:
+            return None, (f"the LM filed it under '{answers[0]}' with the dimensions listed in one order and under "
+                          f"'{answers[1]}' in the other, so its choice followed the list, not the requirement")
+        return answers[0], "assigned"
 
     def _step(self, step: str, *counts: int) -> None:
         """Tell `on_step` that `step` is done (see the class docstring)."""
@@ -333,7 +373,8 @@ class QuestionGenerator(dspy.Module):
             in, >= 0) and ``report`` (the same `GenerationReport`).
 
         Raises:
-            BinEvalError: empty task prompt, or the LM gives no usable requirements.
+            BinEvalError: empty task prompt, the LM gives no usable requirements, or no
+                requirement got a question (each named with the reason).
         """
         _check_task_prompt(task_prompt)
         requirement_texts, dropped_requirements = self._requirements(task_prompt)
@@ -342,7 +383,7 @@ class QuestionGenerator(dspy.Module):
         self._step("dimensions", len(dimensions))
         rows = _QuestionRows(requirement_texts, dimensions, source)
         for req in rows.requirements:
-            rows.add(req, *run_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text)))
+            rows.add(req, *run_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text, source)))
             self._step("requirement", len(rows.rows), len(rows.templates))
         return rows.finish(task_prompt, note, dropped_requirements)
 
@@ -356,10 +397,11 @@ class QuestionGenerator(dspy.Module):
         dimensions, source, note = await self._adimensions(task_prompt, requirement_texts)
         self._step("dimensions", len(dimensions))
         rows = _QuestionRows(requirement_texts, dimensions, source)
-        drafts = await asyncio.gather(*(arun_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text))
+        drafts = await asyncio.gather(*(arun_predictor_calls(self._draft_calls(task_prompt, dimensions, req.text,
+                                                                               source))
                                         for req in rows.requirements))
-        for req, (found, failure) in zip(rows.requirements, drafts, strict=True):
-            rows.add(req, found, failure)
+        for req, (found, failure, placement) in zip(rows.requirements, drafts, strict=True):
+            rows.add(req, found, failure, placement)
             self._step("requirement", len(rows.rows), len(rows.templates))
         return rows.finish(task_prompt, note, dropped_requirements)
 
@@ -367,6 +409,18 @@ class QuestionGenerator(dspy.Module):
 def _check_task_prompt(task_prompt: object) -> None:
     if not isinstance(task_prompt, str) or not task_prompt.strip():
         raise BinEvalError("the task prompt is empty: write the instructions the evaluated model gets")
+
+
+def _read_draft(draft: object, dimensions: list[str], source: str) -> tuple[str, str, str | None, str, str | None]:
+    """A drafted question read: (text, the LM's dimension name, the declared dimension it goes to
+    or None, its ``dimension_source``, why it cannot be used or None)."""
+    text = str(getattr(draft, "question", "") or "").strip()
+    lm_dim = str(getattr(draft, "dimension", "") or "")
+    problem = question_text_problem(text)
+    if problem is not None:
+        return text, lm_dim, None, "", problem
+    dim, dim_source = QuestionGenerator._place(lm_dim, dimensions, source)
+    return text, lm_dim, dim, dim_source, None if dim is not None else "unknown dimension"
 
 
 class _QuestionRows:
@@ -381,20 +435,21 @@ class _QuestionRows:
         self.merged = 0
         self.dropped: list[DroppedDraft] = []
         self.templates: list[tuple[dict, str]] = []
+        self.left_out: list[LeftOutRequirement] = []
 
-    def add(self, req: Requirement, drafts: list[object], failure: str) -> None:
-        """File one requirement's drafts (kept, merged or dropped), or its fallback template."""
+    def add(self, req: Requirement, drafts: list[object], failure: str,
+            placement: tuple[str | None, str] | None) -> None:
+        """File one requirement's drafts (kept, merged or dropped), or its fallback template under
+        `placement` (dimension, ``dimension_source``), or leave it out when that dimension is
+        None (the second element then says why)."""
         dimensions, source = self.dimensions, self.source
         used_any = False
         for draft in drafts:
-            text = str(getattr(draft, "question", "") or "").strip()
-            lm_dim = str(getattr(draft, "dimension", "") or "")
-            problem = question_text_problem(text)
-            if problem is not None:
+            text, lm_dim, dim, dim_source, problem = _read_draft(draft, dimensions, source)
+            if problem is not None and problem != "unknown dimension":
                 self.dropped.append(DroppedDraft(text=text, reason=problem, requirement_id=req.id,
                                                  lm_dimension=lm_dim))
                 continue
-            dim, dim_source = QuestionGenerator._place(lm_dim, dimensions, source)
             if dim is None:
                 self.dropped.append(DroppedDraft(
                     text=text, reason="unknown dimension", requirement_id=req.id, lm_dimension=lm_dim,
@@ -414,11 +469,15 @@ class _QuestionRows:
             self.rows.append(row)
         if not used_any:
             reason = failure or f"all {len(drafts)} drafted question(s) were dropped"
+            dim, dim_source = placement or (None, "its dimension was not asked for")
+            if dim is None:
+                self.left_out.append(LeftOutRequirement(requirement_id=req.id, reason=reason, why_left_out=dim_source))
+                return
             row = {
-                "dimension": dimensions[0],
+                "dimension": dim,
                 "text": f"Does the output meet this requirement: {req.text.rstrip('.')}?",
                 "violation_example": "", "requirement_id": req.id, "origin": "fallback_template",
-                "dimension_source": "first_declared"}
+                "dimension_source": dim_source}
             self.by_key.setdefault(question_key(row["text"]), row)
             self.rows.append(row)
             self.templates.append((row, reason))
@@ -442,8 +501,16 @@ class _QuestionRows:
             fallback_templates=[FallbackTemplate(question_id=row["id"], requirement_id=row["requirement_id"],
                                                  reason=reason) for row, reason in templates],
             relabelled=[q.id for q in questions if (q.dimension_source or "").startswith("mapped_from:")],
-            dropped_questions=dropped, dropped_requirements=dropped_requirements,
+            dropped_questions=dropped, dropped_requirements=dropped_requirements, left_out_requirements=self.left_out,
         )
+        if not questions:
+            causes: dict[str, list[str]] = {}  # one cause, every requirement it applies to
+            for r in self.left_out:
+                causes.setdefault(f"{r.reason}, and {r.why_left_out}", []).append(r.requirement_id)
+            lines = "; ".join(f"{', '.join(ids)}: {cause}" for cause, ids in causes.items())
+            raise BinEvalError(f"no usable question for any of the {len(requirements)} requirements ({lines}). "
+                               "Try a stronger `spec`, or write the questions by hand (examples/summeval/"
+                               "questions.json is a complete example).")
         for warning in report.warnings():
             logger.warning("question generation: %s", warning)
         lm = dspy.settings.lm

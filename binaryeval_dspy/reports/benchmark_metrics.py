@@ -132,6 +132,9 @@ def compute_benchmark_metrics(run: BenchmarkRun | str | Path | RunScores, *, n_r
     warnings = coverage_warnings(scores)
     metrics["coverage_warnings"] = warnings
     report.intro += [f"Warning: {w}" for w in warnings]
+    if scores.unreadable:  # lines of results.jsonl that gave no result: counted and named, never dropped silently
+        metrics["unreadable_result_lines"] = list(scores.unreadable)
+        report.intro += [f"Warning: {line} Their items count as not scored." for line in scores.unreadable]
     main = (main_table_dimensions if spec.layout == "dimensions" else main_table_splits)(calc, scores, lm, metrics)
     blocks: list[Any] = [main]
     other = other_levels_table(calc, scores, lm, metrics)

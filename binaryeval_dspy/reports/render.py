@@ -123,19 +123,25 @@ def numeric_column(rows: list[list[str]], index: int) -> bool:
 
 #: Characters that end or reshape a Markdown table cell, escaped with a backslash: the
 #: backslash itself (so a user's ``\|`` stays text), the pipe (a cell boundary), the
-#: backtick (a code span could swallow the rest of the row) and ``<`` (an HTML tag).
-_MARKDOWN_CELL_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "<": "\\<"})
+#: backtick (a code span could swallow the rest of the row), ``<`` (an HTML tag) and the
+#: square brackets (a link or an image: ``[x](http://...)``, ``![x](...)``).
+_MARKDOWN_CELL_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "<": "\\<", "[": "\\[",
+                                        "]": "\\]"})
+#: What makes a line's start a Markdown block (heading, quote, list item, rule, fence).
+_BLOCK_START = re.compile(r"^(#|>|[-+*=_~]|\d+[.)])")
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
 
 
 def markdown_cell(text: object) -> str:
     """One cell of a Markdown pipe table, escaped so that any text stays in its cell.
 
-    The one escaping rule for every string placed in a Markdown table (item ids, question
-    texts, dimension, method and file names, notes): ``\\``, ``|``, backticks and ``<``
-    get a backslash (CommonMark and GitHub render them as the character itself), and each
-    line break becomes ``<br>``, so a row always has as many cells as its header and no
-    user text becomes an HTML tag. HTML output is escaped separately, with `html.escape`.
+    The one escaping rule for every string placed in Markdown (item ids, question texts,
+    dimension, method, LM and file names, notes; tables here, prose through
+    `markdown_paragraph`): ``\\``, ``|``, backticks, ``<``, ``[`` and ``]`` get a
+    backslash (CommonMark and GitHub render them as the character itself), and each line
+    break becomes ``<br>``, so a row always has as many cells as its header and no user
+    text becomes an HTML tag, a link or an image. HTML output is escaped separately, with
+    `html.escape`.
 
     Args:
         text: the cell's text (anything else is passed through `str`).
@@ -148,6 +154,24 @@ def markdown_cell(text: object) -> str:
         'a\\\\|b<br>c'
     """
     return _LINE_BREAKS.sub("<br>", str(text).translate(_MARKDOWN_CELL_ESCAPES))
+
+
+def markdown_paragraph(text: object) -> str:
+    """A line of Markdown prose (a paragraph, title, heading, caption, note or list item) that
+    reads as the text it is: `markdown_cell`'s escaping, leading spaces dropped (four would
+    make a code block) and a backslash before a start that would make a block (``#``,
+    ``>``, ``-``, ``1.``).
+
+    Every string of a `Document` goes through it (`to_markdown`), and so does the prose of
+    every Markdown file written by hand (``summary.md``, an optimizer history's summary).
+
+    Example:
+        >>> markdown_paragraph("# <img src=x onerror=alert(1)>")
+        '\\\\# \\\\<img src=x onerror=alert(1)>'
+    """
+    escaped = markdown_cell(text).lstrip()
+    return _BLOCK_START.sub(lambda m: "\\" + m.group(1) if not m.group(1)[0].isdigit()
+                            else m.group(1)[:-1] + "\\" + m.group(1)[-1], escaped, count=1)
 
 
 def markdown_table(header: list[str], rows: list[list[str]], aligns: list[str] | None = None) -> list[str]:
@@ -169,8 +193,11 @@ def markdown_table(header: list[str], rows: list[list[str]], aligns: list[str] |
 
 
 def _markdown_block(block: Block, figures_dir: str) -> list[str]:
+    """A block as Markdown lines: every text escaped (`markdown_paragraph`, `markdown_cell`),
+    only `MarkdownText` kept as written."""
+    text = markdown_paragraph
     if isinstance(block, Table):
-        lines = [f"**{block.caption}**", ""] if block.caption else []
+        lines = [f"**{markdown_cell(block.caption)}**", ""] if block.caption else []
         if block.align == "auto":
             aligns = ["---:" if numeric_column(block.rows, i) else "---" for i in range(len(block.header))]
         else:
@@ -178,29 +205,32 @@ def _markdown_block(block: Block, figures_dir: str) -> list[str]:
         lines += markdown_table(block.header, block.rows, aligns)
         lines.append("")
         if block.note:
-            lines += [block.note, ""]
+            lines += [text(block.note), ""]
         return lines
     if isinstance(block, Figure):
-        return [f"![{block.caption}]({figures_dir}/{block.filename})", "", f"*{block.caption}*", ""]
+        return [f"![{markdown_cell(block.caption)}]({figures_dir}/{block.filename})", "",
+                f"*{markdown_cell(block.caption)}*", ""]
     if isinstance(block, BulletList):
-        return [f"- {item}" for item in block.items] + [""]
+        return [f"- {text(item)}" for item in block.items] + [""]
     if isinstance(block, MarkdownText):
         return [block.markdown, ""]
-    return [str(block), ""]
+    return [text(block), ""]
 
 
 def to_markdown(document: Document, figures_dir: str = "figures") -> str:
     """The document as Markdown: ``# title``, blocks, ``## heading`` per section.
 
     Tables are pipe tables under a bold caption; figures are linked as
-    ``<figures_dir>/<filename>`` with their caption in italics. The text ends with one
-    newline.
+    ``<figures_dir>/<filename>`` with their caption in italics. Every string of the
+    document is text, escaped (`markdown_paragraph`; cells by `markdown_cell`), so a file
+    name or LM name never becomes a tag, a link or a heading; only `MarkdownText` blocks
+    are Markdown, kept as written. The text ends with one newline.
     """
-    lines = [f"# {document.title}", ""]
+    lines = [f"# {markdown_paragraph(document.title)}", ""]
     for block in document.intro:
         lines += _markdown_block(block, figures_dir)
     for section in document.sections:
-        lines += [f"## {section.heading}", ""]
+        lines += [f"## {markdown_paragraph(section.heading)}", ""]
         for block in section.blocks:
             lines += _markdown_block(block, figures_dir)
     return "\n".join(lines).rstrip() + "\n"

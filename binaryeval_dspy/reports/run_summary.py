@@ -25,6 +25,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
     explanation_flags,
 )
 from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
+from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
 from binaryeval_dspy.reports.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -33,20 +34,38 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "CONTRADICTED_SHARE",
     "SKEW_SHARE",
+    "TIE_MIN_ITEMS",
+    "UNDISCRIMINATING_SHARE",
+    "UNREAD_SHARE",
     "DimensionSummary",
+    "Discrimination",
     "RunSummary",
     "VerdictSkew",
+    "discrimination",
     "judge_notes",
     "results_frame",
     "summarize_results",
+    "trust_warnings",
     "verdict_skew",
     "write_summary",
 ]
 
-#: Share of one verdict among the judge's answered questions above which the run is
-#: said not to discriminate between items (every verdict the same is the extreme case).
+#: Share of one verdict among the judge's answered questions above which `verdict_skew`
+#: is recorded (every verdict the same is the extreme case).
 SKEW_SHARE = 0.95
+#: A judge is said not to tell the items apart (`Discrimination.low`) when MORE than this
+#: share of its questions got the same verdict on every judged item, or more than this
+#: share of the judged items got one and the same overall score.
+UNDISCRIMINATING_SHARE = 0.5
+#: Ties among item scores are only read with at least this many judged items (two or three
+#: items of similar quality may tie under any judge).
+TIE_MIN_ITEMS = 4
+#: The headline says not to trust the score when at least this share of the explained
+#: answers contradict their verdict, or of the answers could not be read.
+CONTRADICTED_SHARE = 0.1
+UNREAD_SHARE = 0.1
 
 
 class DimensionSummary(BaseModel):
@@ -100,6 +119,35 @@ class VerdictSkew(BaseModel):
     share: float
 
 
+class Discrimination(BaseModel):
+    """How much the judge's answers tell the run's items apart (a measure of spread, not of
+    correctness: a judge can discriminate and still be wrong).
+
+    Attributes:
+        items: judged items compared (status ``scored``), >= 2.
+        questions: LM-answered questions with a yes/no answer on at least two of them.
+        constant_questions: of those, the questions that got the same verdict on every
+            item that answered them (they separate no item from another).
+        largest_tie: the largest number of judged items that share one overall score.
+        tied_score: that score on the run's [a, b] scale.
+        score_sd: the population standard deviation of the items' overall yes-rates, in
+            [0, 0.5].
+        low: the judge barely tells these items apart: more than
+            `UNDISCRIMINATING_SHARE` of `questions` are constant, or (with at least
+            `TIE_MIN_ITEMS` items) more than that share of the items tie in `largest_tie`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: int
+    questions: int
+    constant_questions: int
+    largest_tie: int
+    tied_score: float | None = None
+    score_sd: float | None = None
+    low: bool = False
+
+
 class RunSummary(BaseModel):
     """The numbers printed at the end of a run and saved as ``summary.json``.
 
@@ -134,8 +182,17 @@ class RunSummary(BaseModel):
         embedded_lm: True when the LM is the embedded llama.cpp model (its P(yes) and
             verdicts are labelled as such).
         verdict_skew: set when the judge gave the same verdict to more than
-            `SKEW_SHARE` of the questions it answered (over at least two judged items):
-            it does not discriminate between items; None otherwise.
+            `SKEW_SHARE` of the questions it answered (over at least two judged items);
+            None otherwise.
+        discrimination: how much the judge's answers tell the items apart
+            (`Discrimination`: constant questions, tied item scores, their spread); None
+            with fewer than two judged items. Its ``low`` drives the note and the headline.
+        verdicts_against_p_yes: LM answers whose verdict points the other way from their
+            own P(yes) ("yes" with P(yes) < 0.5, "no" with P(yes) > 0.5;
+            `binaryeval_dspy.lm.logprobs.against_verdict`), of ``p_yes_answers`` answers
+            that carry a P(yes).
+        calls_in_flight: LM calls the run kept in flight at once (1: items never
+            overlap, so seconds per item are the run's); None when unknown.
         explanations_checked: LM answers (yes/no) that came with an explanation.
         explanations_flagged: those whose explanation contradicts the verdict (see
             `binaryeval_dspy.analysis.explanation_flags`).
@@ -146,6 +203,8 @@ class RunSummary(BaseModel):
             (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
             named, and noted.
         notes: what the summary says about the judge, as printed beside the table.
+        warnings: the reasons not to trust the overall score, in a few words each
+            (`trust_warnings`), shown in the headline beside it; empty when there are none.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -170,12 +229,17 @@ class RunSummary(BaseModel):
     items_by_status: dict[str, int] = Field(default_factory=dict)
     embedded_lm: bool = False
     verdict_skew: VerdictSkew | None = None
+    discrimination: Discrimination | None = None
     explanations_checked: int = 0
     explanations_flagged: int = 0
     explanation_flags: dict[str, int] = Field(default_factory=dict)
     replies_cut: int = 0
     answers_qualified: int = 0
+    verdicts_against_p_yes: int = 0
+    p_yes_answers: int = 0
+    calls_in_flight: int | None = None
     notes: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 
@@ -204,7 +268,7 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
 
 def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | None = None,
                       question_set: QuestionSet | None = None, price_model: str | None = None,
-                      batch: bool = False) -> RunSummary:
+                      batch: bool = False, in_flight: int | None = None) -> RunSummary:
     """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
 
     Every item is counted (per status in ``items_by_status``); each mean is over the
@@ -226,6 +290,8 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
             prices it by `lm` (`price_model_for_name`: the embedded model costs
             ``0 (local)``, a served model at a base URL is ``unknown``).
         batch: the calls went through a provider's batch API: priced at batch prices.
+        in_flight: LM calls kept in flight at once (`RunSettings.in_flight`); None when
+            unknown (the seconds-per-item line then says items may overlap).
     """
     carded = [r for r in results if r.score_card is not None]
     judged = [r for r in carded if item_status(r) == "scored"]
@@ -277,14 +343,19 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         items_by_status={status: sum(1 for r in results if item_status(r) == status) for status in ITEM_STATUSES},
         embedded_lm=lm.endswith("(llama.cpp)") if embedded is None else bool(embedded),
         verdict_skew=verdict_skew(answers, judged_items=len(judged)),
+        discrimination=discrimination(judged),
         explanations_checked=len(explained),
         explanations_flagged=sum(1 for f in flagged if f),
         explanation_flags={flag: count for flag, count in flag_counts.items() if count},
         replies_cut=sum(1 for v in answers if v.reply_cut),
         answers_qualified=sum(1 for v in answers if v.qualified),
+        verdicts_against_p_yes=sum(1 for v in answers if against_verdict(v.p_yes, v.verdict)),
+        p_yes_answers=sum(1 for v in answers if v.p_yes is not None),
+        calls_in_flight=in_flight,
     )
     stored = sum(1 for v in explained if v.flags)
     summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
+    summary.warnings = trust_warnings(summary)
     if price_model is None:
         price_model = price_model_for_name(lm, embedded=summary.embedded_lm)
     summary.cost = run_cost(prompt_tokens=prompt, completion_tokens=completion,
@@ -311,6 +382,51 @@ def verdict_skew(answers: list, *, judged_items: int) -> VerdictSkew | None:
     return VerdictSkew(verdict=verdict, count=count, answered=len(answers), share=round(share, 4))
 
 
+def discrimination(judged: list[ItemResult]) -> Discrimination | None:
+    """How much the judge's yes/no answers tell `judged` apart (`Discrimination`), or None
+    with fewer than two items. Questions answered by code checks are left out (they are
+    not the judge's answers); unparsed and failed answers too.
+
+    Args:
+        judged: item results with status ``scored`` (one question set, one scale).
+    """
+    from collections import Counter
+    from statistics import pstdev
+
+    from binaryeval_dspy.analysis.question_analysis import verdict_matrix
+
+    if len(judged) < 2:
+        return None
+    by_code = {v.question_id for r in judged for v in r.verdicts if v.source != "lm"}
+    matrix = verdict_matrix(judged)  # items x questions: 1 yes, 0 no, NaN otherwise
+    matrix = matrix[[q for q in matrix.columns if q not in by_code]]
+    compared = matrix.loc[:, matrix.notna().sum() >= 2]
+    constant = int((compared.nunique() == 1).sum())
+    overall = [float(r.score_card.overall) for r in judged if is_defined(r.score_card.overall)]
+    tied, tie = Counter(round(x, 9) for x in overall).most_common(1)[0] if overall else (None, 0)
+    low, high = judged[0].score_card.scale
+    items = len(judged)
+    is_low = (compared.shape[1] > 0 and constant > UNDISCRIMINATING_SHARE * compared.shape[1]) or (
+        items >= TIE_MIN_ITEMS and tie > UNDISCRIMINATING_SHARE * items)
+    return Discrimination(items=items, questions=int(compared.shape[1]), constant_questions=constant,
+                          largest_tie=tie, tied_score=None if tied is None else round(tied * (high - low) + low, 4),
+                          score_sd=round(pstdev(overall), 4) if overall else None, low=bool(is_low))
+
+
+def _discrimination_said(summary: RunSummary) -> str:
+    """What the answers show about telling the items apart, e.g. ``13 of 16 items got the same
+    overall score (5.00 on [1, 5]) and 3 of 12 questions got the same verdict on every item``."""
+    d = summary.discrimination
+    low, high = summary.scale
+    parts = []
+    if d.items >= TIE_MIN_ITEMS and d.largest_tie > 1 and d.tied_score is not None:
+        parts.append(f"{d.largest_tie} of {d.items} items got the same overall score ({d.tied_score:.2f} on "
+                     f"[{low:g}, {high:g}])")
+    if d.questions:
+        parts.append(f"{d.constant_questions} of {d.questions} questions got the same verdict on every item")
+    return " and ".join(parts)
+
+
 _FLAG_WORDS = {SAYS_NO: 'begin with a bare "no" under a "yes" verdict',
                SAYS_YES: 'begin with a bare "yes" under a "no" verdict',
                COPIES_VIOLATION_EXAMPLE: 'copy the question\'s violation example under a "yes" verdict'}
@@ -330,18 +446,25 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     """
     notes = []
     skew = summary.verdict_skew
-    if skew is not None:
+    low = summary.discrimination is not None and summary.discrimination.low
+    fix = ("Try a larger model (`spec` provider/model or a served model's URL)"
+           if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
+    if skew is not None and skew.count == skew.answered:
         other = "no" if skew.verdict == "yes" else "yes"
-        if skew.count == skew.answered:
-            said = (f'The judge answered "{skew.verdict}" to all {skew.answered} questions it answered '
-                    f'(0 "{other}"): it does not discriminate between items')
-        else:
-            said = (f'The judge answered "{skew.verdict}" to {skew.count} of the {skew.answered} questions it '
-                    f'answered ({skew.share:.0%}; {skew.answered - skew.count} "{other}"): it barely '
-                    "discriminates between items")
-        fix = ("Try a larger model (`spec` provider/model or a served model's URL)"
-               if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
-        notes.append(f"{said}, so these scores say little about them. {fix}.")
+        notes.append(f'The judge answered "{skew.verdict}" to all {skew.answered} questions it answered '
+                     f'(0 "{other}"): it does not discriminate between items, so these scores say little about '
+                     f"them. {fix}.")
+    elif low:
+        yes = summary.dimensions[-1].yes if summary.dimensions else 0
+        answered = yes + (summary.dimensions[-1].no if summary.dimensions else 0)
+        share = f' ({yes} of {answered} answers "yes", {yes / answered:.0%})' if answered else ""
+        notes.append(f"The judge barely tells these items apart: {_discrimination_said(summary)}{share}, so these "
+                     f"scores say little about them. {fix}.")
+    elif skew is not None:
+        other = "no" if skew.verdict == "yes" else "yes"
+        notes.append(f'The judge answered "{skew.verdict}" to {skew.count} of the {skew.answered} questions it '
+                     f'answered ({skew.share:.0%}; {skew.answered - skew.count} "{other}"): it barely '
+                     f"discriminates between items, so these scores say little about them. {fix}.")
     if summary.explanations_flagged:
         kinds = "; ".join(f"{count} {_FLAG_WORDS.get(flag, flag)}" for flag, count in summary.explanation_flags.items())
         where = ("those verdicts carry \"flags\" in results.jsonl" if flags_stored else
@@ -359,6 +482,11 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
         notes.append(f"{summary.replies_cut} answers came from replies that stopped at max_tokens after the answer "
                      "(\"reply_cut\" in results.jsonl): the verdicts are the LM's, text after them was cut. "
                      "Raise `max_tokens` to get whole replies.")
+    if summary.verdicts_against_p_yes:
+        count = summary.verdicts_against_p_yes
+        notes.append(f"{count} of {summary.p_yes_answers} verdicts point the other way from their own P(yes) "
+                     "(\"yes\" with P(yes) below 0.5 or \"no\" above it; marked in the item view of bineval "
+                     f"view). {AGAINST_VERDICT_WHY}")
     if summary.embedded_lm:
         has_soft = any(d.mean_p_yes is not None for d in summary.dimensions)
         if has_soft:
@@ -369,6 +497,32 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
             notes.append("Judged by the embedded model (llama.cpp), which is too small to judge well: read these "
                          "scores as a smoke test of the pipeline, not as measurements.")
     return notes
+
+
+def trust_warnings(summary: RunSummary) -> list[str]:
+    """The reasons not to trust the run's overall score, a few words each, for the headline
+    beside it (console, summary.md, `bineval view`): the judge barely tells the items apart
+    (`Discrimination.low`, or one verdict for every question), at least `CONTRADICTED_SHARE`
+    of the explanations contradict their verdict, at least `UNREAD_SHARE` of the answers
+    could not be read, or the embedded model judged. Empty when there is none; the notes
+    (`judge_notes`) say each in full."""
+    out = []
+    skew, d = summary.verdict_skew, summary.discrimination
+    if skew is not None and skew.count == skew.answered:
+        out.append(f'the judge answered "{skew.verdict}" to every question, so it tells no item from another')
+    elif d is not None and d.low:
+        out.append(f"the judge barely tells the items apart ({_discrimination_said(summary)})")
+    checked = summary.explanations_checked
+    if checked and summary.explanations_flagged >= CONTRADICTED_SHARE * checked:
+        out.append(f"{summary.explanations_flagged} of {checked} explanations contradict their verdict")
+    overall = summary.dimensions[-1] if summary.dimensions else None
+    if overall is not None:
+        answered = overall.yes + overall.no + overall.unparsed
+        if answered and overall.unparsed >= UNREAD_SHARE * answered:
+            out.append(f"{overall.unparsed} of {answered} answers could not be read as yes or no")
+    if summary.embedded_lm:
+        out.append("the embedded model is too small to judge well (a smoke test of the pipeline)")
+    return out
 
 
 def _p_yes(card: object, dim: str) -> float | None:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cost.pricing import cost_line
-from binaryeval_dspy.reports.render import markdown_table
+from binaryeval_dspy.reports.render import markdown_paragraph, markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:
@@ -65,9 +65,32 @@ def usage_line(summary: RunSummary) -> str:
     tokens = summary.prompt_tokens + summary.completion_tokens
     n = summary.items or 1
     fallbacks = f", {summary.adapter_fallbacks} adapter fallbacks" if summary.adapter_fallbacks else ""
+    in_flight = summary.calls_in_flight
+    if in_flight is None:
+        overlap = " (items overlap with `concurrency` > 1: not the run's time per item)"
+    elif in_flight > 1:
+        overlap = f" ({in_flight} calls in flight, so items overlap: not the run's time per item)"
+    else:
+        overlap = ""  # one call at a time: items never overlap
     return (f"{calls_phrase(summary)}, {tokens:,} tokens ({prompt_tokens_phrase(summary)}; completion tokens "
             f"{summary.completion_tokens / n:,.0f} per item){fallbacks}, {summary.seconds_per_item:.1f} s from an "
-            "item's first call to its score (items overlap with `concurrency` > 1: not the run's time per item)")
+            f"item's first call to its score{overlap}")
+
+
+def headline(summary: RunSummary) -> str:
+    """The run's headline: its overall score with the reasons not to trust it beside it
+    (`RunSummary.warnings`), e.g. ``Overall 4.77 on [1, 5] (mean of 16 items). Do not trust
+    it: 171 of 192 explanations contradict their verdict; ...``."""
+    overall = next((d for d in summary.dimensions if d.dimension == "overall"), None)
+    low, high = summary.scale
+    if overall is None or not is_defined(overall.mean_scaled):
+        line = f"Overall {UNDEFINED}: no item has a score ({summary.items} items)."
+    else:
+        line = (f"Overall {overall.mean_scaled:.2f} on [{low:g}, {high:g}] (mean of {overall.items_scored} "
+                f"item{'s' if overall.items_scored != 1 else ''}).")
+    if summary.warnings:
+        line += " Do not trust it: " + "; ".join(summary.warnings) + "."
+    return line
 
 
 def status_line(summary: RunSummary) -> str:
@@ -156,9 +179,10 @@ def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = No
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
     warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
-    caption = Text("\n".join(wording(line) for line in [
+    caption = Text(wording(headline(summary)) + "\n", style="bold red" if summary.warnings else "bold")
+    caption.append("\n".join(wording(line) for line in [
         status_line(summary), usage_line(summary), *([cost_line(summary.cost)] if summary.cost is not None else []),
-        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]))
+        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]), style="")
     for note in summary.notes:
         caption.append("\nNote: ", style="bold yellow")
         caption.append(wording(note), style="yellow")
@@ -208,31 +232,39 @@ def items_table(results: list[ItemResult], *, max_rows: int = 40, embedded: bool
 
 def summary_markdown(summary: RunSummary) -> str:
     """The summary as a Markdown table (`markdown_table`: dimension names escaped), LM named
-    in the heading, the notes about the judge (`judge_notes`) right below it."""
+    in the heading, the notes about the judge (`judge_notes`) right below it; every line of
+    prose is text (`markdown_paragraph`), so an LM or model name never becomes markup."""
     low, high = summary.scale
     header = ["dimension", "mean yes-rate [0,1]", f"mean score [{low:g},{high:g}]", "items used", "yes", "no",
               "unparsed", "error", p_yes_header(summary)]
     rows = [[d.dimension, _fmt(d.mean_score), _fmt(d.mean_scaled, 2), used_cell(d), str(d.yes), str(d.no),
              str(d.unparsed), str(d.error), _fmt(d.mean_p_yes)] for d in summary.dimensions]
-    lines = [f"# BinEval run summary ({summary.items} items, LM: {summary.lm})", "",
+    text = markdown_paragraph
+    title = headline(summary)
+    if summary.warnings:  # the score in bold, the reasons not to trust it beside it
+        score, _, reasons = title.partition(" Do not trust it: ")
+        title = f"**{text(score)}** **Do not trust it:** {text(reasons)}"
+    else:
+        title = f"**{text(title)}**"
+    lines = [f"# {text(f'BinEval run summary ({summary.items} items, LM: {summary.lm})')}", "", title, "",
              *markdown_table(header, rows, ["---", *["---:"] * (len(header) - 1)])]
     for note in summary.notes:  # beside the table, before the cost lines
-        lines += ["", f"**Note:** {note}"]
+        lines += ["", f"**Note:** {text(note)}"]
     cached = f" ({summary.cached_prompt_tokens} of them from the provider's cache)" if summary.cached_prompt_tokens else ""
     calls = (f"{summary.lm_calls + summary.failed_calls} ({summary.lm_calls} answered, {summary.failed_calls} failed)"
              if summary.failed_calls else str(summary.lm_calls))
-    lines += ["", (f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
+    lines += ["", text(f"LM calls: {calls}; tokens: {summary.prompt_tokens} prompt{cached} + "
                    f"{summary.completion_tokens} completion ({summary.tokens_per_item:.0f} per item: "
                    f"{prompt_tokens_phrase(summary)}); "
                    f"adapter fallbacks: {summary.adapter_fallbacks}; wall time {summary.seconds_per_item:.2f} s "
                    "per item."),
-              *([cost_line(summary.cost)] if summary.cost is not None else []),
-              (f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
-               f"incomplete items: {summary.items_incomplete}."),
-              f"Items by status: {status_line(summary)}.", ""]
+              *([text(cost_line(summary.cost))] if summary.cost is not None else []),
+              text(f"Questions answered: {summary.questions_answered} of {summary.questions_total}; "
+                   f"incomplete items: {summary.items_incomplete}."),
+              text(f"Items by status: {status_line(summary)}."), ""]
     if flagged_line(summary):
-        lines[-1:] = [f"{flagged_line(summary)}.", ""]
+        lines[-1:] = [text(f"{flagged_line(summary)}."), ""]
     for warning in (coverage_warning(summary), incomplete_line(summary)):
         if warning:
-            lines += [f"**Warning:** {warning}", ""]
+            lines += [f"**Warning:** {text(warning)}", ""]
     return "\n".join(lines)

@@ -32,19 +32,22 @@ import html
 import importlib.resources
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.errors import InputError
+from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
+from binaryeval_dspy.runs.results_file import UnreadableLine
 from binaryeval_dspy.runs.run_directory import FROZEN_QUESTION_SET, MANIFEST, RESULTS, RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 __all__ = ["RUN_KINDS", "VIEW_DATA_ID", "LoadedRun", "build_view_html", "compare_loaded_runs", "load_run",
-           "run_kind", "view_data", "write_view"]
+           "read_manifest", "run_kind", "summary_differences", "view_data", "write_view"]
 
 #: what `run_kind` tells apart
 RUN_KINDS = ("evaluate", "rejudge", "benchmark", "comparison")
@@ -55,6 +58,32 @@ _DATA_MARK = "/*__BINEVAL_DATA__*/"
 _TITLE_MARK = "__BINEVAL_TITLE__"
 _SUMMARY_FILE = "summary.json"
 _REJUDGE_FILE = "rejudge.json"
+# The fixes of this module's errors name nothing but the run directories they read: a
+# page is written from a run, never into one (`out` is the page file).
+_PASS_A_RUN = "pass a run directory written by bineval evaluate, rejudge, benchmark or optimize."
+_RESTORE_MANIFEST = ("restore manifest.json from a backup, or view "
+                     "another run directory; nothing here changes the run.")
+_RESTORE_FILE = ("restore the file from a backup (or rerun the command that wrote it), or view another run "
+                 "directory; nothing here changes the run.")
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Errors of the readers of a run's files, as a reader's: the file named, and a fix that
+    restores it (their own fixes are for the command that writes the run, e.g. a new `out_dir`).
+
+    Raises:
+        InputError: for any `InputError`, `ValueError` (bad JSON, a failed validation),
+            `KeyError` or `TypeError` raised inside.
+    """
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(exc.message, path=exc.path or path, line=exc.line, field=exc.field, expected=exc.expected,
+                         received=exc.received, fix=_RESTORE_FILE) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"could not be read ({first})", path=path, fix=_RESTORE_FILE) from exc
 
 
 def run_kind(path: str | Path) -> str:
@@ -66,12 +95,11 @@ def run_kind(path: str | Path) -> str:
     """
     folder = Path(path)
     if not folder.is_dir():
-        raise InputError("is not a directory", path=folder,
-                         fix="pass the `out_dir` of a bineval evaluate, rejudge, benchmark or optimize run.")
+        raise InputError("is not a directory", path=folder, fix=_PASS_A_RUN)
     if (folder / "benchmark.json").is_file():
         return "benchmark"
     if (folder / MANIFEST).is_file():
-        manifest = RunDirectory(folder).read_manifest()
+        manifest = read_manifest(RunDirectory(folder))
         return "rejudge" if manifest is not None and manifest.command == "rejudge" else "evaluate"
     if (folder / "config.json").is_file() and any(folder.glob("*/result.json")):
         return "comparison"
@@ -79,8 +107,21 @@ def run_kind(path: str | Path) -> str:
         raise InputError(f"holds {RESULTS} but no {MANIFEST}, so the run's settings are unknown", path=folder,
                          fix="restore the manifest, or view another run.")
     raise InputError("is not a run directory (no manifest.json, benchmark.json, or config.json with optimizer "
-                     "results)", path=folder,
-                     fix="pass the `out_dir` of a bineval evaluate, rejudge, benchmark or optimize run.")
+                     "results)", path=folder, fix=_PASS_A_RUN)
+
+
+def read_manifest(run_dir: RunDirectory) -> RunManifest | None:
+    """`RunDirectory.read_manifest` for a reader: a damaged manifest's fix says to restore it
+    (the writer's fix, a new run directory, is no remedy for a page of this run).
+
+    Raises:
+        InputError: the manifest exists but is not a valid manifest (file, line and field named).
+    """
+    try:
+        return run_dir.read_manifest()
+    except InputError as exc:
+        raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field, expected=exc.expected,
+                         received=exc.received, fix=_RESTORE_MANIFEST) from exc
 
 
 @dataclass
@@ -96,6 +137,8 @@ class LoadedRun:
         texts: item id -> (input, output) read from the items file, only where the text's
             hash is the judged one.
         notes: what the page should say about what could not be read.
+        unreadable: the lines of ``results.jsonl`` that gave no result (each is also
+            counted and named in `notes`).
     """
 
     path: Path
@@ -104,6 +147,7 @@ class LoadedRun:
     question_set: QuestionSet | None
     texts: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unreadable: list[UnreadableLine] = field(default_factory=list)
 
     @property
     def aggregation(self) -> str:
@@ -170,24 +214,31 @@ def _texts(manifest: RunManifest, results: Sequence[ItemResult], notes: list[str
 
 
 def load_run(path: str | Path, *, texts: bool = True) -> LoadedRun:
-    """Read an evaluate-shaped run directory (read-only; a half-written last line is skipped).
+    """Read an evaluate-shaped run directory as it is (read-only).
+
+    Every line of ``results.jsonl`` that gives no result (a half-written last line, a
+    damaged line) is left out, counted and named in the notes (`StoredResults.note`),
+    never dropped silently; the other results are shown.
 
     Args:
         path: the run directory (``manifest.json`` + ``results.jsonl``).
         texts: read the input and output texts from the items file the manifest names.
 
     Raises:
-        InputError: no manifest, or a damaged manifest or results line (file and line named).
+        InputError: no manifest, or a damaged manifest (file, line and field named).
     """
     run_dir = RunDirectory(path)
-    manifest = run_dir.read_manifest()
+    manifest = read_manifest(run_dir)
     if manifest is None:
-        raise InputError(f"holds no {MANIFEST}", path=run_dir.path,
-                         fix="pass the `out_dir` of a bineval evaluate or rejudge run.")
-    results = run_dir.read_results(repair=False)
+        raise InputError(f"holds no {MANIFEST}", path=run_dir.path, fix=_PASS_A_RUN)
+    stored = run_dir.read_stored_results(strict=False)
+    results = stored.results
     notes: list[str] = []
+    if stored.unreadable:
+        notes.append(f"{stored.note()} The page shows the {len(results)} results that could be read.")
     question_set = _question_set(run_dir, manifest, notes)
-    loaded = LoadedRun(path=run_dir.path, manifest=manifest, results=results, question_set=question_set, notes=notes)
+    loaded = LoadedRun(path=run_dir.path, manifest=manifest, results=results, question_set=question_set, notes=notes,
+                       unreadable=list(stored.unreadable))
     if texts:
         loaded.texts = _texts(manifest, results, notes)
     return loaded
@@ -201,33 +252,110 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
+#: `RunSummary` fields computed from the results alone: ``summary.json`` is used only when
+#: each equals the value rebuilt from ``results.jsonl`` (the cost, priced when the run was
+#: made, is the one thing the results cannot give back)
+_SUMMARY_FROM_RESULTS = ("lm", "items", "scale", "dimensions", "lm_calls", "failed_calls", "prompt_tokens",
+                         "completion_tokens", "cached_prompt_tokens", "items_incomplete", "items_by_status",
+                         "questions_answered", "questions_total", "adapter_fallbacks")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values, floats to 9 significant digits (NaN equals NaN)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return False
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def summary_differences(stored: Any, rebuilt: Any) -> list[str]:
+    """What a stored `RunSummary` says that the one rebuilt from the results does not (pure).
+
+    Returns:
+        One phrase per differing field of `_SUMMARY_FROM_RESULTS` (a dimension's mean
+        yes-rate named with its dimension), e.g. ``"items: 3 in summary.json, 3 in
+        results.jsonl"``, ``"overall mean yes-rate: 0.833 in summary.json, 0.5 in
+        results.jsonl"``; [] when they agree.
+    """
+    old, new = stored.model_dump(mode="json"), rebuilt.model_dump(mode="json")
+    found = []
+    for key in _SUMMARY_FROM_RESULTS:
+        if _same(old.get(key), new.get(key)):
+            continue
+        if key == "dimensions":
+            before = {d["dimension"]: d for d in old[key]}
+            after = {d["dimension"]: d for d in new[key]}
+            for name in dict.fromkeys([*before, *after]):
+                a, b = before.get(name), after.get(name)
+                if a is None or b is None:
+                    found.append(f"dimension {name}: {'absent' if a is None else 'present'} in {_SUMMARY_FILE}, "
+                                 f"{'absent' if b is None else 'present'} in {RESULTS}")
+                    continue
+                for part, label in (("mean_score", "mean yes-rate"), ("items_scored", "items used"),
+                                    ("yes", "yes"), ("no", "no"), ("unparsed", "unparsed"), ("error", "error")):
+                    if not _same(a.get(part), b.get(part)):
+                        found.append(f"{name} {label}: {_shown(a.get(part))} in {_SUMMARY_FILE}, "
+                                     f"{_shown(b.get(part))} in {RESULTS}")
+            continue
+        found.append(f"{key}: {_shown(old.get(key))} in {_SUMMARY_FILE}, {_shown(new.get(key))} in {RESULTS}")
+    return found
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
+
+
 def _summary(run: LoadedRun) -> Any:
-    """The run's `RunSummary`: ``summary.json`` when it covers every stored item, else rebuilt."""
+    """The run's `RunSummary`, always true to ``results.jsonl``: ``summary.json`` when every
+    number it holds equals the one rebuilt from the results (`summary_differences`), else the
+    rebuilt one, with a note saying what ``summary.json`` claims instead."""
     from binaryeval_dspy.reports.run_summary import RunSummary, summarize_results
 
-    stored = run.path / _SUMMARY_FILE
-    if stored.is_file():
+    stored_path = run.path / _SUMMARY_FILE
+    stored = None
+    if stored_path.is_file():
         try:
-            summary = RunSummary.model_validate_json(stored.read_text(encoding="utf-8"))
-        except ValueError:
-            summary = None
-        if summary is not None and summary.items == len(run.results):
-            return summary
-    run.notes.append(f"{_SUMMARY_FILE} is missing or older than results.jsonl: the summary was rebuilt from "
-                     "results.jsonl (the cost is priced by the LM's name).")
-    return summarize_results(run.results, lm=run.manifest.lm, question_set=run.question_set)
+            stored = RunSummary.model_validate_json(stored_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            run.notes.append(f"{stored_path} could not be read ({str(exc).splitlines()[0]}): the summary was "
+                             f"rebuilt from {RESULTS} (the cost is priced by the LM's name).")
+    rebuilt = summarize_results(run.results, lm=run.manifest.lm, question_set=run.question_set,
+                                embedded=stored.embedded_lm if stored is not None else None)
+    if stored is None:
+        if not stored_path.is_file():
+            run.notes.append(f"{_SUMMARY_FILE} is missing: the summary was rebuilt from {RESULTS} (the cost is "
+                             "priced by the LM's name).")
+        return rebuilt
+    differences = summary_differences(stored, rebuilt)
+    if not differences:
+        return stored
+    shown = differences[:6] + ([f"{len(differences) - 6} more"] if len(differences) > 6 else [])
+    run.notes.append(f"{_SUMMARY_FILE} does not match {RESULTS} ({'; '.join(shown)}), e.g. left by an earlier "
+                     f"session or written before the last results: the summary shown was rebuilt from {RESULTS} "
+                     "(the cost is priced by the LM's name).")
+    return rebuilt
 
 
 def _summary_data(summary: Any) -> dict[str, Any]:
     from binaryeval_dspy.cost.pricing import cost_line
+    from binaryeval_dspy.reports.run_summary import trust_warnings
     from binaryeval_dspy.reports.run_summary_tables import (
         coverage_warning,
         flagged_line,
+        headline,
         incomplete_line,
         p_yes_header,
         status_line,
         usage_line,
     )
+
+    if not summary.warnings:  # a summary.json written before headline warnings existed
+        summary = summary.model_copy(update={"warnings": trust_warnings(summary)})
 
     lines = [status_line(summary), usage_line(summary), cost_line(summary.cost), coverage_warning(summary),
              incomplete_line(summary), flagged_line(summary)]
@@ -242,6 +370,7 @@ def _summary_data(summary: Any) -> dict[str, Any]:
         "cost": summary.cost.display if summary.cost is not None else None,
         "lines": [line for line in lines if line],
         "notes": list(summary.notes),
+        "headline": headline(summary), "warnings": list(summary.warnings),
     }
 
 
@@ -265,6 +394,8 @@ def _verdict_data(v: Any) -> dict[str, Any]:
         data["src"] = v.source
     if v.reply_cut:
         data["cut"] = True
+    if against_verdict(v.p_yes, v.verdict):
+        data["px"] = True  # the verdict points the other way from its own P(yes): the item view says why
     return data
 
 
@@ -311,6 +442,7 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
         "questions": questions,
         "items": [_item_data(r, run.texts) for r in run.results],
         "question_stats": _question_stats(run),
+        "against_p_yes_why": AGAINST_VERDICT_WHY,
     }
     if aggregation in ("score", "both") and run.results:
         summary = _summary(run)
@@ -327,34 +459,87 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
 # ------------------------------------------------------------------ two runs
 
 
+def _run_scale(run: LoadedRun) -> tuple[float, float]:
+    """The run's ``scale`` [a, b]: its score cards', else its manifest's (verdict mode), else [0, 1]."""
+    card = next((r.score_card for r in run.results if r.score_card is not None), None)
+    if card is not None:
+        return (float(card.scale[0]), float(card.scale[1]))
+    low, high = run.manifest.config.get("scale") or (0.0, 1.0)  # type: ignore[misc]
+    return (float(low), float(high))
+
+
+def _answer_counts(results: Sequence[ItemResult], question_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        for v in r.verdicts:
+            if v.question_id == question_id:
+                counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return counts
+
+
 def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
     """Item by item and question by question, what changed from `before` to `after` (pure).
 
-    A question counts as flipped when both runs answered it and the answers differ
-    (``yes`` -> ``no``, ``no`` -> ``unparsed``, ...); a failed call (``error``) on either
-    side makes it "not compared", never a flip.
+    Like is compared with like (`binaryeval_dspy.runs.run_comparison`): questions are
+    matched by id *and* text, so a question reworded under its id, one added and one
+    removed are listed apart (with the earlier wording), and their answers are never
+    counted as changed; scores are compared on one scale (the runs' own when equal, else
+    yes-rates in [0, 1], said in ``notes``). A question counts as flipped when both runs
+    answered the same question and the answers differ (``yes`` -> ``no``, ``no`` ->
+    ``unparsed``, ...); a failed call (``error``) on either side makes it "not compared",
+    never a flip.
 
     Returns:
-        ``{"before": path, "after": path, "same_questions": bool, "items": [...],
-        "questions": [...]}``: per item its status (``changed``, ``unchanged``,
-        ``only_before``, ``only_after``), old and new scaled overall scores and labels,
-        the flips (question, old and new verdict, old explanation) and the questions not
-        compared; changed items first. Per question the counts of each flip kind and of
-        items not compared, flipped questions first.
+        ``{"before", "after", "before_lm", "after_lm", "same_questions", "matched_by",
+        "scale_before", "scale_after", "score_basis", "notes", "reworded", "added",
+        "removed", "items", "questions"}``: per item its status (``changed``: an answer
+        to the same question flipped, or the output's status changed; ``unchanged``;
+        ``questions_changed``: it differs only in answers to reworded, added or removed
+        questions; ``not_compared``: a failed call or an item that could not be judged
+        hides what it would be; ``only_before``, ``only_after``), old and new overall
+        scores on ``score_basis`` (None where the questions differ) and labels, the
+        flips (question, old and new verdict, old explanation), the questions not
+        compared and the answers to reworded / added / removed questions; changed items
+        first. Per question (both runs' questions, the earlier run's only ones too): how
+        it changed (``same``, ``reworded``, ``added``, ``removed``), its texts, the
+        counts of each flip kind, compared and not compared, and for the others the
+        answers in each run; flipped questions first.
     """
+    from binaryeval_dspy.runs.run_comparison import answer_changes, match_questions, score_basis
+
+    match = match_questions(before.question_set, after.question_set, before_results=before.results,
+                            after_results=after.results)
+    basis = score_basis(_run_scale(before), _run_scale(after))
+    notes = list(match.notes())
+    if basis.note:
+        notes.append(basis.note)
+    if before.manifest.lm != after.manifest.lm:
+        notes.append(f"The runs were judged by different LMs ({before.manifest.lm} earlier, {after.manifest.lm} "
+                     "later): a changed answer may come from the judge, not from the output.")
     old = {r.item_id: r for r in before.results}
     new = {r.item_id: r for r in after.results}
     order = [r.item_id for r in after.results] + [r.item_id for r in before.results if r.item_id not in new]
-    items = []
     per_question: dict[str, dict[str, Any]] = {}
-    question_ids = [q["id"] for q in _run_data_questions(after)]
-    for qid in question_ids:
-        per_question[qid] = {"id": qid, "flips": {}, "flipped": 0, "not_compared": 0, "compared": 0}
+    reworded_by_id = {r.id: r for r in match.reworded}
+    for qid in match.order():
+        text, dimension = match.texts[qid]
+        kind = match.change(qid)
+        row: dict[str, Any] = {"id": qid, "change": kind, "text": text, "dimension": dimension, "flips": {},
+                               "flipped": 0, "not_compared": 0, "compared": 0}
+        if kind == "reworded":
+            row["before_text"] = reworded_by_id[qid].before
+            row["before_dimension"] = reworded_by_id[qid].before_dimension
+        if kind != "same":
+            row["answers_before"] = _answer_counts(before.results, qid) if kind != "added" else {}
+            row["answers_after"] = _answer_counts(after.results, qid) if kind != "removed" else {}
+        per_question[qid] = row
+    items = []
     for item_id in order:
         a, b = old.get(item_id), new.get(item_id)
-        entry: dict[str, Any] = {"id": item_id, "flips": [], "not_compared": []}
-        entry["old_overall"] = _scaled_overall(a)
-        entry["new_overall"] = _scaled_overall(b)
+        entry: dict[str, Any] = {"id": item_id, "flips": [], "not_compared": [], "other_questions": []}
+        comparable_scores = match.identical
+        entry["old_overall"] = basis.overall(a) if comparable_scores else None
+        entry["new_overall"] = basis.overall(b) if comparable_scores else None
         entry["old_label"] = a.named_verdict.label if a is not None and a.named_verdict is not None else None
         entry["new_label"] = b.named_verdict.label if b is not None and b.named_verdict is not None else None
         entry["old_status"] = a.status if a is not None else None
@@ -363,43 +548,53 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
             entry["status"] = "only_after" if a is None else "only_before"
             items.append(entry)
             continue
-        before_verdicts = {v.question_id: v for v in a.verdicts}
-        for v in b.verdicts:
-            w = before_verdicts.get(v.question_id)
-            stats = per_question.setdefault(v.question_id, {"id": v.question_id, "flips": {}, "flipped": 0,
-                                                            "not_compared": 0, "compared": 0})
-            if w is None or not w.answered or not v.answered:
-                entry["not_compared"].append(v.question_id)
-                stats["not_compared"] += 1
-                continue
-            stats["compared"] += 1
-            if w.verdict != v.verdict:
-                entry["flips"].append({"q": v.question_id, "old": w.verdict, "new": v.verdict,
-                                       "old_e": w.explanation})
-                kind = f"{w.verdict}->{v.verdict}"
-                stats["flips"][kind] = stats["flips"].get(kind, 0) + 1
-                stats["flipped"] += 1
-        moved = entry["old_overall"] != entry["new_overall"] or entry["old_label"] != entry["new_label"]
-        entry["status"] = "changed" if entry["flips"] or moved or a.status != b.status else "unchanged"
+        changes = answer_changes(a, b, match)
+        explanations = {v.question_id: v.explanation for v in a.verdicts}
+        for qid, was, now in changes.flipped:
+            entry["flips"].append({"q": qid, "old": was, "new": now, "old_e": explanations.get(qid, "")})
+            stats = per_question.setdefault(qid, {"id": qid, "change": "same", "text": qid, "dimension": "",
+                                                  "flips": {}, "flipped": 0, "not_compared": 0, "compared": 0})
+            stats["flips"][f"{was}->{now}"] = stats["flips"].get(f"{was}->{now}", 0) + 1
+            stats["flipped"] += 1
+        for qid in changes.compared:
+            if qid in per_question:
+                per_question[qid]["compared"] += 1
+        for qid in changes.not_compared:
+            entry["not_compared"].append(qid)
+            if qid in per_question:
+                per_question[qid]["not_compared"] += 1
+        entry["other_questions"] = [{"q": qid, "old": was, "new": now, "change": match.change(qid)}
+                                    for qid, was, now in changes.reworded]
+        failed = "error" in (a.status, b.status)
+        output_changed = a.status != b.status and not failed
+        differs = entry["old_label"] != entry["new_label"] or basis.overall(a) != basis.overall(b)
+        if failed:
+            entry["status"] = "not_compared"
+        elif changes.flipped or output_changed:
+            entry["status"] = "changed"
+        elif differs and (not match.identical or any(was != now for _q, was, now in changes.reworded)):
+            entry["status"] = "questions_changed"
+        elif differs and changes.not_compared:
+            entry["status"] = "not_compared"
+        elif differs:
+            entry["status"] = "changed"
+        else:
+            entry["status"] = "unchanged"
         items.append(entry)
-    rank = {"changed": 0, "only_after": 1, "only_before": 2, "unchanged": 3}
+    rank = {"changed": 0, "questions_changed": 1, "not_compared": 2, "only_after": 3, "only_before": 4,
+            "unchanged": 5}
     items.sort(key=lambda e: (rank[e["status"]], -len(e["flips"])))
-    questions = sorted(per_question.values(), key=lambda q: -q["flipped"])
+    questions = sorted(per_question.values(), key=lambda q: (-q["flipped"], q["change"] != "same"))
     return {"before": str(before.path), "after": str(after.path), "before_lm": before.manifest.lm,
-            "same_questions": before.manifest.question_set_hash == after.manifest.question_set_hash,
+            "after_lm": after.manifest.lm, "same_questions": match.identical,
+            "matched_by": "id and text" if match.by_text else "id only",
+            "scale_before": list(_run_scale(before)), "scale_after": list(_run_scale(after)),
+            "score_basis": {"scaled": basis.scaled, "scale": list(basis.scale)}, "notes": notes,
+            "reworded": [{"id": r.id, "before": r.before, "after": r.after, "before_dimension": r.before_dimension,
+                          "after_dimension": r.after_dimension} for r in match.reworded],
+            "added": [{"id": qid, "text": match.texts[qid][0]} for qid in match.added],
+            "removed": [{"id": qid, "text": match.texts[qid][0]} for qid in match.removed],
             "items": items, "questions": questions}
-
-
-def _run_data_questions(run: LoadedRun) -> list[dict[str, str]]:
-    if run.question_set is not None:
-        return [{"id": q.id} for q in run.question_set.questions]
-    return [{"id": qid} for qid in dict.fromkeys(v.question_id for r in run.results for v in r.verdicts)]
-
-
-def _scaled_overall(result: ItemResult | None) -> float | None:
-    if result is None or result.score_card is None or result.status != "scored":
-        return None
-    return _finite(result.score_card.scaled_overall)
 
 
 # ------------------------------------------------------------------ other run kinds
@@ -475,7 +670,7 @@ def _benchmark_sections(path: Path) -> tuple[list[dict[str, Any]], Path | None]:
     lines = [(f"Benchmark: {config.benchmark}; LM: {config.lm}; items: {len(scores.items)}; methods: "
              f"{', '.join(ALL_METHOD_TITLES.get(m, m) for m in methods) or 'none yet'}"),
              ("Scores are mapped onto each dimension's human scale; correlations with the human scores are in "
-             f"{path / 'report.md'} (bineval report).")]
+             f"{path / 'report.md'} (bineval report)."), *scores.unreadable]
     sections = [{"title": "Benchmark methods", "lines": lines, "table": _table(header, means)},
                 {"title": "Per-item scores and human scores", "lines": [], "table": _table(item_header, item_rows)}]
     bineval = path / "bineval"
@@ -538,14 +733,17 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
     if kind in ("evaluate", "rejudge"):
         main = load_run(folder, texts=texts)
         if kind == "rejudge":
-            data["sections"], previous = _rejudge_sections(folder)
+            with _reading(folder / _REJUDGE_FILE):
+                data["sections"], previous = _rejudge_sections(folder)
     elif kind == "benchmark":
-        data["sections"], bineval = _benchmark_sections(folder)
+        with _reading(folder / "benchmark.json"):
+            data["sections"], bineval = _benchmark_sections(folder)
         if bineval is not None:
             main = load_run(bineval, texts=False)
             main.notes.append("A benchmark run keeps no texts; inputs and outputs are in the benchmark's data.")
     else:
-        data["sections"] = _comparison_sections(folder)
+        with _reading(folder / "config.json"):
+            data["sections"] = _comparison_sections(folder)
     if main is not None:
         data["run"] = _run_data(main)
         data["title"] = f"{kind} run {folder} - {main.manifest.lm}"

@@ -3,7 +3,7 @@
 `run_resumable` is the one resumable item loop: `evaluate_items` (evaluate, rejudge, the
 pytest plugin, the benchmark's BinEval) and the benchmark's baseline methods are built on
 it. It opens the run directory (lock, manifest, the frozen question set), reads what is
-stored (`binaryeval_dspy.runs.stored_results`), gives each item still to do its stored and
+stored (`binaryeval_dspy.runs.result_index`), gives each item still to do its stored and
 journaled answers, and has the plan runner (`binaryeval_dspy.engines.plan_runner`) send the
 item's calls through the run's engine. The recorder's parts are here and in the answer
 journal: every answer is journaled as it arrives, every finished item is appended to
@@ -49,7 +49,7 @@ from binaryeval_dspy.runs.item_rows import (
     item_result,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
-from binaryeval_dspy.runs.stored_results import StoredResults
+from binaryeval_dspy.runs.result_index import ResultIndex
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
@@ -290,7 +290,7 @@ def run_resumable(
     run_dir.lock()
     try:
         run_dir.check(manifest)
-        stored = StoredResults.read(run_dir)
+        stored = ResultIndex.read(run_dir)
         if check_stored is not None:
             check_stored(stored.checkable(), items, manifest)
         manifest = run_dir.start(manifest)

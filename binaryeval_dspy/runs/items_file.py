@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from binaryeval_dspy.data.file_names import check_utf8_path
 from binaryeval_dspy.schemas.run_manifest import ItemsFile
 
 _HASH_CHUNK = 1 << 20
@@ -42,9 +43,12 @@ def items_file_identity(path: str | Path) -> ItemsFile:
     Raises:
         OSError: the file cannot be read (callers load the items first, which reports
             a missing file as an `InputError` naming it).
+        InputError: the resolved path is not valid UTF-8 (`check_utf8_path`).
     """
     file = Path(path)
-    return ItemsFile(path=str(file.resolve()), sha256=_sha256_of(file), bytes=file.stat().st_size)
+    resolved = file.resolve()
+    check_utf8_path(resolved, what="items file")  # also a UTF-8 name reached through a folder or link that is not
+    return ItemsFile(path=str(resolved), sha256=_sha256_of(file), bytes=file.stat().st_size)
 
 
 def appended_to(old: ItemsFile, new: ItemsFile) -> bool:

@@ -21,6 +21,7 @@ from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.evaluation import ProgressCallback, evaluate_items
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
+from binaryeval_dspy.runs.run_comparison import answer_changes
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -146,22 +147,17 @@ def plan_rejudge(previous: Sequence[ItemResult], items: Sequence[dspy.Example]) 
 
 
 def _flipped(old: ItemResult, new: ItemResult) -> list[str]:
-    """Questions whose answer differs; a failed call (``error``) on either side is no answer, so not a flip."""
-    before = {v.question_id: v.verdict for v in old.verdicts}
-    return [v.question_id for v in new.verdicts
-            if v.verdict != "error" and before.get(v.question_id) not in (None, "error")
-            and before[v.question_id] != v.verdict]
+    """Questions whose answer differs; a failed call (``error``) on either side is no answer, so not a flip
+    (`answer_changes`: the one comparison of two results)."""
+    return [qid for qid, _was, _now in answer_changes(old, new).flipped]
 
 
 def _uncompared(old: ItemResult, new: ItemResult | None) -> list[str]:
-    """Questions that could not be compared: their LM call failed in either run (every
-    question of `old` when there is no new result)."""
+    """Questions that could not be compared: their LM call failed in either run, or one result
+    lacks them (every question of `old` when there is no new result)."""
     if new is None:
         return [v.question_id for v in old.verdicts]
-    failed_before = {v.question_id for v in old.verdicts if not v.answered}
-    ids = [v.question_id for v in new.verdicts if not v.answered or v.question_id in failed_before]
-    asked_now = {v.question_id for v in new.verdicts}
-    return ids + [v.question_id for v in old.verdicts if v.question_id in failed_before - asked_now]
+    return answer_changes(old, new).not_compared
 
 
 def _first_error(result: ItemResult) -> str | None:
@@ -310,7 +306,8 @@ def rejudge_items(
                             received=f"hash {program.question_set.content_hash}",
                             fix="build the program from the previous run's question set "
                                 "(`frozen_question_set(previous)`).")
-    previous_results = previous.read_results()
+    stored_before = previous.read_stored_results()  # the previous run is only read, never trimmed
+    previous_results = stored_before.results
     plan = plan_rejudge(previous_results, items)
     seeds = {r.item_id: r for r in previous_results if r.item_id in set(plan.completed_ids)}
     outcome = evaluate_items(program, plan.judge, run_dir, manifest, lm=lm, on_progress=on_progress,
@@ -332,6 +329,8 @@ def rejudge_items(
         lm=manifest.lm, aggregation=aggregation, items_path=manifest.items_path, counts=counts,
         changed=[c.item_id for c in changes if c.changed], not_compared=not_compared(changes, previous_results),
         items=changes,
+        previous_unreadable=(f"{stored_before.note()} An item whose line could not be read is judged as new."
+                             if stored_before.unreadable else None),
     )
     path = Path(run_dir.path) / REJUDGE_FILE
     path.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")

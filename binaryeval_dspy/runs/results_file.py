@@ -1,7 +1,8 @@
 """A run's ``results.jsonl``: one result per line, appended and fsynced as each item is done.
 
-`ResultsFile` reads the file back (a last line cut short by a crash is trimmed), appends
-one result, and rewrites the whole file atomically. `binaryeval_dspy.runs.run_directory.RunDirectory`
+`ResultsFile` reads the file back (for the run's owner a last line cut short by a crash is
+trimmed; for any other reader nothing changes and every unreadable line is named, see
+`StoredResults`), appends one result, and rewrites the whole file atomically. `binaryeval_dspy.runs.run_directory.RunDirectory`
 is built on it, with the result type in its ``result_model``.
 """
 
@@ -11,7 +12,9 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,6 +23,65 @@ from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.schemas.item_result import ItemResult
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UnreadableLine:
+    """One line of a results file that gave no result.
+
+    Attributes:
+        path: the results file.
+        line: its 1-based line number.
+        size: its length in bytes (without the newline).
+        reason: why it gave no result: ``"incomplete"`` (the last line, not complete
+            JSON: a write cut short, e.g. by a killed run) or the first validation
+            error of a complete line (``"not a valid item result (...)"``, field named).
+    """
+
+    path: Path
+    line: int
+    size: int
+    reason: str
+
+    def describe(self) -> str:
+        """``line 3 (an incomplete last line of 57 bytes: a write cut short, ...)`` or
+        ``line 2 (field 'verdicts': not a valid item result (...); 40 bytes)``."""
+        if self.reason == INCOMPLETE:
+            return (f"line {self.line} (an incomplete last line of {self.size} bytes: a write cut short, e.g. by a "
+                    "killed run, or still being written)")
+        return f"line {self.line} ({self.reason}; {self.size} bytes)"
+
+
+#: `UnreadableLine.reason` of a last line that is not complete JSON
+INCOMPLETE = "incomplete"
+
+
+@dataclass
+class StoredResults:
+    """What a results file holds, as read: the results and every line that gave none.
+
+    Attributes:
+        path: the results file.
+        results: the item results, in file order, one per item id (the last line wins).
+        unreadable: every non-blank line that gave no result, in file order.
+        lines: how many non-blank lines the file has.
+    """
+
+    path: Path
+    results: list[Any] = field(default_factory=list)
+    unreadable: list[UnreadableLine] = field(default_factory=list)
+    lines: int = 0
+
+    def note(self) -> str | None:
+        """One sentence that counts and names every unreadable line (None when there is none),
+        e.g. ``runs/x/results.jsonl: 1 of 3 lines could not be read and is left out: line 3
+        (an incomplete last line of 57 bytes: ...).``"""
+        if not self.unreadable:
+            return None
+        n = len(self.unreadable)
+        verb = "is" if n == 1 else "are"
+        return (f"{self.path}: {n} of {self.lines} lines could not be read and {verb} left out: "
+                + "; ".join(u.describe() for u in self.unreadable) + ".")
 
 
 class ResultsFile:
@@ -32,77 +94,117 @@ class ResultsFile:
     def read_results(self, *, repair: bool = True) -> list[ItemResult]:
         """All stored item results, in file order, one per item id (the last one wins).
 
-        A last line that is not complete JSON (a write cut short by a crash) is
-        trimmed, with a warning; a missing final newline is added.
+        For the process that owns the run (it appends next): a last line that is not
+        complete JSON (a write cut short by a crash) is trimmed, with a warning naming
+        it; a missing final newline is added. Readers of a run they do not own use
+        `read_stored_results`, which changes nothing and names every unreadable line.
 
         Args:
             repair: trim a truncated last line and add a missing final newline (the
-                default, for the process that owns the run). Readers that may run
-                beside a live run (reports) pass False: the fragment is only skipped.
+                default). False only skips the fragment (with the same warning).
 
         Raises:
             InputError: a complete line is not a valid result (names the file and
                 line; nothing is deleted).
         """
-        results: dict[str, ItemResult] = {}
-        for number, result in self._numbered_results(repair=repair):
-            if result.item_id in results:
-                logger.warning("%s:%d: item %r appears again; the later line is used",
-                               self.results_path, number, result.item_id)
-                del results[result.item_id]
-            results[result.item_id] = result
-        return list(results.values())
+        stored = self._scan(repair=repair, strict=True)
+        for unreadable in stored.unreadable:
+            logger.warning("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
+                           "will be judged again", self.results_path, unreadable.line,
+                           "dropping" if repair else "skipping", unreadable.size)
+        return stored.results
+
+    def read_stored_results(self, *, strict: bool = True) -> StoredResults:
+        """The stored results and every line that gave none, changing nothing (safe beside a
+        run that is still appending).
+
+        Args:
+            strict: a complete line that is not a valid result raises (the default, for
+                readers that compute numbers from the results); False records it in
+                ``unreadable`` too, so that a viewer can show the rest and name it.
+
+        Returns:
+            A `StoredResults`; `StoredResults.note` is the sentence to show. An incomplete
+            last line (a write cut short) is always recorded, never raised.
+
+        Raises:
+            InputError: with `strict`, a complete line is not a valid result (file and line named).
+        """
+        return self._scan(repair=False, strict=strict)
 
     def iter_results(self, *, repair: bool = True) -> Iterator[ItemResult]:
-        """The stored results line by line, in file order (an item stored twice comes twice: the
-        later line wins), without holding the file or its results in memory; repairs and
-        refuses as `read_results` does."""
-        for _number, result in self._numbered_results(repair=repair):
-            yield result
+        """The stored results line by line, in file order, without holding the file or its
+        results in memory. An item stored twice comes twice (the later line wins). Repairs
+        and refuses as `read_results` does, with the same warning for a cut-short last line.
 
-    def _numbered_results(self, *, repair: bool) -> Iterator[tuple[int, ItemResult]]:
+        Raises:
+            InputError: a complete line is not a valid result (file and line named).
+        """
+        unreadable: list[UnreadableLine] = []
+        for _number, result in self._walk(repair=repair, strict=True, unreadable=unreadable):
+            yield result
+        for line in unreadable:
+            logger.warning("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
+                           "will be judged again", self.results_path, line.line,
+                           "dropping" if repair else "skipping", line.size)
+
+    def _scan(self, *, repair: bool, strict: bool) -> StoredResults:
+        stored = StoredResults(path=self.results_path)
+        results: dict[str, Any] = {}
+        for number, result in self._walk(repair=repair, strict=strict, unreadable=stored.unreadable,
+                                         counted=stored):
+            item_id = getattr(result, "item_id")
+            if item_id in results:
+                logger.warning("%s:%d: item %r appears again; the later line is used",
+                               self.results_path, number, item_id)
+                del results[item_id]
+            results[item_id] = result
+        stored.results = list(results.values())
+        return stored
+
+    def _walk(self, *, repair: bool, strict: bool, unreadable: list[UnreadableLine],
+              counted: StoredResults | None = None) -> Iterator[tuple[int, Any]]:
+        """(line number, result) for every readable line, streaming the file once.
+
+        The last line, when it does not end in a newline and is not JSON, is a write cut
+        short: it is recorded as `INCOMPLETE` (and trimmed with `repair`). A complete last
+        line without its newline gets one with `repair`, before anything is appended.
+        """
         if not self.results_path.is_file():
             return
         with self.results_path.open("rb") as handle:
             offset = 0
             number = 0
-            pending: tuple[int, int, bytes] | None = None  # (number, offset, line) of the line before this one
             for line in handle:
                 number += 1
-                if pending is not None:
-                    yield pending[0], self._validated(pending[2], pending[0], last=False)
-                    pending = None
-                if line.strip():
-                    pending = (number, offset, line)
+                start = offset
                 offset += len(line)
-        if pending is None:
-            return
-        number, start, line = pending
-        if not line.endswith(b"\n") and not _is_json(line):  # the write was cut short: drop the fragment
-            try:
-                result = self.result_model.model_validate_json(line)
-            except ValidationError:
-                if repair:
-                    logger.warning("%s:%d: dropping an incomplete last line (%d bytes) left by an "
-                                   "interrupted write; that item will be judged again",
-                                   self.results_path, number, len(line))
-                    self._truncate(start)
-                return
-            yield number, result
-            return
-        yield number, self._validated(line, number, last=True)
-        if repair and not line.endswith(b"\n"):  # a complete line without its newline: add it before appending
-            with self.results_path.open("ab") as out:
-                out.write(b"\n")
-
-    def _validated(self, line: bytes, number: int, *, last: bool) -> ItemResult:
-        try:
-            return self.result_model.model_validate_json(line)
-        except ValidationError as exc:
-            raise validation_error(
-                exc, path=self.results_path, line=number, what="item result",
-                fix="move the damaged line out of the file; the other results are kept.",
-            ) from exc
+                if not line.strip():
+                    continue
+                if counted is not None:
+                    counted.lines += 1
+                last = not line.endswith(b"\n")
+                try:
+                    result = self.result_model.model_validate_json(line)
+                except ValidationError as exc:
+                    if last and not _is_json(line):  # the write was cut short: drop the fragment
+                        unreadable.append(UnreadableLine(self.results_path, number, len(line), INCOMPLETE))
+                        if repair:
+                            self._truncate(start)
+                        return
+                    error = validation_error(
+                        exc, path=self.results_path, line=number, what="item result",
+                        fix="move the damaged line out of the file; the other results are kept.",
+                    )
+                    if strict:
+                        raise error from exc
+                    reason = (f"field '{error.field}': " if error.field else "") + error.message
+                    unreadable.append(UnreadableLine(self.results_path, number, len(line.rstrip(b"\n")), reason))
+                    continue
+                yield number, result
+                if last and repair:  # a complete line without its newline: add it before anything is appended
+                    with self.results_path.open("ab") as out:
+                        out.write(b"\n")
 
     def _truncate(self, size: int) -> None:
         with self.results_path.open("r+b") as handle:

@@ -58,6 +58,25 @@ class FallbackTemplate(BaseModel):
     reason: str
 
 
+class LeftOutRequirement(BaseModel):
+    """A requirement with no question in the set: its decomposition gave nothing usable and
+    its template question could not be filed under the dimension it is about.
+
+    Attributes:
+        requirement_id: the requirement (its text is in the set's ``requirements``).
+        reason: why no drafted question was used (as `FallbackTemplate.reason`).
+        why_left_out: why its template question was left out (the LM's dimension choice
+            followed the order the dimensions were listed in, could not be read, or named
+            none of them).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    requirement_id: str
+    reason: str
+    why_left_out: str
+
+
 class GenerationReport(BaseModel):
     """Provenance of a generated question set (saved as ``QuestionSet.generation_report``).
 
@@ -77,6 +96,9 @@ class GenerationReport(BaseModel):
             another one (their ``dimension_source`` is ``mapped_from:<name>``).
         dropped_questions: drafted questions rejected (garbage text, unknown dimension).
         dropped_requirements: requirements rejected (empty or placeholder text).
+        left_out_requirements: requirements with no question at all, because their
+            template question could not be filed under the dimension it is about
+            (`LeftOutRequirement`); write one by hand.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -90,6 +112,7 @@ class GenerationReport(BaseModel):
     relabelled: list[str] = Field(default_factory=list)
     dropped_questions: list[DroppedDraft] = Field(default_factory=list)
     dropped_requirements: list[DroppedDraft] = Field(default_factory=list)
+    left_out_requirements: list[LeftOutRequirement] = Field(default_factory=list)
 
     def summary(self, dimension_of: dict[str, str] | None = None) -> str:
         """One line, e.g. ``"12 generated, 2 fallback templates (coverage), 1 dropped
@@ -113,11 +136,14 @@ class GenerationReport(BaseModel):
             parts.append(f"{len(self.dropped_requirements)} requirement"
                          f"{'s' if len(self.dropped_requirements) != 1 else ''} dropped "
                          f"({_reasons(self.dropped_requirements)})")
+        if self.left_out_requirements:
+            n = len(self.left_out_requirements)
+            parts.append(f"{n} requirement{'s' if n != 1 else ''} left out (no question, dimension unknown)")
         return ", ".join(parts)
 
     def warnings(self) -> list[str]:
         """Sentences a user must see: the fallback dimension, emptied dimensions,
-        template questions. Empty when generation needed no fallback."""
+        template questions, requirements left out. Empty when generation needed no fallback."""
         out: list[str] = []
         if self.dimensions_source == "fallback":
             out.append(f"no dimensions were inferred, so every question is under the fallback dimension "
@@ -131,6 +157,10 @@ class GenerationReport(BaseModel):
         for t in self.fallback_templates:
             out.append(f"requirement {t.requirement_id} is asked as one template question "
                        f"({t.question_id}): {t.reason}.")
+        for r in self.left_out_requirements:
+            out.append(f"requirement {r.requirement_id} has no question: {r.reason}, and its template question was "
+                       f"left out because {r.why_left_out}. Write a question for it by hand, under the dimension "
+                       "it is about, or regenerate with a stronger LM.")
         return out
 
 

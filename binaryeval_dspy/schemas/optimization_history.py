@@ -272,10 +272,11 @@ class OptimizationHistory(BaseModel):
         and the selection rule underneath."""
         header, body = self.summary_rows()
         lms = "; ".join(f"{role}: {name}" for role, name in self.lms.items()) or "not recorded"
-        from binaryeval_dspy.reports.render import markdown_table
+        from binaryeval_dspy.reports.render import markdown_paragraph, markdown_table
 
-        lines = [*markdown_table(header, body), "",
-                 f"LMs: {lms}. Kept iteration: {self.best_iteration} (marked *). Selection: {self.selection_rule}"]
+        lines = [*markdown_table(header, body), "",  # the prose is text too: LM names never become markup
+                 markdown_paragraph(f"LMs: {lms}. Kept iteration: {self.best_iteration} (marked *). "
+                                    f"Selection: {self.selection_rule}")]
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:

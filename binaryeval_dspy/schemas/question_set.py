@@ -80,9 +80,13 @@ class BinaryQuestion(BaseModel):
             dimension ``overall``, equal after normalising case, spaces, underscores
             and hyphens), ``"mapped_from:<LM's name>"`` (the set has one dimension and
             the LM named another; the question was put under the only one), or
-            ``"first_declared"`` (a fallback template, placed under the first
-            dimension). None (absent from the file) for hand-written questions and
-            files written before this field existed. Hashed when present.
+            ``"only_dimension"`` (a fallback template in a one-dimension set),
+            ``"assigned"`` (a fallback template filed by the LM under the dimension it is
+            about, the same answer with the dimensions listed in either order) or
+            ``"first_declared"`` (a fallback template placed under the first dimension,
+            by earlier versions: still read, no longer written). None (absent from the file)
+            for hand-written questions and files written before this field existed.
+            Hashed when present.
         check: optional `CheckSpec`: a registered code check answers this question
             before and instead of the LM (verdict mode, seed 004). Omitted from the
             saved file and the content hash when absent.
@@ -100,7 +104,7 @@ class BinaryQuestion(BaseModel):
     origin: Literal["generated", "merged", "fallback_template", "manual"] = "manual"
     dimension_source: str | None = Field(
         default=None, exclude_if=lambda v: v is None,
-        pattern=r"^(given|inferred|fallback|first_declared|mapped_from:.+)$")
+        pattern=r"^(given|inferred|fallback|only_dimension|assigned|first_declared|mapped_from:.+)$")
     check: CheckSpec | None = Field(default=None, exclude_if=lambda v: v is None)
     fatal: bool = Field(default=False, exclude_if=lambda v: v is False)
 

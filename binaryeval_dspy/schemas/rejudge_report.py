@@ -90,6 +90,9 @@ class RejudgeReport(BaseModel):
             every "completed" item); they are never in `changed`. Empty for files
             written before this field existed.
         items: one `ItemChange` per item, in items-file order, removed items last.
+        previous_unreadable: the lines of the previous run's ``results.jsonl`` that gave
+            no result (a half-written last line), counted and named; their items are
+            judged as new. None (and not written) when every line was read.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -107,3 +110,4 @@ class RejudgeReport(BaseModel):
     changed: list[str]
     not_compared: list[str] = Field(default_factory=list)
     items: list[ItemChange]
+    previous_unreadable: str | None = Field(default=None, exclude_if=lambda v: v is None)

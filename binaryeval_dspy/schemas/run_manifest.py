@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from binaryeval_dspy.schemas.versioned import SchemaVersion
 
@@ -94,3 +94,31 @@ class RunManifest(BaseModel):
     started_at: str = Field(default_factory=utc_now)
     finished_at: str | None = None
     sessions: list[RunSession] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _writable_as_utf8(self) -> RunManifest:
+        """Refuse a text the UTF-8 file cannot hold (a path with a byte that is not UTF-8, from a
+        Latin-1 file name), when the manifest is made: before its run directory is touched."""
+        where = _undecodable(self.model_dump(mode="python"))
+        if where is not None:
+            name, text = where
+            raise ValueError(f"{name} is not valid UTF-8 ({text.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')!r}"
+                             "): rename the file or folder under a UTF-8 name; run files record paths as UTF-8 text")
+        return self
+
+
+def _undecodable(value: object, name: str = "manifest") -> tuple[str, str] | None:
+    """The first (field path, text) of `value` that is not valid UTF-8, None when all are."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return name, value
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _undecodable(key, f"{name} key") if isinstance(key, str) else None
+        found = found or _undecodable(item, f"{name}.{key}" if name != "manifest" else str(key))
+        if found is not None:
+            return found
+    return None

@@ -2,6 +2,7 @@
 
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion, JudgeBinaryVerdict
 from binaryeval_dspy.signatures.decomposition import DecomposeRequirement, DraftQuestion
+from binaryeval_dspy.signatures.dimension_assignment import AssignDimension
 from binaryeval_dspy.signatures.dimension_inference import InferDimensions
 from binaryeval_dspy.signatures.dimension_question import (
     AnswerDimensionQuestion,
@@ -24,6 +25,7 @@ __all__ = [
     "AnswerDimensionQuestion",
     "AnswerDimensionQuestionText",
     "AnswerRefutationQuestion",
+    "AssignDimension",
     "DecomposeRequirement",
     "DedupLesson",
     "DraftQuestion",

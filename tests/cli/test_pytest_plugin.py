@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,66 @@ def test_loading_the_plugin_imports_no_dspy():
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
+
+
+# ------------------------------------------------------------------ issue 30: switching off, the LM, a failed start
+
+DOCS_CONFTEST = '''
+def pytest_bineval_lm(config):
+    return "openai/gpt-4o-mini"
+'''
+
+
+def test_the_plugin_switches_off_with_the_documented_conftest_hook(pytester: pytest.Pytester):
+    """docs/pytest.md's hook, word for word, and ``-p no:bineval``: the session runs (no
+    "unknown hook" internal error) and the plugin is off (its options are gone)."""
+    documented = (ROOT / "docs" / "pytest.md").read_text(encoding="utf-8")
+    assert DOCS_CONFTEST.strip() in documented  # the form the docs show
+    pytester.makeconftest(DOCS_CONFTEST)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:bineval", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    off = pytester.runpytest_subprocess("-p", "no:bineval", "-p", "no:cacheprovider", "--bineval-lm", "local")
+    assert off.ret == pytest.ExitCode.USAGE_ERROR and "unrecognized arguments: --bineval-lm" in off.stderr.str()
+
+
+def test_a_base_url_takes_its_model_from_the_plugins_own_option(inner: pytest.Pytester, fake_endpoint, monkeypatch):
+    fake_endpoint.reply = lambda body: {"explanation": "It does.", "verdict": "yes"}
+    missing = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-lm",
+                              fake_endpoint.base_url)
+    missing.assert_outcomes(failed=1)
+    said = "\n".join(line for line in missing.outlines if line.startswith("E "))  # the error pytest shows
+    assert "--bineval-lm-model (or $BINEVAL_LM_MODEL) NAME" in said, said  # an option pytest has ...
+    assert "--lm-model" not in said and "`model`" not in said, said  # ... never bineval's, or a parameter name
+    assert not (inner.path / ".bineval" / "pytest" / "test_summaries.py__test_good_summary").exists()
+    given = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-lm",
+                            fake_endpoint.base_url, "--bineval-lm-model", fake_endpoint.model)
+    given.assert_outcomes(passed=1)
+    assert len(fake_endpoint.requests) == 3 and not (inner.path / "calls.txt").exists()  # the URL, not the hook
+    monkeypatch.setenv("BINEVAL_LM", fake_endpoint.base_url)
+    monkeypatch.setenv("BINEVAL_LM_MODEL", fake_endpoint.model)
+    by_env = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-no-cache")
+    by_env.assert_outcomes(passed=1)
+    assert len(fake_endpoint.requests) == 6
+
+
+def test_a_session_whose_lm_cannot_be_built_leaves_nothing_in_the_way(inner: pytest.Pytester):
+    stored = inner.path / ".bineval" / "pytest" / "test_summaries.py__test_good_summary"
+    failed = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-lm",
+                             "http://127.0.0.1:9/v1")
+    failed.assert_outcomes(failed=1)
+    assert not stored.exists()
+    again = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    again.assert_outcomes(passed=1)  # the conftest's judge: no usage error about a half-made run
+    # a session interrupted after it made the folder (marked as the plugin's) is replaced too
+    shutil.rmtree(stored / "run")
+    assert stored.is_dir() and any(stored.iterdir())
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(passed=1)
+    assert (stored / "run" / "manifest.json").is_file()
+    # a folder the plugin did not make is still never deleted
+    shutil.rmtree(stored)
+    stored.mkdir()
+    (stored / "notes.txt").write_text("mine")
+    refused = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    assert (stored / "notes.txt").read_text() == "mine" and "not a stored BinEval test run" in refused.stdout.str()

@@ -131,18 +131,19 @@ def work(tmp_path_factory) -> Path:
     return folder
 
 
-def evaluate_args(server, work: Path, out: Path, *extra: str) -> list[str]:
+def evaluate_args(server, work: Path, out: Path, *extra: str, engine: str = "live") -> list[str]:
     return ["evaluate", work / "questions.json", work / "items.jsonl", "--input-field", "source",
             "--output-field", "summary", "--id-field", "id", "--limit", "2", "--concurrency", "2",
-            "--max-tokens", str(MAX_TOKENS), "--out", out, *lm_args(server), *extra]
+            "--max-tokens", str(MAX_TOKENS), "--engine", engine, "--out", out, *lm_args(server), *extra]
 
 
 @pytest.fixture(scope="module")
-def evaluated(llama_server, work):
-    """`bineval evaluate` with --adapter auto (the default): (result, out dir, log offset before)."""
-    out = work / "run-auto"
+def evaluated(llama_server, work, server_engine):
+    """`bineval evaluate` with --adapter auto (the default) on `server_engine`: (result, out dir,
+    log offset before). One run per engine (conftest's SERVER_ENGINES), on the session's server."""
+    out = work / f"run-auto-{server_engine}"
     offset = llama_server.log_offset()
-    result = run_cli(evaluate_args(llama_server, work, out))
+    result = run_cli(evaluate_args(llama_server, work, out, engine=server_engine))
     return result, out, offset
 
 
@@ -170,10 +171,10 @@ def test_evaluate_auto_adapter_one_call_per_question(llama_server, evaluated):
     check_one_call_per_question(llama_server, offset, out, questions=2 * N_QUESTIONS)
 
 
-def test_evaluate_chat_adapter_one_call_per_question(llama_server, work):
-    out = work / "run-chat"
+def test_evaluate_chat_adapter_one_call_per_question(llama_server, work, server_engine):
+    out = work / f"run-chat-{server_engine}"
     offset = llama_server.log_offset()
-    result = run_cli(evaluate_args(llama_server, work, out, "--adapter", "chat"))
+    result = run_cli(evaluate_args(llama_server, work, out, "--adapter", "chat", engine=server_engine))
     rows = read_jsonl(out / "results.jsonl")
     assert [r["item_id"] for r in rows] == ["a", "b"]
     # a chat reply that does not parse is "unparsed" (kept raw), never retried as JSON
@@ -194,11 +195,11 @@ def test_evaluate_chat_adapter_one_call_per_question(llama_server, work):
 # --------------------------------------------------------------------------- 2. resume
 
 
-def test_rerunning_evaluate_judges_nothing_new(llama_server, work, evaluated):
+def test_rerunning_evaluate_judges_nothing_new(llama_server, work, evaluated, server_engine):
     _, out, _ = evaluated
     before = (out / "results.jsonl").read_bytes()
     offset = llama_server.log_offset()
-    result = run_cli(evaluate_args(llama_server, work, out))
+    result = run_cli(evaluate_args(llama_server, work, out, engine=server_engine))
     assert result.exit_code == 0, result.output
     assert "0 items judged now, 2 already done" in result.output, result.output
     assert (out / "results.jsonl").read_bytes() == before
@@ -215,7 +216,7 @@ def test_rejudge_after_one_output_changed(llama_server, work, evaluated):
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     changed = [dict(ITEMS[0]), {**ITEMS[1], "summary": "Rain closed the city park for three days."}]
     items = write_jsonl(work / "items-fixed.jsonl", changed)
-    out = work / "run-auto-rejudge"
+    out = run.with_name(run.name + "-rejudge")
     offset = llama_server.log_offset()
     # the LM, adapter and caps come from the run's manifest, as for a user
     result = run_cli(["rejudge", run, items, "--out", out])
@@ -246,9 +247,11 @@ def test_questions_from_a_task_prompt(llama_server, tmp_path):
                       "--max-requirements", "3", "--max-tokens", "256", *lm_args(llama_server)])
     assert served_generations(llama_server, offset), "no request reached the server"
     if result.exit_code != 0:
-        # SmolLM2-135M may draft only placeholder requirements ("test_1"): the generator must
-        # then refuse with the reason and write nothing, never save garbage questions.
-        assert result.exit_code == 2 and "unusable" in result.output, result.output
+        # SmolLM2-135M may draft only placeholder requirements ("test_1"), or no question it can
+        # file under the dimension it is about: the generator must then refuse with the reason
+        # and write nothing, never save garbage questions.
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and ("unusable" in said or "no usable question for any" in said), said
         assert not out.exists()
         return
     question_set = QuestionSet.load(out)

@@ -109,6 +109,8 @@ def test_the_local_session_is_quiet_and_sized_for_the_machine():
     import ray
 
     assert os.environ.get("RAY_USAGE_STATS_ENABLED") == "0"
+    # token authentication on (issue 30), with a token held in the environment only: none under the home folder
+    assert os.environ.get("RAY_AUTH_MODE") == "token" and len(os.environ.get("RAY_AUTH_TOKEN", "")) == 64
     resources = ray.cluster_resources()
     assert resources["CPU"] == 2
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -154,10 +156,10 @@ def test_calls_plus_failed_calls_equal_the_requests_received_under_faults(endpoi
         with lock:
             seen["all"] += 1
             n = seen["all"]
-        if text == always_500 or n % 5 == 0:
-            return SERVER_ERROR
         if text == always_slow:
             return TimeoutFault(seconds=3.0)
+        if text == always_500 or n % 5 == 0:
+            return SERVER_ERROR
         return None
 
     endpoint.fault = fault
@@ -213,7 +215,7 @@ before = set(glob.glob("/tmp/bineval-ray-*"))
 os.environ.pop("RAY_AUTH_MODE", None)
 try:
     with ray_session(num_cpus=1):
-        assert ray.is_initialized() and os.environ["RAY_AUTH_MODE"] == "disabled"
+        assert ray.is_initialized() and os.environ["RAY_AUTH_MODE"] == "token"
         raise KeyError("boom")
 except KeyError:
     pass

@@ -20,11 +20,27 @@ from tests.fakes import field_value, scripted_lm
 TASK = "Summarize the article in three sentences, accurately and fluently."
 
 
-def script_for(drafts, *, requirements=("Be accurate.", "Be fluent."), dimensions=None):
-    """Answer the three generation signatures: requirements, dimension inference, and
-    per requirement `drafts[requirement]` (a list of draft dicts, or a raw string)."""
+def first_in_sorted_order(requirement, listed):
+    """A scripted dimension choice that does not depend on the order the names are listed in."""
+    return min(listed)
+
+
+def first_listed(requirement, listed):
+    """SmolLM2-135M's choice, seen on the embedded model: the first name listed, whatever the requirement."""
+    return listed[0]
+
+
+def script_for(drafts, *, requirements=("Be accurate.", "Be fluent."), dimensions=None,
+               assign=first_in_sorted_order):
+    """Answer the four generation signatures: requirements, dimension inference, per
+    requirement `drafts[requirement]` (a list of draft dicts, or a raw string), and the
+    dimension a template question is filed under, ``assign(requirement, listed names)``
+    (a dimension name, or a raw string that is no JSON answer)."""
 
     def script(system, user):
+        if "a requirement of a task is about" in system:  # AssignDimension
+            answer = assign(field_value(user, "requirement"), json.loads(field_value(user, "dimensions")))
+            return {"dimension": answer} if answer in json.loads(field_value(user, "dimensions")) else answer
         if "[[ ## requirement ## ]]" in user:
             found = drafts.get(field_value(user, "requirement"), [])
             return found if isinstance(found, str) else {"questions": found}
@@ -67,7 +83,7 @@ def test_template_question_is_labelled_fallback_template():
     pred = generate(QuestionGenerator(dimensions=["consistency", "fluency"]), script)
     template, generated = pred.question_set.questions
     assert template.origin == "fallback_template" and "Be accurate" in template.text
-    assert template.dimension == "consistency" and template.dimension_source == "first_declared"
+    assert template.dimension == "consistency" and template.dimension_source == "assigned"
     assert generated.origin == "generated" and generated.dimension_source == "given"
     (record,) = pred.report.fallback_templates
     assert record.question_id == template.id and record.requirement_id == "r1"
@@ -137,7 +153,7 @@ def test_placeholder_question_is_rejected_and_counted():
     # the small-model case from the issue: one question whose text is "test_1"
     script = script_for({"Be accurate.": [draft("test_1", "coherence"), draft("", "coherence")]},
                         requirements=("Be accurate.",))
-    pred = generate(QuestionGenerator(dimensions=["coherence", "relevance"]), script)
+    pred = generate(QuestionGenerator(dimensions=["relevance", "coherence"]), script)
     qs = pred.question_set
     assert "test_1" not in [q.text for q in qs.questions]
     report = qs.generation_report
@@ -145,6 +161,7 @@ def test_placeholder_question_is_rejected_and_counted():
     (template,) = qs.questions  # the requirement is still asked, as a recorded template
     assert template.origin == "fallback_template"
     assert "all 2 drafted question(s) were dropped" in report.fallback_templates[0].reason
+    assert (template.dimension, template.dimension_source) == ("coherence", "assigned")
     assert report.empty_dimensions == ["relevance"]
     assert report.summary() == "0 generated, 1 fallback template, 2 dropped (placeholder text, empty)"
 
@@ -226,3 +243,73 @@ def test_old_question_set_json_still_loads_with_the_same_hash(tmp_path):
     bad = dict(old, questions=[dict(old["questions"][0], dimension_source="guessed")])
     with pytest.raises(BinEvalError, match="dimension_source"):
         QuestionSet.from_data(bad)
+
+
+# ----------------------------------------------------------------- issue 32: a template under its own dimension
+def test_a_template_question_is_filed_under_the_dimension_it_asks_about():
+    def about(requirement, listed):
+        return "consistency" if requirement == "Be accurate." else "fluency"
+
+    script = script_for({"Be accurate.": "not json at all",
+                         "Be fluent.": [draft("Is every sentence grammatical?", "fluency")]}, assign=about)
+    pred = generate(QuestionGenerator(dimensions=["coherence", "consistency", "fluency"]), script)
+    template = next(q for q in pred.question_set.questions if q.origin == "fallback_template")
+    # not under coherence, the first declared dimension: under the one it is about
+    assert (template.id, template.dimension, template.dimension_source) == ("consistency-01", "consistency",
+                                                                            "assigned")
+    assert pred.report.left_out_requirements == []
+
+
+def test_a_template_whose_dimension_follows_the_list_order_is_left_out_with_a_warning(tmp_path, fake_lm):
+    script = script_for({"Be accurate.": "not json at all",
+                         "Be fluent.": [draft("Is every sentence grammatical?", "fluency")]}, assign=first_listed)
+    pred = generate(QuestionGenerator(dimensions=["coherence", "consistency", "fluency"]), script)
+    qs = pred.question_set
+    assert [q.text for q in qs.questions] == ["Is every sentence grammatical?"]
+    (left,) = pred.report.left_out_requirements
+    assert left.requirement_id == "r1" and "could not be parsed" in left.reason
+    assert "'coherence' with the dimensions listed in one order and under 'fluency' in the other" in left.why_left_out
+    warning = next(w for w in pred.report.warnings() if w.startswith("requirement r1"))
+    assert "has no question" in warning and "Write a question for it by hand" in warning
+    assert "1 requirement left out (no question, dimension unknown)" in pred.report.summary()
+    # the CLI prints it, and the saved set keeps the record
+    fake_lm(script)
+    task = tmp_path / "task.txt"
+    task.write_text(TASK, encoding="utf-8")
+    out = tmp_path / "qs.json"
+    result = CliRunner().invoke(cli, ["questions", str(task), "--out", str(out),
+                                      "--dimensions", "coherence,consistency,fluency"])
+    assert result.exit_code == 0, result.output
+    assert "warning: requirement r1 has no question" in " ".join(result.output.split())
+    saved = json.loads(out.read_text())
+    assert saved["generation_report"]["left_out_requirements"][0]["requirement_id"] == "r1"
+
+
+def test_a_one_dimension_set_files_templates_without_asking():
+    asked = []
+
+    def record(requirement, listed):
+        asked.append(requirement)
+        return listed[0]
+
+    pred = generate(QuestionGenerator(dimensions=["fluency"]), script_for({"Be accurate.": "x", "Be fluent.": "x"},
+                                                                         assign=record))
+    assert [(q.dimension, q.dimension_source) for q in pred.question_set.questions] == [
+        ("fluency", "only_dimension")] * 2
+    assert asked == []
+
+
+def test_no_question_at_all_is_an_error_naming_each_requirement(tmp_path, fake_lm):
+    script = script_for({"Be accurate.": "not json", "Be fluent.": "not json"}, assign=first_listed)
+    with pytest.raises(BinEvalError) as info:
+        generate(QuestionGenerator(dimensions=["coherence", "fluency"]), script)
+    message = str(info.value)
+    assert "no usable question for any of the 2 requirements" in message
+    assert "r1, r2: the LM's decomposition could not be parsed, and the LM filed it under" in message
+    fake_lm(script)
+    task = tmp_path / "task.txt"
+    task.write_text(TASK, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["questions", str(task), "--out", str(tmp_path / "qs.json"),
+                                      "--dimensions", "coherence,fluency"])
+    assert result.exit_code == 2 and "no usable question" in result.output, result.output
+    assert not (tmp_path / "qs.json").exists()

@@ -16,6 +16,7 @@ import urllib.request
 import dspy
 import pytest
 
+from binaryeval_dspy.lm import llama_server as served
 from tests import llama_server as llama_server_module
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -103,8 +104,8 @@ def test_chat_logprobs_need_top_logprobs(llama_server):
 
 
 def test_missing_server_extra_skips_with_the_reason(monkeypatch, tmp_path):
-    monkeypatch.setattr(llama_server_module, "SERVER_MODULES", ("json", "no_such_module_for_bineval"))
-    with pytest.raises(pytest.skip.Exception, match="no_such_module_for_bineval"):
+    monkeypatch.setattr(served, "SERVER_MODULES", ("json", "no_such_module_for_bineval"))
+    with pytest.raises(pytest.skip.Exception, match="'server' extra is not installed.*no_such_module_for_bineval"):
         with llama_server_module.running_llama_server(tmp_path):
             pass
     assert not (tmp_path / "llama_server.log").exists()  # nothing was started

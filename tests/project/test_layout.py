@@ -244,8 +244,9 @@ def test_no_click_context_side_channel():
 #: A command-line flag as messages write it: two dashes, then a lowercase word ("--max-cost").
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 #: Modules outside cli/ that are command-line front ends of their own: the pytest plugin
-#: declares pytest's options (``--bineval-lm``), which are not bineval's flags.
-OWN_COMMAND_LINE = {"binaryeval_dspy.pytest_plugin"}
+#: declares pytest's options (``--bineval-lm``), and the llama.cpp server module builds
+#: ``python -m llama_cpp.server``'s command line (``--model``, ``--port``): neither are bineval's flags.
+OWN_COMMAND_LINE = {"binaryeval_dspy.pytest_plugin", "binaryeval_dspy.lm.llama_server"}
 
 
 def flags_in_strings(tree: ast.Module) -> list[str]:

@@ -106,7 +106,7 @@ def test_markdown_and_html_follow_the_document():
             Table(header=["a", "b"], rows=[["1", "2"]], align="left"),
             Figure(caption="F", filename="f.png", drawing="violins")])])
     markdown = to_markdown(document)
-    assert markdown == ("# T <1>\n\nIntro.\n\n- a\n- b\n\n## S\n\n**C**\n\n| Method | rho | label |\n|---|---:|---|\n"
+    assert markdown == ("# T \\<1>\n\nIntro.\n\n- a\n- b\n\n## S\n\n**C**\n\n| Method | rho | label |\n|---|---:|---|\n"
                         "| x | 0.5 | left |\n| y | n/a | z |\n\nN\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
                         "![F](figures/f.png)\n\n*F*\n")
     page = to_html(document, {"f.png": b"PNG"})

@@ -12,6 +12,7 @@ judging) failed, with the error and which evaluator it was (``evaluator`` / ``so
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ from binaryeval_dspy.schemas.optimization_history import IterationRecord
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
 
+logger = logging.getLogger(__name__)
+
 SourceVerdicts = Mapping[str, Sequence[QuestionVerdict | dict[str, Any]]]
 
 
@@ -55,6 +58,9 @@ def load_source_verdicts(path: str | Path) -> dict[str, list[QuestionVerdict]]:
     Returns:
         item id -> verdicts, for every item in the run.
 
+    A half-written last line of that run's results (a killed run) is left out and named
+    in a logged warning; the run's files are never changed.
+
     Raises:
         InputError: the directory or file does not exist or a line does not validate.
     """
@@ -63,7 +69,10 @@ def load_source_verdicts(path: str | Path) -> dict[str, list[QuestionVerdict]]:
     if not (directory / "results.jsonl").is_file():
         raise InputError("no results.jsonl here", path=directory,
                          fix="pass the run directory written by `bineval evaluate` with the source LM.")
-    return {r.item_id: list(r.verdicts) for r in RunDirectory(directory).read_results()}
+    stored = RunDirectory(directory).read_stored_results()  # another run: read, never trimmed
+    if stored.unreadable:
+        logger.warning("%s Those items have no source verdicts.", stored.note())
+    return {r.item_id: list(r.verdicts) for r in stored.results}
 
 
 def _verdict(value: QuestionVerdict | dict[str, Any]) -> QuestionVerdict:

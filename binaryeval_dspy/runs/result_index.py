@@ -1,6 +1,6 @@
 """What a run directory already holds, read once and kept small; and appending new results to it.
 
-`StoredResults.read` goes through ``results.jsonl`` once (a last line cut short by a crash
+`ResultIndex.read` goes through ``results.jsonl`` once (a last line cut short by a crash
 is trimmed, a damaged complete line is refused naming file and line, as
 `ResultsFile.read_results` does) and keeps, per item, only what a resumed run needs: for a
 complete item its ids and hashes (to check the stored texts are the ones given now), for
@@ -43,8 +43,8 @@ class StoredRow:
     status: str | None
 
 
-class StoredResults:
-    """The results a run directory holds (see the module docstring). Use `StoredResults.read`."""
+class ResultIndex:
+    """The results a run directory holds (see the module docstring). Use `ResultIndex.read`."""
 
     def __init__(self, run_dir: Any, rows: dict[str, StoredRow], incomplete: dict[str, Any]) -> None:
         self.run_dir = run_dir
@@ -52,7 +52,7 @@ class StoredResults:
         self._incomplete = incomplete
 
     @classmethod
-    def read(cls, run_dir: Any) -> StoredResults:
+    def read(cls, run_dir: Any) -> ResultIndex:
         """Read `run_dir`'s results once (see `ResultsFile.iter_results` for what is repaired or refused).
 
         Raises:
