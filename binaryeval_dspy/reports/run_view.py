@@ -22,6 +22,12 @@ What is read, with the project's own readers (no LM call, nothing written to the
 * an optimizer comparison: ``config.json`` and ``<optimizer>/result.json``
   (`load_results`), the comparison table (`rows`), instructions and test records.
 
+A person can label the verdicts on the page: in an item's questions, set each question's
+label (yes / no) or mark the judge's verdict wrong, then download the labels as a verdicts
+file (`binaryeval_dspy.data.verdicts_file`; JSONL or CSV, made in the page as a Blob, no
+server), whose judge is ``human`` or the annotator id typed on the page. That file is what
+`bineval agreement --labels` and the optimizer's `labels` read (docs/viewer.md).
+
 Two runs (``bineval view RUN RUN2``) are compared item by item and question by question;
 an answer whose LM call failed (``error``) on either side is "not compared", never a flip.
 """
@@ -45,6 +51,7 @@ from binaryeval_dspy.runs.run_directory import FROZEN_QUESTION_SET, MANIFEST, RE
 from binaryeval_dspy.schemas.item_result import ItemResult, text_hash
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
+from binaryeval_dspy.schemas.verdict_record import HUMAN
 
 __all__ = ["RUN_KINDS", "VIEW_DATA_ID", "LoadedRun", "build_view_html", "compare_loaded_runs", "load_run",
            "read_manifest", "run_kind", "summary_differences", "view_data", "write_view"]
@@ -413,7 +420,7 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
                                     for v in ("yes", "no", "unparsed", "error")},
         "verdicts": [_verdict_data(v) for v in result.verdicts],
         "fields": result.fields, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
-        "tokens": result.usage.total_tokens,
+        "tokens": result.usage.total_tokens, "output_hash": result.output_hash,
     }
     if result.error:
         item["error"] = result.error
@@ -443,6 +450,7 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
         "items": [_item_data(r, run.texts) for r in run.results],
         "question_stats": _question_stats(run),
         "against_p_yes_why": AGAINST_VERDICT_WHY,
+        "label_judge": HUMAN,
     }
     if aggregation in ("score", "both") and run.results:
         summary = _summary(run)
