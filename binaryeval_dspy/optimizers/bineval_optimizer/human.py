@@ -7,6 +7,16 @@ instructions are rewritten; optionally the task prompt the questions came from i
 rewritten too and the questions regenerated from it. The loop stops early when the
 validation Spearman drops and keeps the best iteration.
 
+With question-level labels (`labels`: the records of a labels file, e.g. downloaded from
+`bineval view`), the failures are instead the questions whose answer differs from the
+label (`label_failures`): the note-taker sees each item's disagreeing questions with the
+label beside the verdict. The iteration's scores are then the agreement with the labels
+(Cohen's kappa and accuracy, on the training items and, held out from the lessons, the
+validation items), the selection score is the validation kappa (the training kappa
+without a validation set), and the loop stops early when it drops; human ratings are not
+needed. `label_failures.label_agreement_change` reads the before / after figures from the
+history.
+
 An item the evaluator could not score on every dimension (its replies did not parse, or
 its LM calls failed) is left out of that dimension's pooled Spearman; the iteration
 record counts and lists such items, the optimizer compares iterations only when they
@@ -16,15 +26,16 @@ were scored on the same items, and the early stop compares two iterations only t
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import dspy
 
 from binaryeval_dspy.data.human_scores import normalized_human_scores
-from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm.context import lm_context
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.metrics.correlation import pooled_spearman
-from binaryeval_dspy.optimizers.bineval_optimizer import evaluator_runs, prompt_slots
+from binaryeval_dspy.optimizers.bineval_optimizer import evaluator_runs, label_failures, prompt_slots
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import (
     Evaluation,
     ItemOutcome,
@@ -37,6 +48,7 @@ from binaryeval_dspy.runs.item_runs import item_id, judge_item_results
 from binaryeval_dspy.schemas.optimization_history import IterationRecord
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.lesson_extraction import QuestionEvidence
 
@@ -55,6 +67,15 @@ class HumanMode(UpdateMode):
             the questions from it with `QuestionGenerator` (paper Appendix B step 5).
         prompt_lm: LM for question regeneration (None: the configured LM).
         num_threads: items judged concurrently.
+        labels: question-level labels (verdicts-file records, judge ``human`` or annotator
+            ids; several annotators: their majority); when given, the failures are the
+            questions answered against them (see the module docstring). None: item scores
+            against `human_field` ratings.
+
+    Raises:
+        BinEvalError: `threshold` or `human_scale` out of range, or `labels` with
+            `regenerate_questions` (labels name question ids; regenerated questions have others).
+        InputError: `labels` hold no yes / no label.
     """
 
     name = "human"
@@ -63,7 +84,8 @@ class HumanMode(UpdateMode):
 
     def __init__(self, *, threshold: float = 0.3, human_field: str = "human",
                  human_scale: tuple[float, float] = (1.0, 5.0), regenerate_questions: bool = False,
-                 prompt_lm: LMHandle | dspy.LM | None = None, num_threads: int = 1) -> None:
+                 prompt_lm: LMHandle | dspy.LM | None = None, num_threads: int = 1,
+                 labels: Sequence[VerdictRecord] | None = None) -> None:
         if not 0.0 <= threshold < 1.0:
             raise BinEvalError(f"threshold must be in [0, 1), got {threshold}")
         if human_scale[1] == human_scale[0]:
@@ -75,6 +97,12 @@ class HumanMode(UpdateMode):
         self.prompt_lm = prompt_lm
         self.num_threads = num_threads
         self._dimensions: list[str] = []
+        self.labels: label_failures.Reference | None = None
+        if labels is not None:
+            if regenerate_questions:
+                raise BinEvalError("`labels` and `regenerate_questions` do not go together: labels name question "
+                                   "ids, and regenerated questions have other ids; drop one of them")
+            self.labels = label_failures.label_reference(labels)
 
     def validate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> None:
         target = evaluator_runs.require_bineval(program, self.name)
@@ -82,8 +110,19 @@ class HumanMode(UpdateMode):
         for name, items in (("trainset", trainset), ("valset", valset or [])):
             if name == "trainset" or items:
                 evaluator_runs.require_items(items, name)
+            if self.labels is not None:
+                continue
             for item in items:
                 normalized_human_scores(item, self._dimensions, field=self.human_field, scale=self.human_scale)
+        if self.labels is not None:
+            questions = [q.id for q in target.question_set.questions]
+            train_ids = [item_id(item, i) for i, item in enumerate(trainset)]
+            if not label_failures.labelled_pairs(train_ids, self.labels, questions):
+                raise InputError(
+                    f"no label names a training item and one of the evaluator's {len(questions)} questions "
+                    f"(training items e.g. {', '.join(train_ids[:3])}; questions e.g. {', '.join(questions[:3])})",
+                    field="labels", fix="label the training items' questions (the item and question ids of the "
+                                        "run the labels were made on), or pass the items the labels name.")
         if self.regenerate_questions and not target.question_set.task_prompt.strip():
             raise BinEvalError("regenerate_questions needs the question set's task_prompt; this set has none")
 
@@ -114,8 +153,57 @@ class HumanMode(UpdateMode):
                  for it in items]
         return pooled_spearman(model, human, self._dimensions), outcomes
 
+    def _compare_with_labels(self, program: BinEval, items: list[dspy.Example]
+                             ) -> tuple[list[list[QuestionVerdict] | None], list[ItemOutcome],
+                                        list[label_failures.ItemLabelComparison]]:
+        reference = self.labels if self.labels is not None else {}
+        judged, outcomes = self._judge(program, items)
+        questions = [q.id for q in program.question_set.questions]
+        comparisons = [label_failures.compare_item(item_id(item, i), judged[i], reference, questions)
+                       for i, item in enumerate(items)]
+        return judged, outcomes, comparisons
+
+    def _evaluate_with_labels(self, target: BinEval, trainset: list[dspy.Example],
+                              valset: list[dspy.Example] | None) -> Evaluation:
+        """Failures = the questions answered against the labels; scores = agreement with them."""
+        by_id = {q.id: q for q in target.question_set.questions}
+        _judged, train_outcomes, comparisons = self._compare_with_labels(target, trainset)
+        findings = []
+        for index, (item, found) in enumerate(zip(trainset, comparisons, strict=True)):
+            if not found.disagreements:
+                continue
+            evidence = [QuestionEvidence(
+                question=by_id[v.question_id].text, dimension=by_id[v.question_id].dimension, verdict=v.verdict,
+                explanation=v.explanation,
+                reference=f"A person labelled this question {label!r} for this output; the evaluator answered "
+                          f"{v.verdict!r}.") for v, label in found.disagreements]
+            findings.append(ItemFindings(
+                item_id=item_id(item, index), input=item.input, output=item.output, evidence=evidence,
+                severity=len(found.disagreements) / found.answered,
+                problem=(f"{len(found.disagreements)} of {found.answered} labelled questions answered against the "
+                         "person's labels.")))
+        scores = label_failures.label_scores("train", comparisons)
+        scores["train_failure_rate"] = len(findings) / len(trainset)
+        selection = scores["train_label_kappa"]
+        val_outcomes = None
+        if valset:
+            _judged, val_outcomes, val_comparisons = self._compare_with_labels(target, valset)
+            scores.update(label_failures.label_scores("val", val_comparisons))
+            selection = scores["val_label_kappa"]
+        stop = None if findings else "every labelled question the evaluator answered agrees with the labels"
+        if not findings and not any(c.answered for c in comparisons):
+            stop = "no labelled question of the training items was answered yes or no"
+        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
+                                failures=len(findings), stop_reason=stop)
+        evaluation.add_split("train", train_outcomes, selection=val_outcomes is None)
+        if val_outcomes is not None:
+            evaluation.add_split("val", val_outcomes, selection=True)
+        return evaluation
+
     def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
         target = evaluator_runs.require_bineval(program, self.name)
+        if self.labels is not None:
+            return self._evaluate_with_labels(target, trainset, valset)
         question_set = target.question_set
         judged, train_outcomes = self._judge(target, trainset)
         model, human, findings = [], [], []
@@ -164,16 +252,19 @@ class HumanMode(UpdateMode):
         return evaluation
 
     def early_stop(self, records: list[IterationRecord]) -> str | None:
-        """Stop when the selection Spearman dropped from the previous iteration, both
-        scored on the same items (else the two numbers are not comparable: no stop)."""
+        """Stop when the selection Spearman (with labels: the label kappa) dropped from the
+        previous iteration, both scored on the same items (else the two numbers are not
+        comparable: no stop)."""
         if len(records) < 2:
             return None
         if records[-1].selection_missing != records[-2].selection_missing:
             return None
         now, before = records[-1].selection_score, records[-2].selection_score
         if now is not None and before is not None and now < before:
-            which = "validation" if "val_spearman" in records[-1].scores else "training"
-            return f"the {which} Spearman dropped ({before:.3f} -> {now:.3f})"
+            scores = records[-1].scores
+            which = "validation" if "val_spearman" in scores or "val_label_kappa" in scores else "training"
+            figure = "label kappa" if self.labels is not None else "Spearman"
+            return f"the {which} {figure} dropped ({before:.3f} -> {now:.3f})"
         return None
 
     def apply(self, program: dspy.Module, new_prompts: dict[str, str], record: IterationRecord) -> None:

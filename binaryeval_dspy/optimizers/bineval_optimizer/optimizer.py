@@ -15,7 +15,7 @@ program keeps the best iteration's prompt; its history records everything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.optimizers.bineval_optimizer.cross_model import CrossModelMode, SourceVerdicts
 from binaryeval_dspy.optimizers.bineval_optimizer.generation import GenerationMode
 from binaryeval_dspy.optimizers.bineval_optimizer.human import HumanMode
+from binaryeval_dspy.optimizers.bineval_optimizer.label_failures import label_agreement_change
 from binaryeval_dspy.optimizers.bineval_optimizer.mode_base import UpdateMode, lm_name
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric
@@ -39,6 +40,7 @@ from binaryeval_dspy.programs.prompt_updater import (
     prompt_diff,
 )
 from binaryeval_dspy.schemas.optimization_history import IterationRecord, OptimizationHistory
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,11 @@ class BinEvalOptimizer(Teleprompter):
         human_field: ``human``: item field with {dimension: rating}.
         human_scale: ``human``: the ratings' [low, high].
         regenerate_questions: ``human``: rewrite the task prompt too and regenerate the questions.
+        labels: ``human``: question-level labels (the records of a verdicts file, judge
+            ``human`` or annotator ids, e.g. `read_verdicts("labels-human.jsonl")`); the
+            failures are then the questions answered against them, and the history's scores
+            the agreement with them (``val_label_kappa``, ``val_label_accuracy``, ...;
+            `label_agreement_change` gives before / after). None: item scores vs ratings.
         judge: ``generation``: the `BinEvalMetric` judging generated outputs.
         predictor_name: ``generation``: the predictor holding the generation prompt.
         keep: ``best`` (the highest selection score among the iterations scored on the same
@@ -102,6 +109,7 @@ class BinEvalOptimizer(Teleprompter):
         human_field: str = "human",
         human_scale: tuple[float, float] = (1.0, 5.0),
         regenerate_questions: bool = False,
+        labels: Sequence[VerdictRecord] | None = None,
         judge: BinEvalMetric | None = None,
         predictor_name: str | None = None,
         keep: Literal["best", "last"] = "best",
@@ -111,6 +119,8 @@ class BinEvalOptimizer(Teleprompter):
         super().__init__()
         if mode not in MODES:
             raise BinEvalError(f"mode must be one of {MODES}, got {mode!r}")
+        if labels is not None and mode != "human":
+            raise BinEvalError(f"`labels` apply to mode 'human' only, not {mode!r}; drop them or use mode='human'")
         if max_iterations < 1:
             raise BinEvalError(f"max_iterations must be >= 1, got {max_iterations}")
         if max_items_per_iteration < 1:
@@ -141,9 +151,11 @@ class BinEvalOptimizer(Teleprompter):
         elif mode == "human":
             self.strategy = HumanMode(threshold=threshold, human_field=human_field, human_scale=human_scale,
                                       regenerate_questions=regenerate_questions, prompt_lm=prompt_lm,
-                                      num_threads=num_threads)
+                                      num_threads=num_threads, labels=labels)
             self.config.update(threshold=threshold, human_field=human_field, human_scale=list(human_scale),
                                regenerate_questions=regenerate_questions)
+            if self.strategy.labels is not None:
+                self.config["labelled_questions"] = len(self.strategy.labels)
         else:
             if judge is None:
                 raise BinEvalError("mode 'generation' needs judge= (a BinEvalMetric that judges the outputs)")
@@ -269,9 +281,22 @@ class BinEvalOptimizer(Teleprompter):
         if history_path is not None:
             history.save(history_path)
         self._say(f"stopped: {history.stop_reason}; keeping iteration {best[0]}")
+        change = label_agreement_change(history)
+        if change is not None:
+            self._say(f"agreement with the labels on the {'validation' if change['split'] == 'val' else 'training'} "
+                      f"items: {_agreement_line(change['before'])} at iteration 0, "
+                      f"{_agreement_line(change['after'])} at iteration {best[0]}")
         compiled.optimization_history = history
         compiled._compiled = True
         return compiled
+
+
+def _agreement_line(side: dict[str, float | None]) -> str:
+    """``kappa 0.41, accuracy 0.78 (n 120, 26 disagree)`` ("n/a" where undefined)."""
+    def shown(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+    return (f"kappa {shown(side['kappa'])}, accuracy {shown(side['accuracy'])} "
+            f"(n {int(side['pairs'] or 0)}, {int(side['disagreements'] or 0)} disagree)")
 
 
 def best_iteration(records: list[IterationRecord]) -> int:
