@@ -53,7 +53,8 @@ FLAG_NAMES = {
     "predictions": "--predictions", "human_fields": "--human-fields", "run_dir": "--run",
     "constant_predictions": "--constant-predictions", "from_metrics": "--from-metrics",
     # question-level agreement (`bineval agreement --labels`), panels and cascades
-    "labels": "--labels", "verdicts": "--verdicts", "panels": "--panel", "cascades": "--cascade",
+    "labels": "--labels", "labels_file": "--labels", "verdicts": "--verdicts", "panels": "--panel",
+    "cascades": "--cascade",
     "band": "--band", "items": "--items", "target_kappa": "--target-kappa",
 }
 # A backticked name from FLAG_NAMES ("`max_cost`") always becomes its flag. Unbackticked, a

@@ -52,12 +52,13 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Path | None,
-                        regenerate_questions: bool) -> None:
+                        regenerate_questions: bool, labels_file: Path | None = None) -> None:
     """Refuse options that the chosen mode would silently ignore.
 
     Raises:
         InputError: --source-lm / --source-verdicts outside ``cross_model``, both of them
-            together, ``cross_model`` without either, or --regenerate-questions outside ``human``.
+            together, ``cross_model`` without either, --regenerate-questions or --labels outside
+            ``human``, or both of them.
     """
     if mode != "cross_model":
         given = [name for name, value in (("--source-lm", source_lm), ("--source-verdicts", source_verdicts))
@@ -74,6 +75,13 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
     if regenerate_questions and mode != "human":
         raise InputError(f"--regenerate-questions only applies to --mode human, not {mode}",
                          field="--regenerate-questions", fix="drop it, or pass --mode human.")
+    if labels_file is not None and mode != "human":
+        raise InputError(f"--labels only applies to --mode human, not {mode}", field="--labels",
+                         fix="drop it, or pass --mode human.")
+    if labels_file is not None and regenerate_questions:
+        raise InputError("--labels and --regenerate-questions do not go together: labels name question ids, and "
+                         "regenerated questions have other ids", field="--labels",
+                         fix="drop one of them.")
 
 
 @click.command("optimize")
@@ -102,6 +110,10 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
               help="LM for lessons, rewrites, proposals and reflection (default: --lm, i.e. self-update).")
 @click.option("--regenerate-questions/--keep-questions", default=False, show_default=True,
               help="human: also rewrite the task prompt and regenerate the questions each iteration.")
+@click.option("--labels", "labels_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="human: question-level labels on the SummEval items (a verdicts file, e.g. downloaded from "
+                   "bineval view). The BinEval optimizer learns from the questions answered against them, and the "
+                   "table adds every row's agreement with them (kappa, accuracy) on the test items.")
 @click.option("--iterations", default=5, show_default=True, type=click.IntRange(min=1),
               help="BinEval optimizer: most prompt updates T (paper: 5).")
 @click.option("--max-lessons", default=10, show_default=True, type=click.IntRange(min=1))
@@ -127,7 +139,8 @@ def _check_mode_options(mode: str, *, source_lm: str | None, source_verdicts: Pa
 def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Path | None, limit: int | None,
                      seed: int, questions_path: Path | None, questions_per_dimension: int,
                      target_instructions: Path | None, source_lm: str | None, source_verdicts: Path | None,
-                     prompt_lm: str | None, regenerate_questions: bool, iterations: int, max_lessons: int,
+                     prompt_lm: str | None, regenerate_questions: bool, labels_file: Path | None, iterations: int,
+                     max_lessons: int,
                      max_prompt_chars: int, mipro_candidates: int, mipro_trials: int, copro_breadth: int,
                      copro_depth: int, gepa_metric_calls: int, simba_metric_calls: int | None, threads: int,
                      report_only: bool, cache: bool, lm_spec: str,
@@ -154,7 +167,7 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
         out_dir = Path("runs") / f"optimize-{mode}-{slug(lm_spec)}"
     _check_out_dir(out_dir)
     _check_mode_options(mode, source_lm=source_lm, source_verdicts=source_verdicts,
-                        regenerate_questions=regenerate_questions)
+                        regenerate_questions=regenerate_questions, labels_file=labels_file)
     instructions = None
     if target_instructions is not None:
         if not target_instructions.is_file():
@@ -181,7 +194,7 @@ def optimize_command(mode: str, compare: str, out_dir: Path | None, data_dir: Pa
                         questions_per_dimension=questions_per_dimension, target_instructions=instructions,
                         source_lm=source_handle, source_verdicts_dir=source_verdicts,
                         regenerate_questions=regenerate_questions, prompt_lm=prompt_handle, judge_lm=prompt_handle,
-                        num_threads=threads)
+                        num_threads=threads, labels_file=labels_file)
     budgets = ComparisonBudgets(bineval_iterations=iterations, bineval_max_lessons=max_lessons,
                                 bineval_max_prompt_chars=max_prompt_chars, mipro_candidates=mipro_candidates,
                                 mipro_trials=mipro_trials, copro_breadth=copro_breadth, copro_depth=copro_depth,

@@ -118,6 +118,8 @@ def rows(config: dict[str, Any], results: list[OptimizerResult]) -> tuple[list[s
     primary = primary_metric(kind, mode, metrics[0] if metrics else {})
     secondary = {"summeval": ["spearman", "human_agreement"] if mode == "cross_model" else ["human_agreement"],
                  "ifbench": ["strict_accuracy"] if primary == "loose_accuracy" else []}[kind]
+    if metrics and "label_kappa" in metrics[0]:  # question-level labels: agreement with them, held out
+        secondary = [*secondary, "label_kappa", "label_accuracy"]
     header = ["optimizer", f"test {primary} [95% CI]", *[f"test {s}" for s in secondary],
               "test items scored / n", "optimization metric calls scored / n", "LM calls (optimize / test)",
               "optimize tokens prompt / completion / cached", "test tokens prompt / completion / cached",

@@ -212,6 +212,32 @@ def evaluator_metrics(records: list[dict[str, Any]]) -> dict[str, MetricValue]:
     out["human_agreement"] = _mean_metric([_human_agreement(m, h) for m, h in zip(model, human, strict=True)])
     if "agreement" in records[0]:
         out["agreement"] = _mean_metric([r.get("agreement") for r in records])
+    if "label_cells" in records[0]:
+        out.update(label_metrics(records))
+    return out
+
+
+def label_metrics(records: Sequence[dict[str, Any]]) -> dict[str, MetricValue]:
+    """Agreement with question-level labels on the test items: ``label_kappa`` (Cohen's
+    kappa) and ``label_accuracy`` of the pooled judge-vs-label cells, each with its 95%
+    bootstrap interval over items (`binaryeval_dspy.metrics.bootstrap.agreement_ci`, seed 0).
+
+    ``n`` is the items with at least one labelled question answered yes / no, ``total``
+    the test items; a value is None when undefined (no answered pair; kappa of one answer
+    on both sides).
+    """
+    import numpy as np
+
+    cells = np.array([r["label_cells"] for r in records if sum(r["label_cells"])], dtype=float).reshape(-1, 4)
+    out = {}
+    for name, statistic in (("label_kappa", "kappa"), ("label_accuracy", "accuracy")):
+        if not len(cells):
+            out[name] = MetricValue(value=None, n=0, total=len(records))
+            continue
+        interval = bootstrap.agreement_ci(cells, statistic=statistic)
+        finite = [None if v is None or not math.isfinite(v) else float(v)
+                  for v in (interval.estimate, interval.low, interval.high)]
+        out[name] = MetricValue(value=finite[0], low=finite[1], high=finite[2], n=len(cells), total=len(records))
     return out
 
 

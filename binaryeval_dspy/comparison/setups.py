@@ -26,12 +26,14 @@ from binaryeval_dspy.data.rows import read_jsonl_rows
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.lm import LMHandle, lm_context
 from binaryeval_dspy.optimizers import BinEvalOptimizer
+from binaryeval_dspy.optimizers.bineval_optimizer.label_failures import compare_item, label_reference
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.bineval_metric import BinEvalMetric
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
 from binaryeval_dspy.runs import generate_outputs, judge_items
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
+from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 from binaryeval_dspy.scoring import score_verdicts
 from binaryeval_dspy.signatures.response_generation import RespondToPrompt
 
@@ -107,9 +109,13 @@ class ComparisonSetup:
 
         question_set = getattr(self, "question_set", None)
         instructions = getattr(self, "judge_instructions", None) or getattr(self, "starting_instructions", None)
-        return {"question_set_hash": question_set.content_hash if question_set is not None else None,
-                "instructions_hash": digest(instructions),
-                "regenerate_questions": getattr(self, "regenerate_questions", None)}
+        point = {"question_set_hash": question_set.content_hash if question_set is not None else None,
+                 "instructions_hash": digest(instructions),
+                 "regenerate_questions": getattr(self, "regenerate_questions", None)}
+        labels = getattr(self, "labels", None)
+        if labels:  # only then: a comparison started before labels existed resumes as it was
+            point["labels_hash"] = digest("\n".join(sorted(r.model_dump_json() for r in labels)))
+        return point
 
 
 # ====================================================================== SummEval
@@ -125,6 +131,11 @@ class EvaluatorSetup(ComparisonSetup):
         source_verdicts: ``cross_model``: precomputed verdicts by item id (else computed).
         regenerate_questions: ``human``: passed to the BinEvalOptimizer.
         human_scale: the ratings' scale (SummEval: 1-5).
+        labels: ``human``: question-level labels (verdicts-file records). The BinEval
+            optimizer learns from the questions answered against them, and every
+            optimizer's test records carry each item's judge-vs-label cells, so the
+            comparison reports the agreement with the labels (kappa, accuracy) on the
+            held-out test items, the unoptimized program's row being the "before".
     """
 
     question_set: QuestionSet | None = None
@@ -134,6 +145,7 @@ class EvaluatorSetup(ComparisonSetup):
     source_verdicts: dict[str, list[QuestionVerdict]] | None = None
     regenerate_questions: bool = False
     human_scale: tuple[float, float] = (1.0, 5.0)
+    labels: list[VerdictRecord] | None = None
 
     def __post_init__(self) -> None:
         if self.question_set is None:
@@ -141,6 +153,9 @@ class EvaluatorSetup(ComparisonSetup):
         if self.evaluator_mode not in ("human", "cross_model"):
             raise BinEvalError(f"evaluator_mode must be human or cross_model, got {self.evaluator_mode!r}")
         self.kind, self.mode = "summeval", self.evaluator_mode
+        if self.labels is not None and self.evaluator_mode != "human":
+            raise BinEvalError(f"`labels` apply to the human set-up only, not {self.evaluator_mode}")
+        self._reference = label_reference(self.labels) if self.labels is not None else None
         for ex in [*self.split.train, *self.split.val, *self.split.test]:
             normalized_human_scores(ex, self.question_set.dimensions, scale=self.human_scale)  # fail early
 
@@ -203,14 +218,17 @@ class EvaluatorSetup(ComparisonSetup):
         if self.evaluator_mode == "human":
             return BinEvalOptimizer("human", max_iterations=max_iterations, prompt_lm=self.prompt_lm,
                                     human_scale=self.human_scale, regenerate_questions=self.regenerate_questions,
-                                    num_threads=self.num_threads, progress=self.progress, **settings)
+                                    num_threads=self.num_threads, progress=self.progress, labels=self.labels,
+                                    **settings)
         return BinEvalOptimizer("cross_model", max_iterations=max_iterations, prompt_lm=self.prompt_lm,
                                 source=self.source_verdicts, num_threads=self.num_threads, progress=self.progress,
                                 **settings)
 
     def test(self, program: dspy.Module) -> list[dict[str, Any]]:
         """Per test item: the evaluator's dimension scores, the normalized human ratings and,
-        in cross-model mode, the agreement with the source's verdicts."""
+        in cross-model mode, the agreement with the source's verdicts; with `labels`, its
+        judge-vs-label cells (``label_cells``: yes_yes, yes_no, no_yes, no_no) and the
+        labelled questions not answered yes / no (``label_unanswered``)."""
         judged = judge_items(program, self.split.test, num_threads=self.num_threads)
         records = []
         agreement = self.metric() if self.evaluator_mode == "cross_model" else None
@@ -227,6 +245,11 @@ class EvaluatorSetup(ComparisonSetup):
             if agreement is not None:
                 pred = dspy.Prediction(verdicts=verdicts or [])
                 record["agreement"] = float(agreement(item, pred).score) if verdicts else None
+            if self._reference is not None:
+                found = compare_item(str(item.item_id), verdicts, self._reference,
+                                     [q.id for q in program.question_set.questions])
+                record["label_cells"] = [int(c) for c in found.cells]
+                record["label_unanswered"] = found.unanswered
             records.append(record)
         return records
 

@@ -7,9 +7,17 @@ Every LM here is scripted (tests/fakes.py): plumbing only, never a model's judgm
 
 from __future__ import annotations
 
-import dspy
-import pytest
+import json
 
+import dspy
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from binaryeval_dspy.cli.main import cli
+from binaryeval_dspy.comparison import metrics_from_records
+from binaryeval_dspy.comparison.splits import load_summeval_items
+from binaryeval_dspy.data.verdicts_file import write_verdicts
 from binaryeval_dspy.errors import BinEvalError, InputError
 from binaryeval_dspy.optimizers import BinEvalOptimizer
 from binaryeval_dspy.optimizers.bineval_optimizer import label_agreement_change
@@ -17,6 +25,7 @@ from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 from tests.fakes import field_value, scripted_lm
 from tests.method.test_bineval_optimizer import ANCHOR, NUMBERS, NUMBERS_LESSON, items, judge_answer
+from tests.method.test_comparison import scripted_cli_lm  # noqa: F401 - fixture
 from tests.update_scripts import append_rewrite, evidence_of, never_duplicate, route
 
 QUESTIONS = ("consistency-01", "consistency-02", "fluency-01")
@@ -140,3 +149,56 @@ def test_labels_are_checked_before_any_lm_call(small_question_set):
     unanswered = [r.model_copy(update={"verdict": "unparsed"}) for r in labels_for(trainset)]
     with pytest.raises(InputError, match="no yes / no label"):
         BinEvalOptimizer("human", labels=unanswered)
+
+
+# ---------------------------------------------------------------- bineval optimize --labels
+
+def test_optimize_with_labels_learns_from_them_and_reports_agreement_on_the_test_items(
+        tmp_path, comparison_data_dir, comparison_question_file, scripted_cli_lm):  # noqa: F811
+    # the scripted judge answers "no" to both questions for a bad summary; the person finds
+    # bad summaries incoherent but fluent: the fluency answers of bad summaries disagree
+    labels = []
+    for ex in load_summeval_items(comparison_data_dir):
+        bad = " bad" in ex.output
+        labels += [VerdictRecord(item_id=str(ex.item_id), question_id="coherence-01", judge="ann-1",
+                                 verdict="no" if bad else "yes"),
+                   VerdictRecord(item_id=str(ex.item_id), question_id="fluency-01", judge="ann-1", verdict="yes")]
+    labels_file = write_verdicts(labels, tmp_path / "labels-ann-1.jsonl")
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(cli, [
+        "optimize", "--mode", "human", "--compare", "bineval", "--data-dir", str(comparison_data_dir),
+        "--questions", str(comparison_question_file), "--labels", str(labels_file), "--out", str(out),
+        "--limit", "4", "--iterations", "1"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    ids = config["setup"]["ids"]
+    bad = {name: [i for i in ids[name] if i.endswith("M2")] for name in ("train", "val", "test")}
+    history = json.loads((out / "bineval" / "history.json").read_text())
+    first = history["iterations"][0]
+    assert first["failures"] == len(bad["train"]) > 0
+    assert first["scores"]["train_label_disagreements"] == len(bad["train"])
+    assert "agreement with the labels on the validation items" in result.output
+    # every row's test records carry the judge-vs-label cells of the held-out test items
+    for name in ("unoptimized", "bineval"):
+        records = json.loads((out / name / "result.json").read_text())["test_records"]
+        cells = np.sum([r["label_cells"] for r in records], axis=0)
+        good = len(ids["test"]) - len(bad["test"])
+        # yes_yes: the good items' two questions; yes_no: none; no_yes: bad fluency; no_no: bad coherence
+        assert cells.tolist() == [2 * good, 0, len(bad["test"]), len(bad["test"])]
+    metrics = metrics_from_records("summeval", records)
+    n = cells.sum()
+    p_o = (cells[0] + cells[3]) / n
+    p_e = ((cells[0] + cells[1]) * (cells[0] + cells[2]) + (cells[2] + cells[3]) * (cells[1] + cells[3])) / n ** 2
+    assert metrics["label_kappa"].value == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-12)
+    assert metrics["label_accuracy"].value == pytest.approx(p_o, abs=1e-12)
+    report = (out / "comparison.md").read_text()
+    assert "test label_kappa" in report and "test label_accuracy" in report and "labels-ann-1.jsonl" in report
+
+
+def test_optimize_refuses_labels_outside_the_human_mode(tmp_path, scripted_cli_lm):  # noqa: F811
+    labels_file = write_verdicts([VerdictRecord(item_id="a", question_id="q", judge="human", verdict="yes")],
+                                 tmp_path / "labels.jsonl")
+    result = CliRunner().invoke(cli, ["optimize", "--mode", "generation", "--labels", str(labels_file),
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--labels only applies to --mode human" in " ".join(result.output.split())
+    assert scripted_cli_lm == []
