@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.data.verdicts_file import read_verdicts
+from binaryeval_dspy.optimizers.bineval_optimizer.label_failures import label_reference
 from binaryeval_dspy.reports.run_view import view_data, write_view
 from binaryeval_dspy.schemas.item_result import text_hash
 from tests.headless_chromium import Browser, find_chromium
@@ -105,7 +106,11 @@ def test_labels_set_on_the_page_download_as_a_verdicts_file(run_dir, tmp_path): 
     assert {r.judge for r in annotated} == {"ann 1/<b>"}
     assert [r.model_dump(exclude={"judge"}) for r in annotated] == [r.model_dump(exclude={"judge"}) for r in human]
 
-    # the downloaded file is a labels file for `bineval agreement`, against the run's own verdicts
+    # ... the labels the optimizer's human mode learns from (`labels`) ...
+    assert label_reference(read_verdicts(as_human)) == {("item-1", "consistency-02"): True,
+                                                        (HOSTILE_ID, "consistency-01"): False,
+                                                        (HOSTILE_ID, "fluency-01"): True}
+    # ... and a labels file for `bineval agreement`, against the run's own verdicts
     result = CliRunner().invoke(cli, ["agreement", "--labels", str(as_human), "--verdicts", str(run_dir),
                                       "--out", str(tmp_path / "agreement")])
     assert result.exit_code == 0, result.output
