@@ -302,19 +302,37 @@ def evaluate_command(base_url: str, qs: Path, items: Path, out: Path, engine: st
             "--concurrency", str(concurrency), "--id-field", "id", *extra]
 
 
-def run_measured(command: list[str], out: Path, env: dict | None = None) -> dict:
+def run_measured(command: list[str], out: Path, env: dict | None = None, *, sample_rss: float | None = None) -> dict:
     """Run `command` (a ``bineval`` process) and measure that one process with ``os.wait4``.
 
     Returns ``{"code", "seconds" (wall, from spawn to exit), "cpu" (user + system CPU seconds of
     the process and the children it waited for), "peak_mb" (its peak RSS, ru_maxrss, MiB),
-    "output" (stdout + stderr text)}``. A fresh DSPy cache folder beside `out` (nothing is
-    answered from an earlier run's cache).
+    "output" (stdout + stderr text), "rss" (with `sample_rss`: ``(time.monotonic(), MiB)`` of
+    its resident set every `sample_rss` seconds, from ``/proc/<pid>/status``)}``. A fresh DSPy
+    cache folder beside `out` (nothing is answered from an earlier run's cache).
     """
     env = {**os.environ, "DSPY_CACHEDIR": str(out) + ".dspy-cache", "PYTHONPATH": str(ROOT), **(env or {})}
     log = Path(str(out) + ".log")
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        samples: list[tuple[float, float]] = []
+        sampler = None
+        if sample_rss:
+            import threading
+
+            def sample() -> None:
+                status_file = Path(f"/proc/{proc.pid}/status")
+                while proc.returncode is None:
+                    try:
+                        rss = next(line for line in status_file.read_text().splitlines() if line.startswith("VmRSS:"))
+                    except (OSError, StopIteration):
+                        break  # gone (or a zombie: its memory is freed)
+                    samples.append((time.monotonic(), int(rss.split()[1]) / 1024))
+                    time.sleep(sample_rss)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
         try:
             _pid, status, usage = os.wait4(proc.pid, 0)
         except BaseException:
@@ -322,9 +340,12 @@ def run_measured(command: list[str], out: Path, env: dict | None = None) -> dict
             proc.wait()
             raise
         proc.returncode = os.waitstatus_to_exitcode(status)
+        if sampler is not None:
+            sampler.join()
     seconds = time.perf_counter() - started
     return {"code": proc.returncode, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
-            "peak_mb": usage.ru_maxrss / 1024, "output": log.read_text(encoding="utf-8", errors="replace")}
+            "peak_mb": usage.ru_maxrss / 1024, "output": log.read_text(encoding="utf-8", errors="replace"),
+            "rss": samples}
 
 
 def last_line(output: str) -> str:

@@ -22,10 +22,12 @@ cache, distinct items (no call is answered from a cache) and 12 questions per it
    items. Achieved rate = replies / (last reply - first request) as the endpoint saw them (no
    start-up, no imports); ideal rate = in flight / latency. Targets: achieved / ideal >= 0.85 at
    64 in flight; the 256-in-flight rate >= the 64 one.
-3. **profile**: one run of ``--profile-items`` items at 0 s latency under ``py-spy record``
-   (all threads, ``--idle`` off so only samples on CPU count, ``--gil`` off); prints the
-   functions with the most samples, on their own (self) and with what they call (total), as
-   shares of all the run's samples.
+3. **profile**: one run of ``--profile-items`` items at 0 s latency under ``py-spy record
+   --gil`` (each sample is the thread that holds the interpreter lock; without ``--gil``,
+   py-spy counted the 64 worker threads blocked in ``queue.get`` / ``Condition.wait`` as
+   active, 40-50% of the samples, on this loaded machine); prints the functions with the most
+   samples, on their own (self) and with what they call (total), as shares of the samples of
+   the per-request path and of the whole process.
 
 No figure here is a quality claim: the verdicts are scripted. The machine has 2 cores shared by a
 team: the load average is printed beside each figure, and a ratio from one run is noisy.
@@ -48,6 +50,8 @@ from benchmarks.engines import (TimedEndpoint, evaluate_command, last_line, load
                                 write_inputs)
 
 QUESTIONS = 12
+#: py-spy's samples per second.
+RATE = 100
 
 
 def cpu_per_request(folder: Path, small: int, large: int, concurrency: int) -> None:
@@ -120,13 +124,14 @@ def profile(folder: Path, n_items: int, concurrency: int, top: int, keep: Path |
         return
     raw = (keep or folder / "profile.txt")
     print(f"\n## 3. Profile of one live run, {n_items} items x {QUESTIONS} questions, scripted endpoint at 0 s latency, "
-          f"{concurrency} in flight (py-spy record, 200 Hz, all threads, samples on CPU only)")
+          f"{concurrency} in flight (py-spy record --gil, {RATE} Hz: each sample is the thread holding Python's "
+          "interpreter lock, so the shares are of the Python CPU the process spent)")
     qs, items = write_inputs(folder, n_items, QUESTIONS)
     out = folder / "profile-run"
     with TimedEndpoint(0.0) as endpoint:
         mark = endpoint.mark()
         command = evaluate_command(endpoint.base_url, qs, items, out, "live", concurrency,
-                                   python=[spy, "record", "--rate", "200", "--format", "raw", "--output", str(raw),
+                                   python=[spy, "record", "--gil", "--rate", str(RATE), "--format", "raw", "--output", str(raw),
                                            "--", sys.executable])
         run = run_measured(command, out)
         sent = endpoint.count(mark)
@@ -163,9 +168,9 @@ def summarize_profile(raw: Path, top: int, sent: int, run: dict, *, only_sending
             total_count[frame] += n
     what = ("per-request path (stacks through engines/threads.py, plan_runner.py or senders.py)" if only_sending
             else "whole process (imports, set-up and reports included)")
-    print(f"\n### {what}: {samples} of {everything} samples ({samples / 200:.1f} CPU-s at 200 Hz; the run sent {sent} "
-          f"requests: {1000 * samples / 200 / max(1, sent):.2f} CPU-ms per request on this path; process CPU "
-          f"{run['cpu']:.1f} s under py-spy)")
+    print(f"\n### {what}: {samples} of {everything} samples ({samples / RATE:.1f} s holding the interpreter lock at {RATE} Hz; the "
+          f"run sent {sent} requests: {1000 * samples / RATE / max(1, sent):.2f} ms per request on this path; CPU of "
+          f"py-spy and the process {run['cpu']:.1f} s)")
     print("| self % | function (file:line) | | total % | function (file:line) |")
     print("|---:|---|---|---:|---|")
     by_self = self_count.most_common(top)

@@ -5,6 +5,7 @@ Usage (from the repository root, the worktree's venv active):
     python benchmarks/run_memory.py                                  # 100 and 10,000 items, 12 questions
     python benchmarks/run_memory.py --sizes 100,2000 --questions 12
     python benchmarks/run_memory.py --sizes 100,2000 --where          # also: where the memory goes
+    python benchmarks/run_memory.py --sizes 100 --where --where-sizes 100,2000
 
 The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
 benchmarks/engines.py; request bodies are counted, not kept), at 0 s latency, served by threads of
@@ -13,11 +14,13 @@ own, with a fresh DSPy cache and distinct items (every question is a request).
 
 1. **peak**: per size, the peak resident set of the ``bineval`` process (``ru_maxrss`` from
    ``os.wait4``: the kernel's high-water mark, sampled by nothing), and the ratio of the largest
-   size's peak to the smallest's. Target: <= 1.3.
-2. **where** (``--where``): the same runs again under ``tracemalloc`` (Python allocations only,
-   10 frames; this slows a run down 2-3x): a thread in the ``bineval`` process takes a snapshot
-   each time the traced memory has grown by 10% since the last one, so the last snapshot is
-   within 10% of the peak; printed: the traced peak, and the lines of code that held the most of
+   size's peak to the smallest's. Target: <= 1.3. Beside it, the largest RSS sampled (every
+   0.2 s from ``/proc``) until the endpoint's last reply: what the sending part of the run
+   holds, before the end-of-run reports.
+2. **where** (``--where``): runs of ``--where-sizes`` items under ``tracemalloc`` (Python
+   allocations only, 6 frames; this slows a run down several times): a thread in the ``bineval``
+   process takes a snapshot each time the traced memory has grown by 20% since the last one (at
+   most one per 5 s), so the last snapshot is near the peak (its size is printed beside it); printed: the traced peak, and the lines of code that held the most of
    it at that snapshot (with the caller in our package that led there). RSS above the traced
    peak is the interpreter, imported modules' code, C libraries and allocator slack.
 
@@ -43,15 +46,16 @@ from benchmarks.engines import (TimedEndpoint, evaluate_command, last_line, load
 TRACED_MAIN = r"""
 import json, sys, threading, tracemalloc, linecache
 out = sys.argv.pop(1)
-tracemalloc.start(10)
+tracemalloc.start(6)
 state = {"snapshot": None, "size": 0, "stop": False}
 
 def watch():
     import time
     while not state["stop"]:
         current, _peak = tracemalloc.get_traced_memory()
-        if current > state["size"] * 1.1 + 2**20:
+        if current > state["size"] * 1.2 + 2**20:
             state["snapshot"], state["size"] = tracemalloc.take_snapshot(), current
+            time.sleep(5.0)  # a snapshot costs seconds at a few hundred MiB: not more than one per 5 s
         time.sleep(0.5)
 
 threading.Thread(target=watch, daemon=True).start()
@@ -97,8 +101,9 @@ def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, wher
     label = "under tracemalloc" if where else ""
     print(f"\n## Peak memory of `bineval evaluate --engine live --concurrency {concurrency}` {label}, scripted endpoint "
           f"(tests/fake_endpoint.py) at 0 s latency, {questions} questions per item")
-    print("| items | requests | exit | wall s | CPU s | peak RSS MiB | traced peak MiB | load |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| items | requests | exit | wall s | CPU s | peak RSS MiB | RSS at the last reply MiB (sampled, 0.2 s) "
+          "| traced peak MiB | load |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     results = {}
     with TimedEndpoint(0.0) as endpoint:
         for n_items in sizes:
@@ -111,14 +116,17 @@ def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, wher
                 at = command.index("-m")
                 del command[at:at + 2]
             mark = endpoint.mark()
-            run = run_measured(command, out)
+            run = run_measured(command, out, sample_rss=0.2)
             sent = endpoint.count(mark)
+            window = endpoint.window(mark)
+            sending = [mb for at, mb in run["rss"] if window and at <= window[2]]
             info = json.loads(traced.read_text()) if where and traced.exists() else None
             results[n_items] = (run, info)
             print(f"| {n_items} | {sent} | {run['code']} | {run['seconds']:.0f} | {run['cpu']:.0f} | "
-                  f"{run['peak_mb']:.0f} | {info['peak_mib']:.0f} | {load_average()} |" if info else
+                  f"{run['peak_mb']:.0f} | {max(sending) if sending else float('nan'):.0f} | "
+                  f"{info['peak_mib']:.0f} | {load_average()} |" if info else
                   f"| {n_items} | {sent} | {run['code']} | {run['seconds']:.0f} | {run['cpu']:.0f} | "
-                  f"{run['peak_mb']:.0f} | | {load_average()} |")
+                  f"{run['peak_mb']:.0f} | {max(sending) if sending else float('nan'):.0f} | | {load_average()} |")
             if run["code"] != 0:
                 print(f"failed: {last_line(run['output'])}")
                 return
@@ -144,7 +152,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,10000", help="item counts, smallest first")
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--where", action="store_true", help="also run each size under tracemalloc")
+    parser.add_argument("--where", action="store_true", help="also run under tracemalloc (sizes: --where-sizes)")
+    parser.add_argument("--where-sizes", default="100,2000", help="item counts of the tracemalloc runs")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# Run memory benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts). "
@@ -153,7 +162,7 @@ def main() -> None:
         folder = Path(tmp)
         peaks(folder, sizes, args.questions, args.concurrency, where=False)
         if args.where:
-            peaks(folder, sizes, args.questions, args.concurrency, where=True)
+            peaks(folder, [int(x) for x in args.where_sizes.split(",")], args.questions, args.concurrency, where=True)
 
 
 if __name__ == "__main__":
