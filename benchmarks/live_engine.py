@@ -6,6 +6,7 @@ Usage (from the repository root, the worktree's venv active):
     python benchmarks/live_engine.py --parts cpu --small 32 --large 320
     python benchmarks/live_engine.py --parts rate --rate-items 256 --latency 0.2
     python benchmarks/live_engine.py --parts profile --profile-items 256   # needs py-spy in the venv
+    python benchmarks/live_engine.py --parts states                      # where the threads wait (py-spy)
 
 The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
 benchmarks/engines.py: its verdicts depend on the item and the question, about 1 in 4 "no"),
@@ -28,6 +29,8 @@ cache, distinct items (no call is answered from a cache) and 12 questions per it
    active, 40-50% of the samples, on this loaded machine); prints the functions with the most
    samples, on their own (self) and with what they call (total), as shares of the samples of
    the per-request path and of the whole process.
+4. **states**: where the threads are during a run at ``--latency`` with the low ``--levels``
+   in flight: six ``py-spy dump``s, counted by thread kind and top frames.
 
 No figure here is a quality claim: the verdicts are scripted. The machine has 2 cores shared by a
 team: the load average is printed beside each figure, and a ratio from one run is noisy.
@@ -202,9 +205,51 @@ def _is_frame_of_every_stack(frame: str) -> bool:
     return frame.startswith(("_bootstrap (", "_bootstrap_inner (", "run (threading.py", "<module> ("))
 
 
+def thread_states(folder: Path, n_items: int, latency: float, concurrency: int, dumps: int) -> None:
+    """Where the live engine's threads are while it runs at `latency`: `dumps` ``py-spy dump
+    --nonblocking`` of the ``bineval`` process, 1 s apart, once 300 requests have arrived; counts
+    of (thread kind, top three frames) over all dumps."""
+    import collections
+    import os
+    import subprocess
+    import time
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    print(f"\n## 4. Thread states, live engine, {concurrency} in flight, scripted endpoint at {latency:g} s latency "
+          f"({dumps} py-spy dumps 1 s apart, {n_items} items x {QUESTIONS} questions)")
+    qs, items = write_inputs(folder, n_items, QUESTIONS)
+    out = folder / "states-run"
+    states: collections.Counter = collections.Counter()
+    with TimedEndpoint(latency) as endpoint:
+        command = evaluate_command(endpoint.base_url, qs, items, out, "live", concurrency)
+        env = {**os.environ, "DSPY_CACHEDIR": str(out) + ".dspy-cache", "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while endpoint.count((0, 0)) < 300 and proc.poll() is None:
+                time.sleep(0.1)
+            for _ in range(dumps):
+                dump = subprocess.run([spy, "dump", "--nonblocking", "--pid", str(proc.pid)], capture_output=True,
+                                      text=True).stdout
+                for block in dump.split("\nThread ")[1:]:
+                    head, *frames = block.splitlines()
+                    top = " < ".join(f.strip().split(" (")[0] for f in frames[:3] if f.strip())
+                    kind = ("sending thread" if "bineval-call" in head else "cache thread" if "bineval-cache" in head
+                            else "other thread")
+                    states[(kind, top)] += 1
+                time.sleep(1.0)
+        finally:
+            proc.wait()
+    print("| samples | thread | top frames |")
+    print("|---:|---|---|")
+    for (kind, top), count in states.most_common(12):
+        print(f"| {count} | {kind} | `{top}` |")
+    print(f"\n(A sending thread in `work` is waiting for a call to send: the plan runner on the main thread "
+          f"has not handed one out.) {load_average()}.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="cpu,rate", help="comma-separated: cpu, rate, profile")
+    parser.add_argument("--parts", default="cpu,rate", help="comma-separated: cpu, rate, profile, states")
     parser.add_argument("--small", type=int, default=32, help="items of the small run of the cpu part")
     parser.add_argument("--large", type=int, default=320, help="items of the large run of the cpu part")
     parser.add_argument("--concurrency", type=int, default=64, help="in flight for the cpu and profile parts")
@@ -226,6 +271,8 @@ def main() -> None:
             rate(folder, args.rate_items, args.latency, tuple(int(x) for x in args.levels.split(",")))
         if "profile" in parts:
             profile(folder, args.profile_items, args.concurrency, args.top, args.keep_profile)
+        if "states" in parts:
+            thread_states(folder, args.rate_items, args.latency, int(args.levels.split(",")[0]), dumps=6)
 
 
 if __name__ == "__main__":

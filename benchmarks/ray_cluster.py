@@ -54,6 +54,11 @@ from benchmarks.engines import (TimedEndpoint, comparable, differences, evaluate
                                 load_average, run_measured, write_inputs)
 
 
+#: A gap between two requests arriving longer than this (s) counts as a pause (no request in flight
+#: was answered and none sent: e.g. between one task's block and the next).
+PAUSE = 0.25
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,7 +142,11 @@ def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, ou
     run["sent"] = endpoint.count(mark)
     window = endpoint.window(mark, skip=1)  # the driver's own first request left out
     with endpoint._lock:
-        arrivals = endpoint.arrivals[mark[0]:mark[0] + 2]
+        arrivals = endpoint.arrivals[mark[0]:]
+    gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
+    run["paused"] = sum(g for g in gaps if g > PAUSE)
+    run["pauses"] = sum(1 for g in gaps if g > PAUSE)
+    arrivals = arrivals[:2]
     run["rate"] = window[0] / (window[2] - window[1]) if window and window[2] > window[1] else None
     joined = joined_seconds(run["output"])
     run["join"] = joined
@@ -158,8 +167,8 @@ def main() -> None:
           f"{load_average()} at the start.\n")
     print("| run | exit | requests | rate after start-up req/s | joined in s | join -> first worker request s "
           "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
-          "| vs live | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|")
+          f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, TimedEndpoint(args.latency) as endpoint:
         folder = Path(tmp)
         qs, items = write_inputs(folder, args.items, args.questions)
@@ -173,7 +182,7 @@ def main() -> None:
         reference = comparable(out)
         live_rate = window[0] / (window[2] - window[1])
         print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | "
-              f"{live['cpu']:.1f} | reference | {load_average()} |")
+              f"{live['cpu']:.1f} | | reference | {load_average()} |")
         cluster = Cluster(folder)
         rates = {}
         try:
@@ -184,7 +193,7 @@ def main() -> None:
                 out = folder / f"ray-{raylets}"
                 run = ray_run(endpoint, cluster, qs, items, out, args.concurrency, model=f"fake-x-{raylets}-raylets")
                 if run["code"] != 0:
-                    print(f"| ray, {raylets} raylet(s) | {run['code']} | {run['sent']} | | | | | | | failed: "
+                    print(f"| ray, {raylets} raylet(s) | {run['code']} | {run['sent']} | | | | | | | | failed: "
                           f"{last_line(run['output'])} | {load_average()} |")
                     continue
                 rates[raylets] = run["rate"]
@@ -195,7 +204,8 @@ def main() -> None:
 
                 print(f"| ray, {raylets} raylet(s) of 1 CPU | {run['code']} | {run['sent']} | {fmt(run['rate'], 0)} | "
                       f"{fmt(run['join'])} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
-                      f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {same} | {load_average()} |")
+                      f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {run['pauses']}, {run['paused']:.1f} | "
+                      f"{same} | {load_average()} |")
         finally:
             killed = cluster.stop()
             left = cluster.processes()
