@@ -307,8 +307,9 @@ def run_measured(command: list[str], out: Path, env: dict | None = None, *, samp
 
     Returns ``{"code", "seconds" (wall, from spawn to exit), "cpu" (user + system CPU seconds of
     the process and the children it waited for), "peak_mb" (its peak RSS, ru_maxrss, MiB),
-    "output" (stdout + stderr text), "rss" (with `sample_rss`: ``(time.monotonic(), MiB)`` of
-    its resident set every `sample_rss` seconds, from ``/proc/<pid>/status``)}``. A fresh DSPy
+    "output" (stdout + stderr text), "rss" (with `sample_rss`: ``(time.monotonic(), RSS, anonymous
+    RSS, file-backed RSS)`` in MiB every `sample_rss` seconds, from ``/proc/<pid>/status``; file-backed
+    is mapped files, e.g. SQLite's memory-mapped cache database)}``. A fresh DSPy
     cache folder beside `out` (nothing is answered from an earlier run's cache).
     """
     env = {**os.environ, "DSPY_CACHEDIR": str(out) + ".dspy-cache", "PYTHONPATH": str(ROOT), **(env or {})}
@@ -316,7 +317,7 @@ def run_measured(command: list[str], out: Path, env: dict | None = None, *, samp
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-        samples: list[tuple[float, float]] = []
+        samples: list[tuple[float, float, float, float]] = []
         sampler = None
         if sample_rss:
             import threading
@@ -325,10 +326,11 @@ def run_measured(command: list[str], out: Path, env: dict | None = None, *, samp
                 status_file = Path(f"/proc/{proc.pid}/status")
                 while proc.returncode is None:
                     try:
-                        rss = next(line for line in status_file.read_text().splitlines() if line.startswith("VmRSS:"))
-                    except (OSError, StopIteration):
+                        fields = dict(line.split(":", 1) for line in status_file.read_text().splitlines() if ":" in line)
+                        rss, anon, file = (int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile"))
+                    except (OSError, KeyError, ValueError):
                         break  # gone (or a zombie: its memory is freed)
-                    samples.append((time.monotonic(), int(rss.split()[1]) / 1024))
+                    samples.append((time.monotonic(), rss, anon, file))
                     time.sleep(sample_rss)
 
             sampler = threading.Thread(target=sample, daemon=True)

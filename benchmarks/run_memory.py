@@ -16,7 +16,9 @@ own, with a fresh DSPy cache and distinct items (every question is a request).
    ``os.wait4``: the kernel's high-water mark, sampled by nothing), and the ratio of the largest
    size's peak to the smallest's. Target: <= 1.3. Beside it, the largest RSS sampled (every
    0.2 s from ``/proc``) until the endpoint's last reply: what the sending part of the run
-   holds, before the end-of-run reports.
+   holds, before the end-of-run reports, split into anonymous memory (the heap: Python
+   objects, SQLite's page cache) and file-backed pages (mapped files: code, SQLite's
+   memory-mapped cache database).
 2. **where** (``--where``): runs of ``--where-sizes`` items under ``tracemalloc`` (Python
    allocations only, 6 frames; this slows a run down several times): a thread in the ``bineval``
    process takes a snapshot each time the traced memory has grown by 20% since the last one (at
@@ -101,7 +103,8 @@ def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, wher
     label = "under tracemalloc" if where else ""
     print(f"\n## Peak memory of `bineval evaluate --engine live --concurrency {concurrency}` {label}, scripted endpoint "
           f"(tests/fake_endpoint.py) at 0 s latency, {questions} questions per item")
-    print("| items | requests | exit | wall s | CPU s | peak RSS MiB | RSS at the last reply MiB (sampled, 0.2 s) "
+    print("| items | requests | exit | wall s | CPU s | peak RSS MiB | largest RSS until the last reply MiB (anonymous + "
+          "file-backed; sampled every 0.2 s) "
           "| traced peak MiB | load |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     results = {}
@@ -119,14 +122,15 @@ def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, wher
             run = run_measured(command, out, sample_rss=0.2)
             sent = endpoint.count(mark)
             window = endpoint.window(mark)
-            sending = [mb for at, mb in run["rss"] if window and at <= window[2]]
+            sending = [sample for sample in run["rss"] if window and sample[0] <= window[2]]
+            top = max(sending, key=lambda sample: sample[1]) if sending else None
+            split = f"{top[1]:.0f} ({top[2]:.0f} anon + {top[3]:.0f} file)" if top else "?"
             info = json.loads(traced.read_text()) if where and traced.exists() else None
             results[n_items] = (run, info)
             print(f"| {n_items} | {sent} | {run['code']} | {run['seconds']:.0f} | {run['cpu']:.0f} | "
-                  f"{run['peak_mb']:.0f} | {max(sending) if sending else float('nan'):.0f} | "
-                  f"{info['peak_mib']:.0f} | {load_average()} |" if info else
+                  f"{run['peak_mb']:.0f} | {split} | {info['peak_mib']:.0f} | {load_average()} |" if info else
                   f"| {n_items} | {sent} | {run['code']} | {run['seconds']:.0f} | {run['cpu']:.0f} | "
-                  f"{run['peak_mb']:.0f} | {max(sending) if sending else float('nan'):.0f} | | {load_average()} |")
+                  f"{run['peak_mb']:.0f} | {split} | | {load_average()} |")
             if run["code"] != 0:
                 print(f"failed: {last_line(run['output'])}")
                 return
