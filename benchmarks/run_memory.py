@@ -6,6 +6,7 @@ Usage (from the repository root, the worktree's venv active):
     python benchmarks/run_memory.py --sizes 100,2000 --questions 12
     python benchmarks/run_memory.py --sizes 100,2000 --where          # also: where the memory goes
     python benchmarks/run_memory.py --sizes 100 --where --where-sizes 100,2000
+    python benchmarks/run_memory.py --sizes 100,3000 --without-dspy-cache     # is it the reply cache?
 
 The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
 benchmarks/engines.py; request bodies are counted, not kept), at 0 s latency, served by threads of
@@ -99,8 +100,18 @@ finally:
 """
 
 
-def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, where: bool) -> None:
-    label = "under tracemalloc" if where else ""
+#: ``--without-dspy-cache``: the CLI with DSPy's response cache off (memory and disk), so no reply is stored.
+UNCACHED_MAIN = r"""
+import dspy
+dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+from binaryeval_dspy.cli.main import main
+main()
+"""
+
+
+def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, where: bool,
+          uncached: bool = False) -> None:
+    label = "under tracemalloc" if where else "with DSPy's cache off" if uncached else ""
     print(f"\n## Peak memory of `bineval evaluate --engine live --concurrency {concurrency}` {label}, scripted endpoint "
           f"(tests/fake_endpoint.py) at 0 s latency, {questions} questions per item")
     print("| items | requests | exit | wall s | CPU s | peak RSS MiB | largest RSS until the last reply MiB (anonymous + "
@@ -111,11 +122,12 @@ def peaks(folder: Path, sizes: list[int], questions: int, concurrency: int, wher
     with TimedEndpoint(0.0) as endpoint:
         for n_items in sizes:
             qs, items = write_inputs(folder, n_items, questions)
-            out = folder / f"mem-{n_items}{'-traced' if where else ''}"
+            out = folder / f"mem-{n_items}{'-traced' if where else '-uncached' if uncached else ''}"
             traced = folder / f"traced-{n_items}.json"
-            python = [sys.executable, "-c", TRACED_MAIN, str(traced)] if where else None
+            python = ([sys.executable, "-c", TRACED_MAIN, str(traced)] if where
+                      else [sys.executable, "-c", UNCACHED_MAIN] if uncached else None)
             command = evaluate_command(endpoint.base_url, qs, items, out, "live", concurrency, python=python)
-            if where:  # ``python -c CODE traced.json evaluate ...``: drop the ``-m module`` the helper puts there
+            if where or uncached:  # ``python -c CODE [traced.json] evaluate ...``: drop the helper's ``-m module``
                 at = command.index("-m")
                 del command[at:at + 2]
             mark = endpoint.mark()
@@ -158,6 +170,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--where", action="store_true", help="also run under tracemalloc (sizes: --where-sizes)")
     parser.add_argument("--where-sizes", default="100,2000", help="item counts of the tracemalloc runs")
+    parser.add_argument("--without-dspy-cache", action="store_true",
+                        help="also run the sizes with DSPy's response cache off (no reply stored in SQLite)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# Run memory benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts). "
@@ -165,6 +179,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp:
         folder = Path(tmp)
         peaks(folder, sizes, args.questions, args.concurrency, where=False)
+        if args.without_dspy_cache:
+            peaks(folder, sizes, args.questions, args.concurrency, where=False, uncached=True)
         if args.where:
             peaks(folder, [int(x) for x in args.where_sizes.split(",")], args.questions, args.concurrency, where=True)
 
