@@ -18,7 +18,9 @@ cache, distinct items (no call is answered from a cache) and 12 questions per it
    of the ``bineval`` process (user + system, ``os.wait4``) over requests, and the marginal
    figure: (CPU of the large run - CPU of the small run) / (their difference in requests), which
    leaves out the interpreter's start, imports, the LM's set-up and the end-of-run reports.
-   Target: marginal <= 1.5 CPU-ms per request (5-6 before issue 28).
+   Target: marginal <= 1.5 CPU-ms per request (5-6 before issue 28). ``cpu-uncached``: the
+   same with DSPy's response cache off (`benchmarks.run_memory.UNCACHED_MAIN`), to show what
+   storing every reply in it costs.
 2. **rate**: ``--latency`` s per request (0.2), 64 and then 256 in flight, ``--rate-items``
    items. Achieved rate = replies / (last reply - first request) as the endpoint saw them (no
    start-up, no imports); ideal rate = in flight / latency. Targets: achieved / ideal >= 0.85 at
@@ -57,9 +59,11 @@ QUESTIONS = 12
 RATE = 100
 
 
-def cpu_per_request(folder: Path, small: int, large: int, concurrency: int) -> None:
+def cpu_per_request(folder: Path, small: int, large: int, concurrency: int, uncached: bool = False) -> None:
+    from benchmarks.run_memory import UNCACHED_MAIN
+
     print(f"\n## 1. Client CPU per request, live engine, scripted endpoint (tests/fake_endpoint.py) at 0 s latency, "
-          f"{concurrency} in flight, {QUESTIONS} questions per item")
+          f"{concurrency} in flight, {QUESTIONS} questions per item{', DSPy cache off' if uncached else ''}")
     print("| items | requests at the endpoint | exit | wall s | CPU s | CPU-ms/request (whole process) | peak RSS MiB "
           "| load |")
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -67,9 +71,14 @@ def cpu_per_request(folder: Path, small: int, large: int, concurrency: int) -> N
     with TimedEndpoint(0.0) as endpoint:
         for n_items in (small, large):
             qs, items = write_inputs(folder, n_items, QUESTIONS)
-            out = folder / f"cpu-{n_items}"
+            out = folder / f"cpu-{n_items}{'-uncached' if uncached else ''}"
             mark = endpoint.mark()
-            run = run_measured(evaluate_command(endpoint.base_url, qs, items, out, "live", concurrency), out)
+            command = evaluate_command(endpoint.base_url, qs, items, out, "live", concurrency,
+                                       python=[sys.executable, "-c", UNCACHED_MAIN] if uncached else None)
+            if uncached:  # ``python -c CODE evaluate ...``: drop the helper's ``-m module``
+                at = command.index("-m")
+                del command[at:at + 2]
+            run = run_measured(command, out)
             sent = endpoint.count(mark)
             runs.append((sent, run))
             print(f"| {n_items} | {sent} | {run['code']} | {run['seconds']:.1f} | {run['cpu']:.2f} | "
@@ -249,7 +258,7 @@ def thread_states(folder: Path, n_items: int, latency: float, concurrency: int, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="cpu,rate", help="comma-separated: cpu, rate, profile, states")
+    parser.add_argument("--parts", default="cpu,rate", help="comma-separated: cpu, cpu-uncached, rate, profile, states")
     parser.add_argument("--small", type=int, default=32, help="items of the small run of the cpu part")
     parser.add_argument("--large", type=int, default=320, help="items of the large run of the cpu part")
     parser.add_argument("--concurrency", type=int, default=64, help="in flight for the cpu and profile parts")
@@ -267,6 +276,8 @@ def main() -> None:
         folder = Path(tmp)
         if "cpu" in parts:
             cpu_per_request(folder, args.small, args.large, args.concurrency)
+        if "cpu-uncached" in parts:
+            cpu_per_request(folder, args.small, args.large, args.concurrency, uncached=True)
         if "rate" in parts:
             rate(folder, args.rate_items, args.latency, tuple(int(x) for x in args.levels.split(",")))
         if "profile" in parts:
