@@ -93,19 +93,41 @@ def run_engine(engine: str, base_url: str, qs: Path, items: Path, out: Path, con
 
 
 def comparable(out: Path) -> dict:
-    """What must be equal across engines: per item its status, verdicts and scores; the summary's scores."""
+    """What must be equal across engines: per item its status, verdicts and scores; the summary's
+    scores and counts (`SUMMARY_COUNTS`). Timings, usage and run ids are left aside.
+
+    Shape: ``{"items": {item_id: {...}}, "summary": {...}}``; read line by line (a 10,000-item
+    run's results are not held as text).
+    """
     rows = {}
-    for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        rows[row["item_id"]] = {
-            "status": row.get("status"),
-            "verdicts": sorted((v["question_id"], v["verdict"]) for v in row.get("verdicts", [])),
-            "scores": (row.get("score_card") or {}).get("dimensions"),
-            "overall": (row.get("score_card") or {}).get("overall"),
-        }
+    with (out / "results.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            card = row.get("score_card") or {}
+            rows[row["item_id"]] = {
+                "status": row.get("status"),
+                "verdicts": sorted((v["question_id"], v["verdict"], v.get("error")) for v in row.get("verdicts", [])),
+                "scores": card.get("dimension_scores"),
+                "overall": card.get("overall"),
+            }
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    scores = {k: v for k, v in summary.items() if k in ("dimensions", "overall", "items_by_status")}
-    return {"items": rows, "summary": scores}
+    return {"items": rows, "summary": {k: summary.get(k) for k in SUMMARY_COUNTS}}
+
+
+#: The summary.json entries two engines must agree on (scores per dimension with their yes / no /
+#: unparsed / error counts, items by status, questions answered, calls, failed calls).
+SUMMARY_COUNTS = ("items", "dimensions", "items_by_status", "items_incomplete", "questions_answered",
+                  "questions_total", "lm_calls", "failed_calls", "replies_cut")
+
+
+def differences(result: dict, reference: dict) -> str:
+    """How `result` differs from `reference` (both from `comparable`): "identical", or counts."""
+    items = set(result["items"]) | set(reference["items"])
+    diffs = [i for i in items if result["items"].get(i) != reference["items"].get(i)]
+    fields = [k for k in SUMMARY_COUNTS if result["summary"].get(k) != reference["summary"].get(k)]
+    if not diffs and not fields:
+        return f"identical ({len(items)} items, 0 differences)"
+    return f"{len(diffs)} items differ" + (f"; summary differs in {', '.join(fields)}" if fields else "")
 
 
 def run_seconds(output: str) -> float | None:
@@ -150,6 +172,188 @@ def live_startup(base_url: str, qs: Path, items: Path, out: Path, requests_befor
         time.sleep(0.005)
     proc.wait()
     return "not measured" if cpu_at_first is None else f"{cpu_at_first:.2f} CPU-s"
+
+
+# --------------------------------------------------------------------------- shared by the benchmarks
+
+
+class TimedEndpoint:
+    """The scripted endpoint (tests/fake_endpoint.py, `scripted_verdict` replies), recording when
+    each chat-completions request arrives and is answered (``time.monotonic()`` seconds), in this
+    process (threads), while ``bineval`` runs in its own. With ``keep_bodies=False`` request
+    bodies are not kept (a 10,000-item run sends 120,000): only counts and times.
+    """
+
+    def __init__(self, latency: float = 0.0, *, keep_bodies: bool = False) -> None:
+        import threading
+
+        from tests.fake_endpoint import FakeEndpoint
+
+        timed = self
+
+        class _Endpoint(FakeEndpoint):
+            def _admit(self, body: dict) -> tuple[int, int]:
+                index, generation = super()._admit(body)
+                if timed.sample_body is None:
+                    timed.sample_body = body
+                if not keep_bodies:
+                    with self._lock:
+                        self._requests[index] = None  # counted, not kept
+                return index, generation
+
+        self._lock = threading.Lock()
+        self.arrivals: list[float] = []
+        self.replies: list[float] = []
+        self.sample_body: dict | None = None  # the first request's body (for `ceiling`)
+        self.latency = latency
+
+        def arrive(_body: dict) -> float:
+            with timed._lock:
+                timed.arrivals.append(time.monotonic())
+            return timed.latency
+
+        def reply(body: dict):
+            value = scripted_verdict(body)
+            with timed._lock:
+                timed.replies.append(time.monotonic())
+            return value
+
+        self.endpoint = _Endpoint(reply=reply, latency=arrive)
+
+    def __enter__(self) -> TimedEndpoint:
+        self.endpoint.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.endpoint.close()
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.base_url
+
+    def mark(self) -> tuple[int, int]:
+        """Where the records stand now (pass to `span` / `count`)."""
+        with self._lock:
+            return len(self.arrivals), len(self.replies)
+
+    def count(self, since: tuple[int, int]) -> int:
+        """Requests arrived since `since`."""
+        return self.mark()[0] - since[0]
+
+    def window(self, since: tuple[int, int], skip: int = 0) -> tuple[int, float, float] | None:
+        """(replies, first arrival, last reply) of the requests since `since`, leaving out the
+        first `skip` arrivals (e.g. the Ray driver's own first request), or None without any."""
+        with self._lock:
+            arrivals = self.arrivals[since[0] + skip:]
+            replies = self.replies[since[1] + skip:]
+        if not arrivals or not replies:
+            return None
+        return len(replies), arrivals[0], replies[-1]
+
+
+    def ceiling(self, concurrency: int, requests: int) -> float:
+        """Achieved / ideal rate of a bare client: `requests` POSTs of the first body received
+        (standard-library ``http.client``, one keep-alive connection per thread, nothing parsed),
+        `concurrency` at a time. What this endpoint and machine allow, with no client work.
+
+        Raises:
+            RuntimeError: no request was received yet (there is no body to send).
+        """
+        import http.client
+        import threading
+        from urllib.parse import urlsplit
+
+        if self.sample_body is None:
+            raise RuntimeError("no request received yet")
+        url = urlsplit(self.base_url)
+        body = json.dumps(self.sample_body)
+        per_thread = max(1, requests // concurrency)
+        mark = self.mark()
+
+        def worker() -> None:
+            connection = http.client.HTTPConnection(url.hostname, url.port)
+            for _ in range(per_thread):
+                connection.request("POST", url.path.rstrip("/") + "/chat/completions", body,
+                                   {"Content-Type": "application/json"})
+                connection.getresponse().read()
+            connection.close()
+
+        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        replies, first, last = self.window(mark)
+        return replies / (last - first) / (concurrency / self.latency) if self.latency else replies / (last - first)
+
+
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, as ``load 5.1 / 4.8 / 3.9`` (2 cores here)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} / {five:.1f} / {fifteen:.1f} ({os.cpu_count()} CPUs)"
+
+
+def evaluate_command(base_url: str, qs: Path, items: Path, out: Path, engine: str, concurrency: int,
+                     *extra: str, python: list[str] | None = None, model: str = "fake-x") -> list[str]:
+    """The ``bineval evaluate`` command line of a benchmark run (`python` replaces the interpreter,
+    e.g. to run it under py-spy; `model`: the model name sent, part of every cache key)."""
+    return [*(python or [sys.executable]), "-m", "binaryeval_dspy.cli.main", "evaluate", str(qs), str(items),
+            "--lm", base_url, "--lm-model", model, "--out", str(out), "--engine", engine,
+            "--concurrency", str(concurrency), "--id-field", "id", *extra]
+
+
+def run_measured(command: list[str], out: Path, env: dict | None = None, *, sample_rss: float | None = None) -> dict:
+    """Run `command` (a ``bineval`` process) and measure that one process with ``os.wait4``.
+
+    Returns ``{"code", "seconds" (wall, from spawn to exit), "cpu" (user + system CPU seconds of
+    the process and the children it waited for), "peak_mb" (its peak RSS, ru_maxrss, MiB),
+    "output" (stdout + stderr text), "rss" (with `sample_rss`: ``(time.monotonic(), RSS, anonymous
+    RSS, file-backed RSS)`` in MiB every `sample_rss` seconds, from ``/proc/<pid>/status``; file-backed
+    is mapped files, e.g. SQLite's memory-mapped cache database)}``. A fresh DSPy
+    cache folder beside `out` (nothing is answered from an earlier run's cache).
+    """
+    env = {**os.environ, "DSPY_CACHEDIR": str(out) + ".dspy-cache", "PYTHONPATH": str(ROOT), **(env or {})}
+    log = Path(str(out) + ".log")
+    started = time.perf_counter()
+    with log.open("w", encoding="utf-8") as sink:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        samples: list[tuple[float, float, float, float]] = []
+        sampler = None
+        if sample_rss:
+            import threading
+
+            def sample() -> None:
+                status_file = Path(f"/proc/{proc.pid}/status")
+                while proc.returncode is None:
+                    try:
+                        fields = dict(line.split(":", 1) for line in status_file.read_text().splitlines() if ":" in line)
+                        rss, anon, file = (int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile"))
+                    except (OSError, KeyError, ValueError):
+                        break  # gone (or a zombie: its memory is freed)
+                    samples.append((time.monotonic(), rss, anon, file))
+                    time.sleep(sample_rss)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if sampler is not None:
+            sampler.join()
+    seconds = time.perf_counter() - started
+    return {"code": proc.returncode, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+            "peak_mb": usage.ru_maxrss / 1024, "output": log.read_text(encoding="utf-8", errors="replace"),
+            "rss": samples}
+
+
+def last_line(output: str) -> str:
+    """The last non-empty line of a failed run's output, for a table cell."""
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1][:160] if lines else ""
 
 
 def main() -> None:
@@ -197,9 +401,7 @@ def main() -> None:
                 if reference is None and engine == "live":
                     reference = result
                 elif reference is not None:
-                    diffs = [i for i in result["items"] if result["items"][i] != reference["items"].get(i)]
-                    same = ("identical" if not diffs and result["summary"] == reference["summary"]
-                            else f"{len(diffs)} items differ")
+                    same = differences(result, reference)
                 seconds = run_seconds(run["output"]) or run["seconds"]
                 startup = None
                 timings = ray_timings(run["output"]) if engine == "ray" else None

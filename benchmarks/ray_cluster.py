@@ -1,0 +1,219 @@
+"""The Ray engine on a running cluster of one raylet, then two (issue 28): rate after start-up, time to the
+first request, and the same results as the live engine.
+
+Usage (from the repository root, the worktree's venv active, the ``ray`` extra installed):
+
+    python benchmarks/ray_cluster.py                                # 256 items x 12 questions, 0 s latency
+    python benchmarks/ray_cluster.py --items 128 --latency 0.05 --concurrency 64
+
+The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
+benchmarks/engines.py: verdicts depend on the item and the question, about 1 in 4 "no"), served
+by threads of this process, which records when each request arrives and is answered.
+
+1. ``bineval evaluate --engine live`` on the items: the reference results.
+2. A cluster on this machine: ``ray start --head --num-cpus 1`` (its own temp folder, token
+   authentication with a fresh token in the environment of its processes only, no dashboard,
+   usage statistics off), then ``bineval evaluate --engine ray --ray-address HOST:PORT``.
+3. A second raylet joins it (``ray start --address HOST:PORT --num-cpus 1``), and the same run
+   again (another model name, so nothing comes from the first run's cache).
+4. Every process of the cluster is killed by pid (the processes with files open in the cluster's
+   temp folder, `binaryeval_dspy.engines.ray_session.clean_up_session`), not with ``ray stop``,
+   which stops every Ray on the machine, other people's included.
+
+Per run it prints: requests at the endpoint; the rate after start-up (replies / (last reply -
+first request sent by a worker), as the endpoint saw them; the driver answers the first call
+itself, before joining, to settle the request form, and that request is left out); the time from
+joining the cluster to the first request a worker sent (endpoint clock: the worker's first request
+less the driver's request less the join time the engine notes) and from the process's start to
+it; client CPU of the driver; and the differences from the live run in verdicts, statuses, scores
+and summary counts (`benchmarks.engines.comparable`). Then the two-raylet rate / the one-raylet
+rate. Targets: >= 1.7x; first request <= 5 s after joining; 0 differences.
+
+Note that this machine has 2 cores shared with everything else running on it: two raylets of one
+CPU each can only run faster than one when a second core is free for the second worker (the load
+average is printed beside each run). No figure here is a quality claim: the verdicts are scripted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engines import (TimedEndpoint, comparable, differences, evaluate_command, last_line,  # noqa: E402
+                                load_average, run_measured, write_inputs)
+
+
+#: A gap between two requests arriving longer than this (s) counts as a pause (no request in flight
+#: was answered and none sent: e.g. between one task's block and the next).
+PAUSE = 0.25
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """A Ray cluster of `raylets` started with ``ray start`` on this machine; killed by pid on exit."""
+
+    def __init__(self, folder: Path) -> None:
+        self.temp_dir = tempfile.mkdtemp(prefix="bench-ray-", dir="/tmp")  # short: Ray's socket paths
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+                    "RAY_USAGE_STATS_ENABLED": "0", "DSPY_CACHEDIR": str(folder / "ray-dspy-cache"),
+                    "PYTHONPATH": str(ROOT)}
+        self.raylets = 0
+
+    def add_raylet(self) -> float:
+        """Start one more raylet of one CPU (the first is the head); returns its start's seconds."""
+        common = ["--num-cpus", "1", "--object-store-memory", str(256 * 2**20), "--disable-usage-stats"]
+        if self.raylets == 0:
+            command = ["ray", "start", "--head", "--port", str(self.port), "--node-ip-address", "127.0.0.1",
+                       "--include-dashboard", "false", "--temp-dir", self.temp_dir, *common]
+        else:
+            command = ["ray", "start", "--address", self.address, "--node-ip-address", "127.0.0.1",
+                       "--temp-dir", self.temp_dir, *common]
+        started = time.perf_counter()
+        proc = subprocess.run([str(Path(sys.executable).with_name(command[0])), *command[1:]], env=self.env,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {(proc.stdout + proc.stderr)[-2000:]}")
+        self.raylets += 1
+        self.wait_for_cpus(self.raylets)
+        return time.perf_counter() - started
+
+    def wait_for_cpus(self, cpus: int, timeout: float = 120.0) -> None:
+        """Wait until the cluster reports `cpus` CPUs (a joined raylet has registered)."""
+        code = ("import ray, sys, time\n"
+                f"ray.init(address={self.address!r}, logging_level='ERROR', log_to_driver=False)\n"
+                f"deadline = time.monotonic() + {timeout}\n"
+                f"while ray.cluster_resources().get('CPU', 0) < {cpus} and time.monotonic() < deadline:\n"
+                "    time.sleep(0.5)\n"
+                "print(ray.cluster_resources().get('CPU', 0))\n")
+        proc = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True)
+        found = proc.stdout.strip().splitlines()[-1:] or ["?"]
+        if found[0] in ("?", "") or float(found[0]) < cpus:
+            raise RuntimeError(f"the cluster did not reach {cpus} CPUs: {(proc.stdout + proc.stderr)[-1500:]}")
+
+    def processes(self) -> list[int]:
+        from binaryeval_dspy.engines.ray_session import session_processes
+
+        return session_processes(self.temp_dir)
+
+    def stop(self) -> int:
+        """Kill every process of this cluster by pid (SIGKILL; see the module docstring) and remove its folder."""
+        from binaryeval_dspy.engines.ray_session import clean_up_session
+
+        return clean_up_session(self.temp_dir)
+
+
+def joined_seconds(output: str) -> float | None:
+    """The engine's note "Ray: joined ADDR in X s" (seconds from the run's first call to joined)."""
+    found = re.search(r"Ray: joined \S+ in ([0-9.]+) s", " ".join(output.split()))
+    return float(found.group(1)) if found else None
+
+
+def first_answer_note(output: str) -> str:
+    found = re.search(r"the first ([0-9.]+) s after Ray was ready", " ".join(output.split()))
+    return f"{found.group(1)} s" if found else "?"
+
+
+def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, out: Path, concurrency: int,
+            model: str) -> dict:
+    mark = endpoint.mark()
+    command = evaluate_command(endpoint.base_url, qs, items, out, "ray", concurrency, "--ray-address",
+                               cluster.address, model=model)
+    spawned = time.monotonic()
+    run = run_measured(command, out, env={k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                                                                       "RAY_USAGE_STATS_ENABLED")})
+    run["sent"] = endpoint.count(mark)
+    window = endpoint.window(mark, skip=1)  # the driver's own first request left out
+    with endpoint._lock:
+        arrivals = endpoint.arrivals[mark[0]:]
+    gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
+    run["paused"] = sum(g for g in gaps if g > PAUSE)
+    run["pauses"] = sum(1 for g in gaps if g > PAUSE)
+    arrivals = arrivals[:2]
+    run["rate"] = window[0] / (window[2] - window[1]) if window and window[2] > window[1] else None
+    joined = joined_seconds(run["output"])
+    run["join"] = joined
+    run["join_to_first"] = (arrivals[1] - arrivals[0] - joined) if len(arrivals) == 2 and joined is not None else None
+    run["start_to_first"] = arrivals[1] - spawned if len(arrivals) == 2 else None
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=256)
+    parser.add_argument("--questions", type=int, default=12)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request at the scripted endpoint")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight across the cluster's tasks")
+    args = parser.parse_args()
+    print(f"# Ray cluster benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts): "
+          f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight. "
+          f"{load_average()} at the start.\n")
+    print("| run | exit | requests | rate after start-up req/s | joined in s | join -> first worker request s "
+          "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
+          f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, TimedEndpoint(args.latency) as endpoint:
+        folder = Path(tmp)
+        qs, items = write_inputs(folder, args.items, args.questions)
+        out = folder / "live"
+        mark = endpoint.mark()
+        live = run_measured(evaluate_command(endpoint.base_url, qs, items, out, "live", args.concurrency), out)
+        window = endpoint.window(mark)
+        if live["code"] != 0 or window is None:
+            print(f"live failed: {last_line(live['output'])}")
+            return
+        reference = comparable(out)
+        live_rate = window[0] / (window[2] - window[1])
+        print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | "
+              f"{live['cpu']:.1f} | | reference | {load_average()} |")
+        cluster = Cluster(folder)
+        rates = {}
+        try:
+            for raylets in (1, 2):
+                start = cluster.add_raylet()
+                print(f"<!-- raylet {raylets} started in {start:.1f} s; cluster processes: "
+                      f"{len(cluster.processes())} -->")
+                out = folder / f"ray-{raylets}"
+                run = ray_run(endpoint, cluster, qs, items, out, args.concurrency, model=f"fake-x-{raylets}-raylets")
+                if run["code"] != 0:
+                    print(f"| ray, {raylets} raylet(s) | {run['code']} | {run['sent']} | | | | | | | | failed: "
+                          f"{last_line(run['output'])} | {load_average()} |")
+                    continue
+                rates[raylets] = run["rate"]
+                same = differences(comparable(out), reference)
+
+                def fmt(value: float | None, digits: int = 1) -> str:
+                    return "?" if value is None else f"{value:.{digits}f}"
+
+                print(f"| ray, {raylets} raylet(s) of 1 CPU | {run['code']} | {run['sent']} | {fmt(run['rate'], 0)} | "
+                      f"{fmt(run['join'])} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
+                      f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {run['pauses']}, {run['paused']:.1f} | "
+                      f"{same} | {load_average()} |")
+        finally:
+            killed = cluster.stop()
+            left = cluster.processes()
+            print(f"\nCluster stopped: {killed} process(es) killed by pid, {len(left)} left.")
+    if rates.get(1) and rates.get(2):
+        print(f"\nTwo raylets / one raylet, rate after start-up: **{rates[2] / rates[1]:.2f}x** (target >= 1.7). "
+              f"{load_average()}.")
+
+
+if __name__ == "__main__":
+    main()
