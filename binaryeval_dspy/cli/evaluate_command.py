@@ -26,7 +26,6 @@ from binaryeval_dspy.cli.options import (
 )
 from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,
-    record_endpoint_outcome,
     report_results,
 )
 from binaryeval_dspy.cli.run_speed import speed_check_for
@@ -167,11 +166,8 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, settings=settings,
                                  on_progress=on_progress, engine=engine)
     wanted = {str(i.item_id) for i in items}
-    results = [r for r in outcome.results if r.item_id in wanted]
-    report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, embedded=handle.embedded,
-                   price_model=settings.price_model_for(handle), in_flight=in_flight, batch=engine.name == "batch")
-    record_endpoint_outcome(run_dir, outcome, handle)
+    report_results(outcome.summary, lambda: [r for r in outcome.results if r.item_id in wanted], question_set,
+                   run_dir, lm=handle.name, aggregation=aggregation, pressure_test=pressure_test)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)
     stored_now = (f"{outcome.new_items} items stored now ({outcome.new_items - now_incomplete} complete, "
