@@ -8,7 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import build_lm, endpoint_config
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.runs.file_run import endpoint_config
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors
 from binaryeval_dspy.cli.options import (

@@ -451,7 +451,7 @@ def _reply_cache() -> Any:
 
 
 #: SQLite pages (4 KiB) each shard of DSPy's disk cache keeps in memory on the cache thread.
-CACHE_PAGES = 256
+CACHE_PAGES = 64
 
 
 class CacheAccess:

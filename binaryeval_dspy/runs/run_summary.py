@@ -438,7 +438,9 @@ class SummaryBuilder:
         compared = [(yes, no) for q, (yes, no) in self._by_question.items() if q not in self._by_code and yes + no >= 2]
         constant = sum(1 for yes, no in compared if yes == 0 or no == 0)
         overall = self._overall
-        tied, tie = Counter(round(x, 9) for x in overall).most_common(1)[0] if overall else (None, 0)
+        counts = Counter(round(x, 9) for x in overall)
+        tie = max(counts.values(), default=0)
+        tied = min((score for score, n in counts.items() if n == tie), default=None)  # ties: the lowest, in any order
         low, high = self._judged_scale
         items = self._judged
         is_low = (bool(compared) and constant > UNDISCRIMINATING_SHARE * len(compared)) or (
