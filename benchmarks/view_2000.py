@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/ holds the headless Chromium driver
 
-from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+from binaryeval_dspy.runs.run_summary import summarize_results, write_summary
 from binaryeval_dspy.reports.run_view import write_view
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.run_directory import RunDirectory

@@ -3,7 +3,8 @@
 Public API, by concept (everything else is an implementation detail):
 
 * judging: `BinEval`, `QuestionVerdict`, `ScoreCard`, `ItemResult`, `score_verdicts`,
-  `affine_scale`, `RunDirectory`, `evaluate_items`, `rejudge_items`, and code-owned
+  `affine_scale`, `evaluate_file` (an items file into a run directory, as the CLI), `RunDirectory`,
+  `evaluate_items`, `rejudge_items`, and code-owned
   checks (`register_check`, `CheckResult`)
 * questions: `QuestionGenerator`, `QuestionSet`, `BinaryQuestion`, `Requirement`
 * verdict mode: `VerdictJudge`, `VerdictPolicy`, `VerdictLabel`, `NamedVerdict`,
@@ -49,6 +50,7 @@ __all__ = [  # noqa: RUF022 - grouped by concept, not sorted
     "affine_scale",
     "RunDirectory",
     "RunSettings",
+    "evaluate_file",
     "evaluate_items",
     "rejudge_items",
     "register_check",
@@ -131,6 +133,7 @@ _EXPORTS: dict[str, str] = {
                      "OptimizationHistory"], "binaryeval_dspy.schemas"),
     **dict.fromkeys(["score_verdicts", "affine_scale"], "binaryeval_dspy.scoring"),
     **dict.fromkeys(["RunDirectory", "evaluate_items", "rejudge_items"], "binaryeval_dspy.runs"),
+    "evaluate_file": "binaryeval_dspy.runs.file_run",
     "RunSettings": "binaryeval_dspy.settings",
     **dict.fromkeys(["register_check", "CheckResult"], "binaryeval_dspy.checks"),
     **dict.fromkeys(["BinEvalOptimizer"], "binaryeval_dspy.optimizers"),
@@ -210,6 +213,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         VerdictJudge,
     )
     from binaryeval_dspy.runs import RunDirectory, evaluate_items, rejudge_items
+    from binaryeval_dspy.runs.file_run import evaluate_file
     from binaryeval_dspy.runs.verdicts_export import run_verdict_records
     from binaryeval_dspy.schemas import (
         BinaryQuestion,

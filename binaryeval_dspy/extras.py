@@ -5,7 +5,7 @@ The core install judges items; four features need more:
 * ``ifbench``: IFBench's constraint checkers (nltk with its models from PyPI, emoji, syllapy)
   and the ``language`` code check (langdetect);
 * ``bench``: benchmark reports' figures (matplotlib) and the ROUGE-L baseline (rouge-score);
-* ``ray``: the Ray engine, requests sent through Ray Data (``ray[data]``);
+* ``ray``: the Ray engine, requests sent from Ray workers (``ray[data]``);
 * ``server``: ``bineval serve``, the embedded model behind llama-cpp-python's
   OpenAI-compatible server (fastapi, uvicorn, ...).
 
@@ -28,7 +28,7 @@ from binaryeval_dspy.errors import MissingExtraError
 EXTRAS: dict[str, str] = {
     "ifbench": "IFBench checkers and the language check",
     "bench": "benchmark figures and the ROUGE-L baseline",
-    "ray": "the Ray engine (requests sent through Ray Data)",
+    "ray": "the Ray engine (requests sent from Ray workers)",
     "server": "bineval serve (the embedded model behind an OpenAI-compatible server)",
 }
 """Each extra of pyproject.toml that a feature may need, and what it is for."""

@@ -296,11 +296,7 @@ class BinEvalJudge:
                     "min_score": min_score, "test_id": test_id},
         )
         outcome = evaluate_items(BinEval(question_set), items, run_dir, manifest, lm=handle)
-        from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
-
-        result = outcome.results[-1]
-        write_summary(summarize_results([result], lm=handle.name, embedded=handle.embedded,
-                                        question_set=question_set), run_dir.path)
+        result = outcome.results[-1]  # evaluate_items wrote the run's summary
         check = BinEvalCheck(result=result, question_set=question_set, run_dir=run_dir.path, lm=handle.name,
                              min_score=min_score)
         check.problems = _problems(check)

@@ -41,7 +41,7 @@ class RunSettings(BaseModel):
             (one call at a time, an item's questions together, in item order: what an
             in-process llama.cpp model needs for prefix reuse), ``live`` (``concurrency``
             calls in flight to an endpoint), ``batch`` (the provider's batch API; see
-            docs/batch.md) or ``ray`` (Ray Data; the ``ray`` extra).
+            docs/batch.md) or ``ray`` (Ray tasks, on this machine or a cluster; the ``ray`` extra).
         concurrency: calls in flight across items and questions (>= 1) for the ``live``
             and ``ray`` engines; an embedded model always runs one call at a time.
         adapter: ``auto``, ``json`` or ``chat`` (`binaryeval_dspy.lm.adapters.choose_adapter`).

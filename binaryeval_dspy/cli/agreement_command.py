@@ -10,7 +10,7 @@ Item scores against human scores (correlations):
 Writes the same report as ``bineval benchmark`` (report.md, report.html, metrics.json,
 figures/) plus missing_predictions.json, without any LM call: computed by
 `binaryeval_dspy.reports.benchmark_metrics.compute_benchmark_metrics` and rendered by
-`binaryeval_dspy.reports.render`, like the benchmark report. ``bineval report OUT``
+`binaryeval_dspy.render`, like the benchmark report. ``bineval report OUT``
 re-renders it from OUT/metrics.json alone.
 
 Question-level verdicts against labels (a verdicts file, docs/verdicts.md), with panels

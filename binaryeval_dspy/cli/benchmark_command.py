@@ -47,7 +47,7 @@ from binaryeval_dspy.meta_eval.benchmark_spec import BENCHMARKS, get_benchmark
 from binaryeval_dspy.meta_eval.task_files import MANUAL, TaskFiles, lm_tag
 from binaryeval_dspy.programs.question_generator import QuestionGenerator
 from binaryeval_dspy.reports.benchmark_report import rerender_from_metrics, write_benchmark_report
-from binaryeval_dspy.reports.render import Table as ReportTable
+from binaryeval_dspy.render import Table as ReportTable
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rubric import Rubric
 from binaryeval_dspy.settings import RunSettings

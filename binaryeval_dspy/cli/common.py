@@ -67,18 +67,6 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     return handle
 
 
-def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> dict[str, object]:
-    """What a run's manifest records about how its LM is reached (never a key), the engine,
-    the ``--cache-padding`` policy (what it padded is added after the run: `padding_note`)
-    and, for the embedded model, its llama.cpp thread count and why it was chosen
-    (`ThreadChoice.as_dict`)."""
-    settings = settings or RunSettings()
-    choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
-    return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
-            "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
-            "engine": settings.engine_for(handle), **(choice.as_dict() if choice is not None else {})}
-
-
 def padding_note(stats: dict[str, object] | None) -> str | None:
     """One line on the items whose prompt prefix was padded for the provider's cache (from
     `CachePadding.stats`), or None when none was."""

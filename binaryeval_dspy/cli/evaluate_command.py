@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from binaryeval_dspy.cli.common import adapter_note, build_lm, endpoint_config, padding_note
+from binaryeval_dspy.cli.common import adapter_note, build_lm, padding_note
 from binaryeval_dspy.cli.console import console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors, with_flag_names
 from binaryeval_dspy.cli.file_arguments import load_question_set_and_items, slug
@@ -26,7 +26,6 @@ from binaryeval_dspy.cli.options import (
 )
 from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,
-    record_endpoint_outcome,
     report_results,
 )
 from binaryeval_dspy.cli.run_speed import speed_check_for
@@ -37,10 +36,9 @@ from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.cli.batch_command import print_batch_outcome
 from binaryeval_dspy.runs.evaluation import evaluate_items
-from binaryeval_dspy.runs.items_file import items_file_identity
+from binaryeval_dspy.runs.file_run import run_manifest
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
-from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
 from binaryeval_dspy.verdict_rules import PRESSURE_TEST_MODES
 
@@ -121,21 +119,12 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         out_dir = Path("runs") / f"{slug(items_file.stem)}-{lm_part}-{question_set.content_hash[:8]}{suffix}"
     run_dir = RunDirectory(out_dir)  # a bad --out fails before the LM is loaded
     handle = build_lm(lm_spec, lm_model, api_key_env, max_tokens, settings)
-    config: dict[str, object] = {
-        "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
-        "concurrency": concurrency, "limit": limit, "max_tokens": max_tokens, **endpoint_config(handle, settings),
-        "explanations": explanations, "empty_output": empty_output,
-    }
-    if aggregation != "score":
-        config.update(aggregation=aggregation, pressure_test=pressure_test)
-    config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
-    if loaded_checks:
-        config["checks_modules"] = loaded_checks
-    manifest = RunManifest(
-        command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
-        question_set_path=str(question_set_file), items_path=str(items_file),
-        items_file=items_file_identity(items_file), config=config,
-    )
+    manifest = run_manifest("evaluate", handle, question_set, question_set_file, items_file, settings=settings,
+                            input_field=input_field, output_field=output_field, id_field=id_field, scale=scale,
+                            limit=limit, max_tokens=max_tokens, explanations=explanations,
+                            empty_output=empty_output, aggregation=aggregation, pressure_test=pressure_test,
+                            lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env,
+                            checks_modules=loaded_checks)
     if restart:
         moved = run_dir.set_aside()
         if moved is not None:
@@ -167,11 +156,8 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         outcome = evaluate_items(program, items, run_dir, manifest, lm=handle, settings=settings,
                                  on_progress=on_progress, engine=engine)
     wanted = {str(i.item_id) for i in items}
-    results = [r for r in outcome.results if r.item_id in wanted]
-    report_results(results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, embedded=handle.embedded,
-                   price_model=settings.price_model_for(handle), in_flight=in_flight, batch=engine.name == "batch")
-    record_endpoint_outcome(run_dir, outcome, handle)
+    report_results(outcome.summary, lambda: [r for r in outcome.results if r.item_id in wanted], question_set,
+                   run_dir, lm=handle.name, aggregation=aggregation, pressure_test=pressure_test)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
     now_incomplete = len({i for i in outcome.incomplete} & wanted)
     stored_now = (f"{outcome.new_items} items stored now ({outcome.new_items - now_incomplete} complete, "

@@ -66,7 +66,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
                      help="What sends the LM calls. 'auto': 'local' for the embedded model, 'live' otherwise. "
                           "'local': one call at a time. 'live': --concurrency calls in flight to an endpoint. "
-                          "'batch': the provider's batch API (same as --batch; docs/batch.md). 'ray': Ray Data, "
+                          "'batch': the provider's batch API (same as --batch; docs/batch.md). 'ray': Ray tasks, "
                           "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md)."),
         click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
                      help="With --engine ray: the Ray cluster to join ('auto', 'ray://host:10001'). Default: start "

@@ -8,7 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from binaryeval_dspy.cli.common import build_lm, endpoint_config
+from binaryeval_dspy.cli.common import build_lm
+from binaryeval_dspy.runs.file_run import endpoint_config
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors
 from binaryeval_dspy.cli.options import (
@@ -18,7 +19,6 @@ from binaryeval_dspy.cli.options import (
 )
 from binaryeval_dspy.cli.run_outcome import (
     exit_for_outcome,
-    record_endpoint_outcome,
     report_results,
 )
 from binaryeval_dspy.data.items import load_items
@@ -200,13 +200,11 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     report = outcome.report
     judged = {c.item_id for c in report.items
               if c.status in ("rejudged", "completed", "new", "incomplete", "error")}
-    report_results(outcome.results, question_set, run_dir, lm=handle.name, aggregation=aggregation,
-                   pressure_test=pressure_test, print_only=judged,
-                   price_model=settings.price_model_for(handle), in_flight=settings.in_flight(handle))
+    report_results(outcome.evaluation.summary, lambda: outcome.results, question_set, run_dir, lm=handle.name,
+                   aggregation=aggregation, pressure_test=pressure_test, print_only=judged)
     out_console.print(changes_table(report))
     console.print(f"{escape(changes_summary(report))} Previous run left untouched; new run: {run_dir.path} "
                   "(rejudge.json lists every item).", highlight=False)
-    record_endpoint_outcome(run_dir, outcome.evaluation, handle)
     exit_for_outcome(outcome.evaluation, fail_on_errors=fail_on_errors)
 
 

@@ -4,12 +4,14 @@ batch engine's invocations) and ``rejudge``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.markup import escape
 
 from binaryeval_dspy.cli.console import console, out_console
 from binaryeval_dspy.cli.error_handling import leave_after_interrupt, with_flag_names
-from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
-from binaryeval_dspy.reports.run_summary_tables import items_table, summary_table
+from binaryeval_dspy.runs.run_summary import RunSummary
+from binaryeval_dspy.runs.run_summary_tables import items_table, summary_table
 from binaryeval_dspy.reports.verdict_report import (
     build_verdict_output,
     print_item_verdicts,
@@ -19,22 +21,6 @@ from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
-
-
-def record_endpoint_outcome(run_dir: RunDirectory, outcome: EvaluationOutcome, handle) -> None:
-    """Add to the run's manifest what was learned about the endpoint during the run: the
-    schema form it accepted, the adapter's counters (re-sent requests, parse failures) and,
-    when prompts could be padded for the provider's cache, what was padded in this session
-    (``cache_padding_stats``, `CachePadding.stats`; the policy is ``cache_padding``)."""
-    manifest = outcome.manifest
-    if manifest is None:
-        return
-    stats = handle.adapter_stats.as_dict() if handle.adapter_stats is not None else {}
-    dialect = getattr(handle.lm, "schema_dialect", None)
-    manifest.config.update(adapter_stats=stats, **({"schema_dialect": dialect} if dialect else {}))
-    if outcome.cache_padding is not None:
-        manifest.config["cache_padding_stats"] = outcome.cache_padding
-    run_dir.write_manifest(manifest)
 
 
 #: Exit status of a run whose requests still wait for a provider batch (EX_TEMPFAIL).
@@ -57,7 +43,8 @@ def exit_for_outcome(outcome: EvaluationOutcome, *, fail_on_errors: bool) -> Non
         console.print(f"[yellow]could not judge[/yellow] {escape(item_id)} (stored with status error): "
                       f"{escape(with_flag_names(message[:400]))}", highlight=False)
     if outcome.incomplete:
-        by_id = {getattr(r, "item_id", None): r for r in outcome.results}
+        wanted = set(outcome.incomplete)
+        by_id = {r.item_id: r for r in outcome.run_dir.iter_results() if r.item_id in wanted}
         cut_short = [i for i in outcome.incomplete if _only_not_asked(by_id.get(i))]
         failed = [i for i in outcome.incomplete if i not in cut_short]
         if cut_short:
@@ -125,31 +112,30 @@ def _only_not_asked(result: object) -> bool:
             and all((v.error or "").startswith("NotAsked:") for v in unanswered))
 
 
-def report_results(results: list[ItemResult], question_set: QuestionSet, run_dir: RunDirectory, *, lm: str,
-                   aggregation: str, pressure_test: str, print_only: set[str] | None = None,
-                   embedded: bool | None = None, price_model: str | None = None, batch: bool = False,
-                   in_flight: int | None = None) -> None:
-    """Print and save what the aggregation asks for: score tables and/or named verdicts.
+def report_results(summary: RunSummary | None, results: Callable[[], list[ItemResult]], question_set: QuestionSet,
+                   run_dir: RunDirectory, *, lm: str, aggregation: str, pressure_test: str,
+                   print_only: set[str] | None = None) -> None:
+    """Print what the aggregation asks for: score tables and/or named verdicts (written to the
+    run directory as ``verdicts.json``).
 
-    Files cover every result; `print_only` limits the per-item printout to those ids.
-    The summary carries the notes about the judge (a verdict skew, contradicting
-    explanations, the embedded model's P(yes)); `embedded` says whether `lm` is the
-    embedded model (None: guessed from its name). The summary's estimated cost is at
-    `price_model`'s prices (`LMHandle.priced_as`; None: priced by `lm`), at batch prices
-    with `batch`. `in_flight`: calls the run kept in flight at once (`RunSettings.in_flight`;
-    None when unknown), which says whether seconds per item overlap.
+    `summary` is the one the run wrote (``EvaluationOutcome.summary``; None when no item is
+    stored: nothing is printed). `results` reads the run's results and is called only when
+    they are needed: the per-item table (at most 40 items) and verdict mode, so a large
+    run in score mode is never held in memory. `print_only` limits the per-item printout to
+    those ids.
     """
-    if not results:
-        return
-    shown = [r for r in results if print_only is None or r.item_id in print_only]
     if aggregation in ("score", "both"):
-        summary = summarize_results(results, lm=lm, embedded=embedded, question_set=question_set,
-                                    price_model=price_model, batch=batch, in_flight=in_flight)
-        if shown and len(shown) <= 40:
-            out_console.print(items_table(shown, embedded=summary.embedded_lm))
+        if summary is None:
+            return
+        if print_only is not None or summary.items <= 40:
+            shown = [r for r in results() if print_only is None or r.item_id in print_only]
+            if shown and len(shown) <= 40:
+                out_console.print(items_table(shown, embedded=summary.embedded_lm))
         out_console.print(summary_table(summary, wording=with_flag_names))
-        write_summary(summary, run_dir.path)
     if aggregation in ("verdict", "both"):
+        results = results()
+        if not results:
+            return
         output = build_verdict_output(results, question_set, lm=lm, aggregation=aggregation,
                                       pressure_test=pressure_test)
         path = write_verdict_output(output, run_dir.path)

@@ -26,8 +26,8 @@ from typing import Any
 from binaryeval_dspy.comparison.report_tables import rows
 from binaryeval_dspy.comparison.results import OptimizerResult, load_results
 from binaryeval_dspy.cost.price_map import price_source
-from binaryeval_dspy.reports.render import BulletList, Document, MarkdownText, Section, to_markdown
-from binaryeval_dspy.reports.render import Table as DocumentTable
+from binaryeval_dspy.render import BulletList, Document, MarkdownText, Section, to_markdown
+from binaryeval_dspy.render import Table as DocumentTable
 from binaryeval_dspy.schemas.optimization_history import OptimizationHistory
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The engine interface, and the choice of engine for a run.
 
 A run's judging plan is data (`binaryeval_dspy.lm.calls.LMCall`s, made by the programs and
-handed out by the run's plan runner, `binaryeval_dspy.runs.plan_runner`). An engine only
+handed out by the run's plan runner, `binaryeval_dspy.engines.plan_runner`). An engine only
 sends: it takes calls from a `CallSource` as it has room for them, and yields each call's
 `Answer` (the reply read through the run's adapter, an error, ``not_sent``, or, for a
 provider batch that spans invocations, ``pending``) with its usage. What the answers mean
@@ -17,8 +17,8 @@ Engines (`make_engine` chooses one; the CLI has no engine branch):
 * ``live`` (`binaryeval_dspy.engines.threads`): many calls in flight on a thread pool, each
   sent by the run's sender (`binaryeval_dspy.engines.senders`): straight to an
   OpenAI-compatible endpoint, or through DSPy's LM for any other.
-* ``ray`` (`binaryeval_dspy.engines.ray_engine`): calls go as rows through Ray Data; the
-  workers format, send and read them, and small answer rows come back.
+* ``ray`` (`binaryeval_dspy.engines.ray_engine`): calls go to Ray tasks (one per CPU of
+  the cluster); the workers format, send and read them, and small answer rows come back.
 * ``batch`` (`binaryeval_dspy.engines.batch`): the provider's batch API; a call whose
   batch has not ended is ``pending`` and is collected by a later invocation.
 

@@ -5,7 +5,7 @@ this process and by the Ray engine's workers, so both send, retry and count the 
 Standard library only (``http.client``, one keep-alive connection per thread): measured
 on this project's scripted endpoint with 64 requests in flight, it costs 0.22 CPU-ms per
 request against 2.1 for httpx's client and 4.4 for httpx's async client
-(``benchmarks/live_client.py --http-clients``), and the client's CPU is what a large
+(``benchmarks/http_clients.py``), and the client's CPU is what a large
 run waits for. No proxy support.
 
 Retries follow the OpenAI SDK's rule: HTTP 408, 409, 429 and 5xx, timeouts and

@@ -14,7 +14,7 @@ request is identical to one already out only once (its answer serves every calle
 duplicate items cost one request on every engine), holds an item's other calls until its
 first is answered when ``warm_first`` says so (a provider's prompt cache is written before
 it is read), and reports each item once through ``on_done`` as soon as it is finished.
-The caller (`binaryeval_dspy.runs.recorder`, or a module's ``forward``) decides what an
+The caller (the recorder, `binaryeval_dspy.runs.evaluation.run_resumable`, or a module's ``forward``) decides what an
 answer and an item mean for files and scores.
 
 Stopping: ``stop(reason)`` (a spending limit refused a request, the caller's own rule)

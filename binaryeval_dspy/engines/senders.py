@@ -450,6 +450,10 @@ def _reply_cache() -> Any:
     return CacheAccess.for_cache(cache)
 
 
+#: SQLite pages (4 KiB) each shard of DSPy's disk cache keeps in memory on the cache thread.
+CACHE_PAGES = 64
+
+
 class CacheAccess:
     """DSPy's cache read and written from one thread, for senders running on many.
 
@@ -479,6 +483,7 @@ class CacheAccess:
             return access
 
     def _serve(self) -> None:
+        self._limit_page_caches()
         while True:
             kind, key, value, done = self.jobs.get()
             try:
@@ -494,6 +499,20 @@ class CacheAccess:
                 if done is not None and kind == "get":
                     done_event = done[0]
                     done_event.set()
+
+    def _limit_page_caches(self) -> None:
+        """Keep this thread's SQLite connections small: diskcache opens each shard with a 32 MB
+        page cache and a 64 MB memory map, which fill as the cache grows (a 10,000-item run
+        writes 120,000 replies into 16 shards), so the client's memory grew with the run.
+        Only this thread's connections are changed (``update=False``): the cache folder's
+        stored settings, which DSPy's own calls read, stay as they are."""
+        disk = getattr(self.cache, "disk_cache", None)
+        for shard in getattr(disk, "_shards", ()) if getattr(self.cache, "enable_disk_cache", False) else ():
+            try:
+                shard.reset("sqlite_cache_size", CACHE_PAGES, update=False)
+                shard.reset("sqlite_mmap_size", 0, update=False)
+            except Exception as exc:  # noqa: BLE001 - a cache that cannot be tuned still works
+                logger.debug("cannot limit the cache's page cache: %s", exc)
 
     def _get(self, key: str) -> Any:
         if getattr(self.cache, "enable_disk_cache", False):

@@ -2,7 +2,7 @@
 
 `load_agreement_scores` builds the `RunScores` that
 `binaryeval_dspy.reports.benchmark_metrics.compute_benchmark_metrics` turns into the same
-report as ``bineval benchmark`` (rendered by `binaryeval_dspy.reports.render`; the
+report as ``bineval benchmark`` (rendered by `binaryeval_dspy.render`; the
 agreement-only parts are in `binaryeval_dspy.reports.agreement_tables`), with each
 prediction file as a named row set:
 

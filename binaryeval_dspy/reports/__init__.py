@@ -13,9 +13,9 @@ from binaryeval_dspy._lazy import lazy_exports
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["DimensionSummary", "RunSummary", "results_frame", "summarize_results", "write_summary"],
-                    "binaryeval_dspy.reports.run_summary"),
+                    "binaryeval_dspy.runs.run_summary"),
     **dict.fromkeys(["items_table", "summary_markdown", "summary_table"],
-                    "binaryeval_dspy.reports.run_summary_tables"),
+                    "binaryeval_dspy.runs.run_summary_tables"),
     **dict.fromkeys(["build_verdict_output", "item_verdict_lines", "label_counts_table", "print_item_verdicts",
                      "write_verdict_output"], "binaryeval_dspy.reports.verdict_report"),
 }
@@ -39,14 +39,14 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
-    from binaryeval_dspy.reports.run_summary import (
+    from binaryeval_dspy.runs.run_summary import (
         DimensionSummary,
         RunSummary,
         results_frame,
         summarize_results,
         write_summary,
     )
-    from binaryeval_dspy.reports.run_summary_tables import (
+    from binaryeval_dspy.runs.run_summary_tables import (
         items_table,
         summary_markdown,
         summary_table,

@@ -14,7 +14,7 @@ from typing import Any
 
 from binaryeval_dspy.meta_eval.run_scores import RunScores
 from binaryeval_dspy.reports.formatting import LEVEL_TITLES, plural
-from binaryeval_dspy.reports.render import Table
+from binaryeval_dspy.render import Table
 
 MISSING_SHOWN = 10  # ids listed in the report per prediction set; the full lists go to missing_predictions.json
 MISSING_FILE = "missing_predictions.json"

@@ -13,7 +13,7 @@ from binaryeval_dspy.analysis.question_analysis import QuestionAnalysis
 from binaryeval_dspy.meta_eval.run_scores import RunScores
 from binaryeval_dspy.reports.benchmark_statistics import system_frame
 from binaryeval_dspy.reports.formatting import method_label, plural
-from binaryeval_dspy.reports.render import Figure
+from binaryeval_dspy.render import Figure
 
 
 def _panels_of(scores: RunScores, split: str = "") -> list[dict[str, Any]]:

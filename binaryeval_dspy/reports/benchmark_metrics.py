@@ -20,7 +20,7 @@ total; paired tests compare the sets with each other and with our methods (when 
 was given); items without a prediction and unknown ids are counted and listed.
 
 The result holds the numbers and the report document (tables with their cells,
-figures with their data); `binaryeval_dspy.reports.render` turns it into Markdown and
+figures with their data); `binaryeval_dspy.render` turns it into Markdown and
 HTML, `binaryeval_dspy.reports.benchmark_report` writes the files.
 """
 
@@ -55,7 +55,7 @@ from binaryeval_dspy.reports.coverage_tables import (
 from binaryeval_dspy.reports.formatting import METHOD_DEFINITIONS, method_label, report_lm_label
 from binaryeval_dspy.reports.metrics_document import BenchmarkMetrics
 from binaryeval_dspy.reports.question_tables import question_blocks
-from binaryeval_dspy.reports.render import Document, Section
+from binaryeval_dspy.render import Document, Section
 
 
 def compute_benchmark_metrics(run: BenchmarkRun | str | Path | RunScores, *, n_resamples: int = 1000,

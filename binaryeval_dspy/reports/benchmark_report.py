@@ -5,7 +5,7 @@ Three steps, each in its own module:
 1. compute: `binaryeval_dspy.reports.benchmark_metrics.compute_benchmark_metrics`, a
    pure function from a run's files (or an agreement `RunScores`) to a
    `BenchmarkMetrics` (``metrics.json``: the numbers and the report document);
-2. render: `binaryeval_dspy.reports.render` (Markdown, self-contained HTML) and
+2. render: `binaryeval_dspy.render` (Markdown, self-contained HTML) and
    `binaryeval_dspy.reports.figures` (PNG, matplotlib from the ``bench`` extra);
 3. write: `write_benchmark_report` (``report.md``, ``report.html``, ``metrics.json``,
    ``figures/*.png`` and, for agreement reports, ``missing_predictions.json``), or
@@ -26,7 +26,7 @@ from binaryeval_dspy.metrics.correlation import DEFAULT_CONSTANT_PREDICTIONS, Co
 from binaryeval_dspy.reports.agreement_tables import MISSING_FILE, missing_predictions_record
 from binaryeval_dspy.reports.benchmark_metrics import compute_benchmark_metrics
 from binaryeval_dspy.reports.metrics_document import METRICS_FILE, BenchmarkMetrics
-from binaryeval_dspy.reports.render import Document, Figure, to_html, to_markdown
+from binaryeval_dspy.render import Document, Figure, to_html, to_markdown
 
 __all__ = [
     "BenchmarkReport",

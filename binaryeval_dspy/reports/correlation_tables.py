@@ -33,7 +33,7 @@ from binaryeval_dspy.reports.formatting import (
     plural,
     source_cell,
 )
-from binaryeval_dspy.reports.render import Table
+from binaryeval_dspy.render import Table
 
 if TYPE_CHECKING:
     import numpy as np

@@ -16,7 +16,7 @@ from binaryeval_dspy.cost.pricing import format_usd, price_model_for_name, run_c
 from binaryeval_dspy.meta_eval.run_scores import DERIVED_METHODS, RunScores
 from binaryeval_dspy.reports.benchmark_statistics import Calculator, system_frame
 from binaryeval_dspy.reports.formatting import fmt, mean_with_coverage, method_label
-from binaryeval_dspy.reports.render import Table
+from binaryeval_dspy.render import Table
 
 
 def diagnostics_table(calc: Calculator, scores: RunScores, metrics: dict) -> Table:

@@ -2,7 +2,7 @@
 
 Every drawing function returns a `matplotlib.figure.Figure`; `figure_png` turns one into
 PNG bytes for files and for the self-contained HTML report, and `draw_figure` draws a
-report's `binaryeval_dspy.reports.render.Figure` block from its saved data. Titles name
+report's `binaryeval_dspy.render.Figure` block from its saved data. Titles name
 the LM, because a figure without its LM is not a result.
 
 matplotlib comes with the ``bench`` extra and is imported on the first drawing, never
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
     from matplotlib.figure import Figure
 
-    from binaryeval_dspy.reports.render import Figure as FigureBlock
+    from binaryeval_dspy.render import Figure as FigureBlock
 
 
 def _pyplot() -> ModuleType:
@@ -293,7 +293,7 @@ def draw_figure(block: FigureBlock) -> bytes:
     """PNG bytes of a report's figure block, drawn from its saved data.
 
     Args:
-        block: a `binaryeval_dspy.reports.render.Figure` whose ``drawing`` is
+        block: a `binaryeval_dspy.render.Figure` whose ``drawing`` is
             ``violins`` / ``scatter`` (data: ``panels``, ``title``), ``systems``
             (``systems``, ``human``, ``methods``, ``ylabel``, ``title``) or
             ``phi_heatmaps`` (``dimensions``, ``title``) or ``reliability`` (``curves``,

@@ -2,7 +2,7 @@
 
 `agreement_document` turns an `AgreementResult`
 (`binaryeval_dspy.meta_eval.label_agreement.label_agreement`) into a report `Document`
-(`binaryeval_dspy.reports.render`): one table of every judge, panel and cascade against
+(`binaryeval_dspy.render`): one table of every judge, panel and cascade against
 the labels, the worst questions of each, calibration with a reliability diagram where a
 judge gave P(yes), the panels' inter-judge agreement, the cascades' escalations, cost and
 band sweep. Every row names its judge; a panel or cascade names its rule and members.
@@ -18,7 +18,7 @@ from typing import Any
 
 from binaryeval_dspy.meta_eval.label_agreement import AgreementResult
 from binaryeval_dspy.reports.formatting import fmt, plural
-from binaryeval_dspy.reports.render import Document, Figure, Section, Table, to_html, to_markdown
+from binaryeval_dspy.render import Document, Figure, Section, Table, to_html, to_markdown
 
 QUESTIONS_SHOWN = 10  # worst questions listed per judge (all of them are in agreement.json)
 AGREEMENT_JSON = "agreement.json"

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from binaryeval_dspy.data.json_files import read_json_file, validation_error
 from binaryeval_dspy.errors import InputError
-from binaryeval_dspy.reports.render import Document
+from binaryeval_dspy.render import Document
 from binaryeval_dspy.schemas.versioned import SchemaVersion
 
 METRICS_SCHEMA_VERSION = 1

@@ -13,7 +13,7 @@ from binaryeval_dspy.analysis.question_analysis import analyze_questions
 from binaryeval_dspy.meta_eval.run_scores import RunScores
 from binaryeval_dspy.reports.benchmark_figures import phi_figure
 from binaryeval_dspy.reports.formatting import fmt
-from binaryeval_dspy.reports.render import Table
+from binaryeval_dspy.render import Table
 
 
 def question_blocks(scores: RunScores, lm: str, metrics: dict, *, figures: bool = True) -> list[Any]:

@@ -321,7 +321,7 @@ def _summary(run: LoadedRun) -> Any:
     """The run's `RunSummary`, always true to ``results.jsonl``: ``summary.json`` when every
     number it holds equals the one rebuilt from the results (`summary_differences`), else the
     rebuilt one, with a note saying what ``summary.json`` claims instead."""
-    from binaryeval_dspy.reports.run_summary import RunSummary, summarize_results
+    from binaryeval_dspy.runs.run_summary import RunSummary, summarize_results
 
     stored_path = run.path / _SUMMARY_FILE
     stored = None
@@ -350,8 +350,8 @@ def _summary(run: LoadedRun) -> Any:
 
 def _summary_data(summary: Any) -> dict[str, Any]:
     from binaryeval_dspy.cost.pricing import cost_line
-    from binaryeval_dspy.reports.run_summary import trust_warnings
-    from binaryeval_dspy.reports.run_summary_tables import (
+    from binaryeval_dspy.runs.run_summary import trust_warnings
+    from binaryeval_dspy.runs.run_summary_tables import (
         coverage_warning,
         flagged_line,
         headline,

@@ -50,6 +50,7 @@ from binaryeval_dspy.runs.item_rows import (
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.runs.result_index import ResultIndex
+from binaryeval_dspy.runs.run_summary import RunSummary, SummaryBuilder, write_summary
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
@@ -58,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[Any, str], None]
 
-__all__ = ["ProgressCallback", "evaluate_items", "judge_item", "run_resumable"]
+__all__ = ["ProgressCallback", "evaluate_items", "judge_item", "record_summary", "run_resumable"]
 
 
 def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -> ItemResult:
@@ -210,13 +211,84 @@ def evaluate_items(
                 check_stored=check_stored_items, freeze=lambda: run_dir.freeze_question_set(program.question_set),
                 lm=lm, settings=settings, on_progress=on_stored, on_answer=on_answer,
                 max_consecutive_failures=max_consecutive_failures, seed_results=seed_results,
-                budget=budget, engine=engine,
+                budget=budget, engine=engine, end_config=lambda: endpoint_outcome(lm, padding),
             )
     finally:
         journal.compact()
     if padding is not None:
         outcome.cache_padding = padding.stats()
+    if getattr(program, "aggregation", "score") != "verdict":  # a run with scores: its summary
+        outcome.summary = record_summary(run_dir, program.question_set, lm=lm, name=manifest.lm, settings=settings,
+                                         item_ids=[str(i.item_id) for i in items],
+                                         batch=outcome.engine_name == "batch")
     return outcome
+
+
+def endpoint_outcome(lm: LMHandle | None, padding: Any = None) -> dict[str, Any]:
+    """What a run learned about its endpoint, for the manifest's ``config``: the adapter's
+    counters (``adapter_stats``: re-sent requests, parse failures), the JSON-schema form the
+    endpoint accepted (``schema_dialect``) and, when prompts could be padded for the
+    provider's cache, what was padded in this session (``cache_padding_stats``,
+    `CachePadding.stats`; the policy is ``cache_padding``). Empty without an LM handle."""
+    if lm is None:
+        return {}
+    out: dict[str, Any] = {"adapter_stats": lm.adapter_stats.as_dict() if lm.adapter_stats is not None else {}}
+    dialect = getattr(lm.lm, "schema_dialect", None)
+    if dialect:
+        out["schema_dialect"] = dialect
+    if padding is not None:
+        out["cache_padding_stats"] = padding.stats()
+    return out
+
+
+def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | None, name: str,
+                   settings: RunSettings | None = None, item_ids: Sequence[str] | None = None,
+                   batch: bool = False) -> RunSummary | None:
+    """Write the run's ``summary.json`` and ``summary.md`` from what ``results.jsonl`` holds,
+    reading the file once without holding its results (`SummaryBuilder`).
+
+    Called by `evaluate_items` at the end of every run with scores (every front end, the
+    CLI, the Python API, the pytest plugin, rejudge and batch, therefore leaves the same
+    files), and by rejudge again once it has carried the unchanged items over.
+
+    Args:
+        run_dir: the run directory (its results are read, never changed).
+        question_set: the run's questions (explanations are checked against them).
+        lm: the run's LM (None: the configured one); says whether it is embedded and, with
+            `settings`, how it is priced and how many calls were in flight.
+        name: the LM's display name, as the manifest records it.
+        settings: the run's settings (None: the defaults).
+        item_ids: summarize only these items (None: every stored item).
+        batch: the calls went through a provider's batch API (batch prices).
+
+    Returns:
+        The `RunSummary` written, or None when no item of `item_ids` is stored (nothing is written).
+
+    Raises:
+        InputError: a complete line of ``results.jsonl`` is not a valid result (file and line named).
+    """
+    settings = settings or RunSettings()
+    wanted = set(item_ids) if item_ids is not None else None
+
+    def build(results: Any) -> SummaryBuilder | None:
+        builder, seen = SummaryBuilder(question_set), set()
+        for result in results:
+            if wanted is not None and result.item_id not in wanted:
+                continue
+            if result.item_id in seen:
+                return None  # stored twice (an interrupted run): the later line counts, read below
+            seen.add(result.item_id)
+            builder.add(result)
+        return builder
+
+    builder = build(run_dir.iter_results()) or build(run_dir.read_results(repair=False))
+    if builder is None or not builder.items:
+        return None
+    summary = builder.summary(lm=name, embedded=lm.embedded if lm is not None else None,
+                              price_model=settings.price_model_for(lm), batch=batch,
+                              in_flight=settings.in_flight(lm))
+    write_summary(summary, run_dir.path)
+    return summary
 
 
 def run_resumable(
@@ -239,6 +311,7 @@ def run_resumable(
     seed_results: dict[str, Any] | None = None,
     budget: CostBudget | None = None,
     engine: Engine | None = None,
+    end_config: Callable[[], dict[str, Any]] | None = None,
 ) -> EvaluationOutcome:
     """The resumable item loop over a run directory, for any planned program and result type.
 
@@ -270,6 +343,8 @@ def run_resumable(
         on_answer: ``on_answer(item, record, usage)`` as each answer comes (the journal).
         lm, settings, max_consecutive_failures, seed_results, budget, engine: as in
             `evaluate_items`.
+        end_config: ``end_config() -> dict`` merged into the manifest's ``config`` when the
+            run ends, before the manifest is written (what was learned during the run).
 
     Returns:
         An `EvaluationOutcome`.
@@ -307,7 +382,7 @@ def run_resumable(
     todo = [i for i in items if not stored.is_complete(str(i.item_id))]
     outcome = EvaluationOutcome(results=[], new_items=0, skipped_items=sum(stored.is_complete(i) for i in wanted),
                                 resumed_items=sum(1 for i in todo if str(i.item_id) in stored), run_dir=run_dir,
-                                items=items)
+                                items=items, engine_name=getattr(engine, "name", None))
     if on_progress:
         for _ in range(outcome.skipped_items):
             on_progress(None, None, "skipped")
@@ -412,6 +487,8 @@ def run_resumable(
             writer.close(order=None if outcome.interrupted else [str(i.item_id) for i in items])
             outcome.incomplete = [i for i in writer.incomplete_ids() if i in wanted]
             outcome.empty_outputs = [i for i in writer.empty_output_ids() if i in wanted]
+            if end_config is not None:
+                manifest.config.update(end_config())
             outcome.manifest = run_dir.finish(
                 manifest, items_done=outcome.new_items,
                 interrupted=(outcome.interrupted or bool(outcome.failed) or bool(outcome.incomplete)

@@ -55,6 +55,9 @@ class EvaluationOutcome:
         notes: the engine's lines for the user (e.g. Ray's start-up time).
         problems: what went wrong talking to the provider outside a call (a batch that
             could not be created or polled); a rerun retries it.
+        summary: the run's `RunSummary` as written to ``summary.json`` at its end (None for
+            a run without scores, aggregation "verdict", or with no item stored).
+        engine_name: the engine that sent the calls (``local``, ``live``, ``ray``, ``batch``, ...).
         run_dir, items: where `results` is read from, and in which order.
     """
 
@@ -79,6 +82,8 @@ class EvaluationOutcome:
     pending_calls: int = 0
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    summary: Any = None
+    engine_name: str | None = None
     run_dir: Any = field(default=None, repr=False)
     items: Any = field(default=None, repr=False)
 

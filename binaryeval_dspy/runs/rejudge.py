@@ -19,7 +19,7 @@ from binaryeval_dspy.errors import RunStateError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
-from binaryeval_dspy.runs.evaluation import ProgressCallback, evaluate_items
+from binaryeval_dspy.runs.evaluation import ProgressCallback, evaluate_items, record_summary
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.run_comparison import answer_changes
 from binaryeval_dspy.runs.run_directory import RunDirectory
@@ -318,6 +318,9 @@ def rejudge_items(
             run_dir.append(result)
     current = {r.item_id: r for r in run_dir.read_results()}
     order = [str(i.item_id) for i in items]
+    if getattr(program, "aggregation", "score") != "verdict":  # the summary covers the carried items too
+        outcome.summary = record_summary(run_dir, program.question_set, lm=lm, name=manifest.lm, settings=settings,
+                                         item_ids=order)
     results = [current[i] for i in order if i in current]
     changes = compare_runs(previous_results, results, plan, order=order, aggregation=aggregation,
                            failed=outcome.failed)  # items stored as status error rows are in `results`

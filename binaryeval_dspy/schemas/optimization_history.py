@@ -268,11 +268,11 @@ class OptimizationHistory(BaseModel):
 
     def summary_markdown(self) -> str:
         """The iterations as a Markdown table (`summary_rows`, drawn by
-        `binaryeval_dspy.reports.render.markdown_table`), with the LMs, the kept iteration
+        `binaryeval_dspy.render.markdown_table`), with the LMs, the kept iteration
         and the selection rule underneath."""
         header, body = self.summary_rows()
         lms = "; ".join(f"{role}: {name}" for role, name in self.lms.items()) or "not recorded"
-        from binaryeval_dspy.reports.render import markdown_paragraph, markdown_table
+        from binaryeval_dspy.render import markdown_paragraph, markdown_table
 
         lines = [*markdown_table(header, body), "",  # the prose is text too: LM names never become markup
                  markdown_paragraph(f"LMs: {lms}. Kept iteration: {self.best_iteration} (marked *). "

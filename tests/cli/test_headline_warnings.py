@@ -22,7 +22,7 @@ from dspy.lm15 import TokenLogprob, TopLogprob
 from binaryeval_dspy.cli import common
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.reports.run_summary import summarize_results
+from binaryeval_dspy.runs.run_summary import summarize_results
 from binaryeval_dspy.reports.run_view import view_data, write_view
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from tests.fakes import LogprobEngine, field_value, logprob_lm

@@ -31,7 +31,7 @@ from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.reports.run_summary import summarize_results, write_summary
+from binaryeval_dspy.runs.run_summary import summarize_results, write_summary
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult

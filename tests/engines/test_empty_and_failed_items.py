@@ -21,8 +21,8 @@ from binaryeval_dspy.lm.context_overflow import parse_context_overflow
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.meta_eval.method_run import CodeMethod, MethodRunDirectory, run_method
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.reports.run_summary import summarize_results
-from binaryeval_dspy.reports.run_summary_tables import summary_markdown
+from binaryeval_dspy.runs.run_summary import summarize_results
+from binaryeval_dspy.runs.run_summary_tables import summary_markdown
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult

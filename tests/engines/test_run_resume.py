@@ -5,7 +5,7 @@ import pytest
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import InputError, RunStateError
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.reports.run_summary import summarize_results
+from binaryeval_dspy.runs.run_summary import summarize_results
 from binaryeval_dspy.runs.evaluation import evaluate_items
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.run_manifest import RunManifest

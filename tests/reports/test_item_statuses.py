@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.meta_eval.method_run import MethodItemResult
-from binaryeval_dspy.reports.run_summary import summarize_results, summary_markdown
+from binaryeval_dspy.runs.run_summary import summarize_results, summary_markdown
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.named_verdict import NamedVerdict
 from binaryeval_dspy.schemas.verdict import QuestionVerdict

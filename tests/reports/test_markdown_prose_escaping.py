@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from binaryeval_dspy.cli.main import cli
 from binaryeval_dspy.comparison.report import comparison_markdown
 from binaryeval_dspy.comparison.results import OptimizerResult
-from binaryeval_dspy.reports.render import (
+from binaryeval_dspy.render import (
     BulletList,
     Document,
     Figure,
@@ -65,7 +65,7 @@ def test_the_document_renderer_escapes_every_text_it_places():
     assert "![Figure \\<img" in markdown and "](figures/f.png)" in markdown
     page = to_html(document, figure_png={})
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    from binaryeval_dspy.reports.render import markdown_paragraph
+    from binaryeval_dspy.render import markdown_paragraph
 
     assert markdown_paragraph("1. first") == "1\\. first"
 

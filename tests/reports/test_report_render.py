@@ -15,7 +15,7 @@ import pytest
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.reports.benchmark_metrics import compute_benchmark_metrics
 from binaryeval_dspy.reports.metrics_document import BenchmarkMetrics
-from binaryeval_dspy.reports.render import (
+from binaryeval_dspy.render import (
     BulletList,
     Document,
     Figure,

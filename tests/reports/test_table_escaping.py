@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.reports.render import (
+from binaryeval_dspy.render import (
     Document,
     Section,
     Table,

@@ -5,13 +5,14 @@ Every stored item is counted, whatever its status (``scored``, ``unscored``,
 as "n used / n total" beside each mean. An undefined mean is shown as "—", never as 0.
 
 This module computes the summary (`summarize_results`) and saves it (`write_summary`);
-its tables and Markdown are in `binaryeval_dspy.reports.run_summary_tables`.
+its tables and Markdown are in `binaryeval_dspy.runs.run_summary_tables`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
 )
 from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
 from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
-from binaryeval_dspy.reports.run_summary_tables import is_defined, item_status, summary_markdown
+from binaryeval_dspy.runs.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 
@@ -43,7 +44,7 @@ __all__ = [
     "Discrimination",
     "RunSummary",
     "VerdictSkew",
-    "discrimination",
+    "SummaryBuilder",
     "judge_notes",
     "results_frame",
     "summarize_results",
@@ -266,17 +267,203 @@ def results_frame(results: list[ItemResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | None = None,
+class SummaryBuilder:
+    """Builds a `RunSummary` from item results given one at a time, in one pass and in memory
+    that does not grow with the items beyond one float per judged item (their overall
+    scores, for the tie and the spread of `Discrimination`).
+
+    Every counter is a sum over items, so the order of the results does not matter; the
+    dimensions are listed in the order of the first result with a score card. This is what
+    `summarize_results` runs, and what the recorder (`binaryeval_dspy.runs.evaluation`)
+    feeds while it reads ``results.jsonl`` once at the end of a run.
+
+    Args:
+        question_set: the run's questions; when given, explanations are checked again
+            against them (`explanation_flags`), so results stored before flags existed
+            are counted too. None counts the ``flags`` stored with each verdict.
+    """
+
+    def __init__(self, question_set: QuestionSet | None = None) -> None:
+        self._examples = ({q.id: q.violation_example for q in question_set.questions}
+                          if question_set is not None else None)
+        self.items = 0
+        self._scale: tuple[float, float] | None = None
+        self._dims: dict[str, None] = {}
+        # dimension (or "overall") -> [score sum, scores, P(yes) sum, P(yes)s, yes, no, unparsed, error]
+        self._cells: dict[str, list[float]] = {}
+        self._usage = {name: 0 for name in ("prompt_tokens", "completion_tokens", "lm_calls", "cached_prompt_tokens",
+                                            "cache_write_tokens", "failed_calls", "adapter_fallbacks")}
+        self._seconds = 0.0
+        self._incomplete = self._answered = self._asked = 0
+        self._status = dict.fromkeys(ITEM_STATUSES, 0)
+        self._judged = 0
+        self._yes = self._parsed = 0  # the judge's parsed (yes / no) answers on judged items
+        self._explained = self._flagged = self._flags_stored = 0
+        self._flag_counts = dict.fromkeys(EXPLANATION_FLAGS, 0)
+        self._cut = self._qualified = self._against = self._soft = 0
+        self._by_question: dict[str, list[int]] = {}  # question id -> [yes, no] over judged items
+        self._by_code: set[str] = set()
+        self._overall: list[float] = []
+        self._judged_scale: tuple[float, float] | None = None
+
+    def add(self, r: ItemResult) -> None:
+        """Count one stored item result (any status)."""
+        self.items += 1
+        status = item_status(r)
+        self._status[status] = self._status.get(status, 0) + 1
+        usage = r.usage
+        for name in self._usage:
+            self._usage[name] += getattr(usage, name)
+        self._seconds += r.seconds
+        self._incomplete += not r.complete
+        self._answered += r.answered_count
+        self._asked += len(r.verdicts)
+        card = r.score_card
+        if card is None:
+            return
+        if self._scale is None:
+            self._scale = card.scale
+        for dim in card.dimension_scores:
+            self._dims.setdefault(dim)
+        judged = status == "scored"
+        for dim, counts in ((d, card.counts.get(d)) for d in card.dimension_scores):
+            self._count(dim, counts, card.dimension_scores.get(dim), _p_yes(card, dim), judged)
+        for dim, counts in card.counts.items():  # counts of a dimension without a score entry
+            if dim not in card.dimension_scores:
+                self._count(dim, counts, None, None, False)
+        self._count("overall", card.total_counts, card.overall, _p_yes(card, "overall"), judged)
+        if judged:
+            self._add_judged(r)
+
+    def _count(self, dim: str, counts: object, score: float | None, soft: float | None, judged: bool) -> None:
+        cell = self._cells.setdefault(dim, [0.0, 0, 0.0, 0, 0, 0, 0, 0])
+        if judged and is_defined(score):
+            cell[0] += float(score)
+            cell[1] += 1
+        if judged and is_defined(soft):
+            cell[2] += float(soft)
+            cell[3] += 1
+        if counts:
+            cell[4] += counts.yes
+            cell[5] += counts.no
+            cell[6] += counts.unparsed
+            cell[7] += counts.error
+
+    def _add_judged(self, r: ItemResult) -> None:
+        self._judged += 1
+        if self._judged_scale is None:
+            self._judged_scale = r.score_card.scale
+        if is_defined(r.score_card.overall):
+            self._overall.append(float(r.score_card.overall))
+        latest: dict[str, str] = {}
+        for v in r.verdicts:
+            latest[v.question_id] = v.verdict  # the item's last verdict per question counts
+            if v.source != "lm":
+                self._by_code.add(v.question_id)
+                continue
+            if not v.parsed:
+                continue
+            self._parsed += 1
+            self._yes += v.verdict == "yes"
+            self._cut += bool(v.reply_cut)
+            self._qualified += bool(v.qualified)
+            self._against += against_verdict(v.p_yes, v.verdict)
+            self._soft += v.p_yes is not None
+            if not v.explanation.strip():
+                continue
+            self._explained += 1
+            flags = (explanation_flags(v.verdict, v.explanation, self._examples.get(v.question_id))
+                     if self._examples is not None else list(v.flags or ()))
+            self._flagged += bool(flags)
+            self._flags_stored += bool(v.flags)
+            for flag in flags:
+                if flag in self._flag_counts:
+                    self._flag_counts[flag] += 1
+        for question_id, verdict in latest.items():
+            if verdict in ("yes", "no"):
+                self._by_question.setdefault(question_id, [0, 0])[verdict == "no"] += 1
+
+    def summary(self, *, lm: str, embedded: bool | None = None, price_model: str | None = None,
+                batch: bool = False, in_flight: int | None = None) -> RunSummary:
+        """The `RunSummary` of every result added so far (arguments as in `summarize_results`)."""
+        low, high = scale = self._scale or (0.0, 1.0)
+        out = []
+        for dim in [*self._dims, "overall"]:
+            total, scored, soft, softs, yes, no, unparsed, error = self._cells.get(dim, [0.0, 0, 0.0, 0, 0, 0, 0, 0])
+            mean = total / scored if scored else None
+            out.append(DimensionSummary(
+                dimension=dim, mean_score=mean, mean_scaled=None if mean is None else mean * (high - low) + low,
+                items_scored=scored, items_total=self.items, yes=yes, no=no, unparsed=unparsed, error=error,
+                mean_p_yes=soft / softs if softs else None,
+            ))
+        n = self.items
+        prompt, completion = self._usage["prompt_tokens"], self._usage["completion_tokens"]
+        summary = RunSummary(
+            lm=lm, items=n, scale=scale, dimensions=out, lm_calls=self._usage["lm_calls"],
+            prompt_tokens=prompt, completion_tokens=completion,
+            tokens_per_item=(prompt + completion) / n if n else 0.0,
+            seconds_per_item=self._seconds / n if n else 0.0,
+            cached_prompt_tokens=self._usage["cached_prompt_tokens"],
+            cache_write_tokens=self._usage["cache_write_tokens"],
+            failed_calls=self._usage["failed_calls"], adapter_fallbacks=self._usage["adapter_fallbacks"],
+            items_incomplete=self._incomplete, questions_answered=self._answered, questions_total=self._asked,
+            items_by_status={status: self._status.get(status, 0) for status in ITEM_STATUSES},
+            embedded_lm=lm.endswith("(llama.cpp)") if embedded is None else bool(embedded),
+            verdict_skew=verdict_skew(self._yes, self._parsed, judged_items=self._judged),
+            discrimination=self._discrimination(),
+            explanations_checked=self._explained, explanations_flagged=self._flagged,
+            explanation_flags={flag: count for flag, count in self._flag_counts.items() if count},
+            replies_cut=self._cut, answers_qualified=self._qualified,
+            verdicts_against_p_yes=self._against, p_yes_answers=self._soft, calls_in_flight=in_flight,
+        )
+        summary.notes = judge_notes(summary, flags_stored=self._flags_stored == summary.explanations_flagged)
+        summary.warnings = trust_warnings(summary)
+        if price_model is None:
+            price_model = price_model_for_name(lm, embedded=summary.embedded_lm)
+        summary.cost = run_cost(prompt_tokens=prompt, completion_tokens=completion,
+                                cached_prompt_tokens=summary.cached_prompt_tokens,
+                                cache_write_tokens=summary.cache_write_tokens, items=n, model=price_model,
+                                batch=batch)
+        return summary
+
+    def _discrimination(self) -> Discrimination | None:
+        """How much the judge's yes/no answers tell the judged items apart (`Discrimination`),
+        or None with fewer than two. Questions answered by code checks are left out (they
+        are not the judge's answers); unparsed and failed answers too."""
+        from collections import Counter
+        from statistics import pstdev
+
+        if self._judged < 2:
+            return None
+        compared = [(yes, no) for q, (yes, no) in self._by_question.items() if q not in self._by_code and yes + no >= 2]
+        constant = sum(1 for yes, no in compared if yes == 0 or no == 0)
+        overall = self._overall
+        counts = Counter(round(x, 9) for x in overall)
+        tie = max(counts.values(), default=0)
+        tied = min((score for score, n in counts.items() if n == tie), default=None)  # ties: the lowest, in any order
+        low, high = self._judged_scale
+        items = self._judged
+        is_low = (bool(compared) and constant > UNDISCRIMINATING_SHARE * len(compared)) or (
+            items >= TIE_MIN_ITEMS and tie > UNDISCRIMINATING_SHARE * items)
+        return Discrimination(items=items, questions=len(compared), constant_questions=constant, largest_tie=tie,
+                              tied_score=None if tied is None else round(tied * (high - low) + low, 4),
+                              score_sd=round(pstdev(overall), 4) if overall else None, low=bool(is_low))
+
+
+def summarize_results(results: Iterable[ItemResult], *, lm: str, embedded: bool | None = None,
                       question_set: QuestionSet | None = None, price_model: str | None = None,
                       batch: bool = False, in_flight: int | None = None) -> RunSummary:
-    """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates).
+    """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates), in one
+    pass over `results` (`SummaryBuilder`: a generator over ``results.jsonl`` is read
+    without holding the items).
 
     Every item is counted (per status in ``items_by_status``); each mean is over the
     judged items with a defined score for it (None and NaN are left out, never read as
     0), so one undefined score leaves the other dimensions' means intact. The summary
-    also says whether the judge discriminates at all (`VerdictSkew`), counts the
-    explanations flagged as contradicting their verdict (``QuestionVerdict.flags``),
-    and carries the notes printed beside the table (`judge_notes`).
+    also says whether the judge discriminates at all (`VerdictSkew`, `Discrimination`),
+    counts the explanations flagged as contradicting their verdict
+    (``QuestionVerdict.flags``), and carries the notes printed beside the table
+    (`judge_notes`) and the headline's warnings (`trust_warnings`).
 
     Args:
         results: item results of one run (same question set and scale), of any status.
@@ -293,124 +480,28 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         in_flight: LM calls kept in flight at once (`RunSettings.in_flight`); None when
             unknown (the seconds-per-item line then says items may overlap).
     """
-    carded = [r for r in results if r.score_card is not None]
-    judged = [r for r in carded if item_status(r) == "scored"]
-    scale = carded[0].score_card.scale if carded else (0.0, 1.0)
-    low, high = scale
-    dims: list[str] = list(dict.fromkeys(d for r in carded for d in r.score_card.dimension_scores))
-    out: list[DimensionSummary] = []
-    for dim in [*dims, "overall"]:
-        values = [
-            (r.score_card.overall if dim == "overall" else r.score_card.dimension_scores.get(dim))
-            for r in judged
-        ]
-        parsed = [float(v) for v in values if is_defined(v)]
-        counts = [
-            (r.score_card.total_counts if dim == "overall" else r.score_card.counts.get(dim))
-            for r in carded
-        ]
-        mean = sum(parsed) / len(parsed) if parsed else None
-        soft = [float(v) for v in (_p_yes(r.score_card, dim) for r in judged) if is_defined(v)]
-        out.append(DimensionSummary(
-            dimension=dim, mean_score=mean,
-            mean_scaled=None if mean is None else mean * (high - low) + low,
-            items_scored=len(parsed), items_total=len(results),
-            yes=sum(c.yes for c in counts if c), no=sum(c.no for c in counts if c),
-            unparsed=sum(c.unparsed for c in counts if c), error=sum(c.error for c in counts if c),
-            mean_p_yes=sum(soft) / len(soft) if soft else None,
-        ))
-    n = len(results)
-    prompt = sum(r.usage.prompt_tokens for r in results)
-    completion = sum(r.usage.completion_tokens for r in results)
-    answers = [v for r in judged for v in r.verdicts if v.source == "lm" and v.parsed]
-    explained = [v for v in answers if v.explanation.strip()]
-    examples = {q.id: q.violation_example for q in question_set.questions} if question_set is not None else None
-    flagged = [(explanation_flags(v.verdict, v.explanation, examples.get(v.question_id)) if examples is not None
-                else list(v.flags or ())) for v in explained]
-    flag_counts = {flag: sum(1 for f in flagged if flag in f) for flag in EXPLANATION_FLAGS}
-    summary = RunSummary(
-        lm=lm, items=n, scale=scale, dimensions=out, lm_calls=sum(r.usage.lm_calls for r in results),
-        prompt_tokens=prompt, completion_tokens=completion,
-        tokens_per_item=(prompt + completion) / n if n else 0.0,
-        seconds_per_item=sum(r.seconds for r in results) / n if n else 0.0,
-        cached_prompt_tokens=sum(r.usage.cached_prompt_tokens for r in results),
-        cache_write_tokens=sum(r.usage.cache_write_tokens for r in results),
-        failed_calls=sum(r.usage.failed_calls for r in results),
-        adapter_fallbacks=sum(r.usage.adapter_fallbacks for r in results),
-        items_incomplete=sum(1 for r in results if not r.complete),
-        questions_answered=sum(r.answered_count for r in results),
-        questions_total=sum(len(r.verdicts) for r in results),
-        items_by_status={status: sum(1 for r in results if item_status(r) == status) for status in ITEM_STATUSES},
-        embedded_lm=lm.endswith("(llama.cpp)") if embedded is None else bool(embedded),
-        verdict_skew=verdict_skew(answers, judged_items=len(judged)),
-        discrimination=discrimination(judged),
-        explanations_checked=len(explained),
-        explanations_flagged=sum(1 for f in flagged if f),
-        explanation_flags={flag: count for flag, count in flag_counts.items() if count},
-        replies_cut=sum(1 for v in answers if v.reply_cut),
-        answers_qualified=sum(1 for v in answers if v.qualified),
-        verdicts_against_p_yes=sum(1 for v in answers if against_verdict(v.p_yes, v.verdict)),
-        p_yes_answers=sum(1 for v in answers if v.p_yes is not None),
-        calls_in_flight=in_flight,
-    )
-    stored = sum(1 for v in explained if v.flags)
-    summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
-    summary.warnings = trust_warnings(summary)
-    if price_model is None:
-        price_model = price_model_for_name(lm, embedded=summary.embedded_lm)
-    summary.cost = run_cost(prompt_tokens=prompt, completion_tokens=completion,
-                            cached_prompt_tokens=summary.cached_prompt_tokens,
-                            cache_write_tokens=summary.cache_write_tokens, items=n, model=price_model, batch=batch)
-    return summary
+    builder = SummaryBuilder(question_set)
+    for result in results:
+        builder.add(result)
+    return builder.summary(lm=lm, embedded=embedded, price_model=price_model, batch=batch, in_flight=in_flight)
 
 
-def verdict_skew(answers: list, *, judged_items: int) -> VerdictSkew | None:
+def verdict_skew(yes: int, answered: int, *, judged_items: int) -> VerdictSkew | None:
     """A `VerdictSkew` when more than `SKEW_SHARE` of the judge's yes/no answers are the
     same verdict, over at least two judged items; else None.
 
     Args:
-        answers: the LM's parsed verdicts (`QuestionVerdict` with verdict yes or no).
+        yes: the judge's "yes" answers (LM answers on judged items).
+        answered: its yes and no answers.
         judged_items: items judged (status ``scored``); one item cannot be compared.
     """
-    if judged_items < 2 or not answers:
+    if judged_items < 2 or not answered:
         return None
-    yes = sum(1 for v in answers if v.verdict == "yes")
-    verdict, count = ("yes", yes) if yes * 2 >= len(answers) else ("no", len(answers) - yes)
-    share = count / len(answers)
+    verdict, count = ("yes", yes) if yes * 2 >= answered else ("no", answered - yes)
+    share = count / answered
     if share <= SKEW_SHARE:
         return None
-    return VerdictSkew(verdict=verdict, count=count, answered=len(answers), share=round(share, 4))
-
-
-def discrimination(judged: list[ItemResult]) -> Discrimination | None:
-    """How much the judge's yes/no answers tell `judged` apart (`Discrimination`), or None
-    with fewer than two items. Questions answered by code checks are left out (they are
-    not the judge's answers); unparsed and failed answers too.
-
-    Args:
-        judged: item results with status ``scored`` (one question set, one scale).
-    """
-    from collections import Counter
-    from statistics import pstdev
-
-    from binaryeval_dspy.analysis.question_analysis import verdict_matrix
-
-    if len(judged) < 2:
-        return None
-    by_code = {v.question_id for r in judged for v in r.verdicts if v.source != "lm"}
-    matrix = verdict_matrix(judged)  # items x questions: 1 yes, 0 no, NaN otherwise
-    matrix = matrix[[q for q in matrix.columns if q not in by_code]]
-    compared = matrix.loc[:, matrix.notna().sum() >= 2]
-    constant = int((compared.nunique() == 1).sum())
-    overall = [float(r.score_card.overall) for r in judged if is_defined(r.score_card.overall)]
-    tied, tie = Counter(round(x, 9) for x in overall).most_common(1)[0] if overall else (None, 0)
-    low, high = judged[0].score_card.scale
-    items = len(judged)
-    is_low = (compared.shape[1] > 0 and constant > UNDISCRIMINATING_SHARE * compared.shape[1]) or (
-        items >= TIE_MIN_ITEMS and tie > UNDISCRIMINATING_SHARE * items)
-    return Discrimination(items=items, questions=int(compared.shape[1]), constant_questions=constant,
-                          largest_tie=tie, tied_score=None if tied is None else round(tied * (high - low) + low, 4),
-                          score_sd=round(pstdev(overall), 4) if overall else None, low=bool(is_low))
+    return VerdictSkew(verdict=verdict, count=count, answered=answered, share=round(share, 4))
 
 
 def _discrimination_said(summary: RunSummary) -> str:

@@ -1,6 +1,6 @@
 """A run's summary as text: the rich tables printed at the end of a run, and ``summary.md``.
 
-The numbers come from `binaryeval_dspy.reports.run_summary.RunSummary` (and, for the
+The numbers come from `binaryeval_dspy.runs.run_summary.RunSummary` (and, for the
 per-item table, the stored item results); nothing here computes a mean. An undefined mean
 or score is shown as "—" (`UNDEFINED`), never as 0. `UNDEFINED` and the helpers that tell
 a defined score and an item's status are shared with the summary's computation.
@@ -17,11 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from binaryeval_dspy.cost.pricing import cost_line
-from binaryeval_dspy.reports.render import markdown_paragraph, markdown_table
+from binaryeval_dspy.render import markdown_paragraph, markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
 if TYPE_CHECKING:
-    from binaryeval_dspy.reports.run_summary import DimensionSummary, RunSummary
+    from binaryeval_dspy.runs.run_summary import DimensionSummary, RunSummary
     from binaryeval_dspy.schemas.item_result import ItemResult
 
 UNDEFINED = "—"  # how an undefined mean or score is shown (never 0)
