@@ -272,6 +272,14 @@ def test_every_package_has_its_place_in_the_order():
     assert undeclared_packages() == []
 
 
+def test_the_documented_order_is_the_one_kept():
+    """docs/development.md's table of the package order (``| row | packages |``) is `ORDER`."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| (`.+`) \|$", text.split("| row | packages |", 1)[1], flags=re.MULTILINE)
+    assert [tuple(re.findall(r"`(\w+)`", packages)) for _row, packages in rows] == list(ORDER)
+    assert [int(row) for row, _packages in rows] == list(range(1, len(ORDER) + 1))
+
+
 def test_packages_import_only_lower_packages():
     assert order_violations() == []
 
@@ -375,19 +383,22 @@ def _rooted_in_dspy(node: ast.expr, bound: set[str]) -> bool:
     return target is not None and target.split(".")[0] == "dspy"
 
 
+def _private(name: object) -> bool:
+    return isinstance(name, str) and name.startswith("_") and not name.startswith("__")
+
+
 def private_dspy_reads(tree: ast.Module) -> list[str]:
     """Reads of DSPy's underscore attributes (``lm_module._private``, ``getattr(dspy.x, "_y")``),
     as ``line: expression``."""
     bound = _dspy_bound(tree)
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                and _rooted_in_dspy(node.value, bound)):
-            found.append(f"{node.lineno}: {ast.unparse(node)}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
-              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-              and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")
-              and _rooted_in_dspy(node.args[0], bound)):
+        attribute = isinstance(node, ast.Attribute) and _private(node.attr) and _rooted_in_dspy(node.value, bound)
+        by_name = (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in ("getattr", "hasattr") and len(node.args) > 1
+                   and isinstance(node.args[1], ast.Constant) and _private(node.args[1].value)
+                   and _rooted_in_dspy(node.args[0], bound))
+        if attribute or by_name:
             found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -546,10 +557,10 @@ def test_order_rule_finds_importlib_and_dunder_import(plant):
                     "    return __import__('binaryeval_dspy.engines')\n")
     module = "binaryeval_dspy.schemas.verdict"
     assert order_violations(sources) == [
-        f"binaryeval_dspy/schemas/verdict.py:{_line(sources, module, 'import_module(')}: schemas -> runs "
-        "(binaryeval_dspy.runs.run_directory)",
-        f"binaryeval_dspy/schemas/verdict.py:{_line(sources, module, '__import__(')}: schemas -> engines "
-        "(binaryeval_dspy.engines)"]
+        (f"binaryeval_dspy/schemas/verdict.py:{_line(sources, module, 'import_module(')}: schemas -> runs "
+        "(binaryeval_dspy.runs.run_directory)"),
+        (f"binaryeval_dspy/schemas/verdict.py:{_line(sources, module, '__import__(')}: schemas -> engines "
+        "(binaryeval_dspy.engines)")]
 
 
 def test_order_rule_finds_a_lazy_export_upwards(plant):
@@ -598,8 +609,8 @@ def test_underscore_rule_finds_a_function_level_import(plant):
 def test_shim_rule_finds_a_name_imported_through_its_importer(plant):
     sources = plant("runs/evaluation.py", "def usage():\n    from binaryeval_dspy.cost.budget import Usage\n")
     line = _line(sources, "binaryeval_dspy.runs.evaluation", "budget import Usage")
-    assert shim_imports(sources) == [f"binaryeval_dspy/runs/evaluation.py:{line}: Usage from binaryeval_dspy."
-                                     "cost.budget (defined in binaryeval_dspy.schemas.item_result)"]
+    assert shim_imports(sources) == [(f"binaryeval_dspy/runs/evaluation.py:{line}: Usage from binaryeval_dspy."
+                                     "cost.budget (defined in binaryeval_dspy.schemas.item_result)")]
 
 
 def test_private_dspy_rule_finds_a_private_module_and_its_attribute(plant):
@@ -613,10 +624,12 @@ def test_private_dspy_rule_finds_a_private_module_and_its_attribute(plant):
 
 
 def test_private_dspy_rule_finds_private_reads_through_public_modules(plant):
-    sources = plant("engines/threads.py", "from dspy.adapters import json_adapter\n\n\ndef f():\n"
+    sources = plant("engines/threads.py", "from dspy import clients\nfrom dspy.adapters import json_adapter\n\n\n"
+                    "def f():\n    clients.lm._lm_state\n"
                     "    json_adapter._structured_format\n    return getattr(dspy.settings, '_lock')\n")
     module = "binaryeval_dspy.engines.threads"
     assert private_dspy_uses(sources) == [
+        f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '_lm_state')}: clients.lm._lm_state",
         f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '_structured')}: json_adapter._structured_format",
         f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '_lock')}: getattr(dspy.settings, '_lock')"]
 
@@ -636,8 +649,8 @@ def test_patch_rule_finds_a_patch_through_importlib(plant):
     module = "binaryeval_dspy.engines.threads"
     assert patches_outside_the_door(sources) == [
         f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '.x = 1')}: json_adapter.x",
-        f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '.y = 2')}: "
-        "importlib.import_module('dspy.adapters').y",
+        (f"binaryeval_dspy/engines/threads.py:{_line(sources, module, '.y = 2')}: "
+        "importlib.import_module('dspy.adapters').y"),
         f"binaryeval_dspy/engines/threads.py:{_line(sources, module, 'setattr(')}: json_adapter"]
 
 
