@@ -2,7 +2,7 @@
 
 For the bundled SummEval example (examples/summeval: 32 items, 12 questions) this builds
 the real judge prompts with the adapter a live run uses for the named model (no LM call,
-no key needed: `binaryeval_dspy.cost.prompt_cache.render_messages`), counts their tokens, and
+no key needed: `binaryeval_dspy.lm.prompt_cache.render_messages`), counts their tokens, and
 prints per mode, per item (mean over items):
 
 * prompt tokens sent (every question's call, in full);
@@ -59,18 +59,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # a reproducible 
 from binaryeval_dspy.cost.cache_padding import CachePadding, cache_padding_for, padding_installed
 from binaryeval_dspy.cost.price_map import ModelPrice, model_price, price_source
 from binaryeval_dspy.cost.pricing import format_usd
-from binaryeval_dspy.cost.prompt_cache import (
+from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD
+from binaryeval_dspy.cost.provider_tokenizer import ProviderTokenizer as Tokenizer
+from binaryeval_dspy.data.items import load_items
+from binaryeval_dspy.lm.adapters import choose_adapter
+from binaryeval_dspy.lm.factory import make_lm
+from binaryeval_dspy.lm.prompt_cache import (
     CacheRules,
     cache_rules,
     common_prefix_length,
     render_messages,
     servable,
 )
-from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD
-from binaryeval_dspy.cost.provider_tokenizer import ProviderTokenizer as Tokenizer
-from binaryeval_dspy.data.items import load_items
-from binaryeval_dspy.lm.adapters import choose_adapter
-from binaryeval_dspy.lm.factory import make_lm
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion

@@ -16,7 +16,7 @@ from pathlib import Path
 import dspy
 
 from binaryeval_dspy import BinEval, QuestionSet, load_items, make_lm
-from binaryeval_dspy.cost.usage import usage_from_tracker
+from binaryeval_dspy.lm.usage import usage_from_tracker
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "summeval"
 

@@ -9,7 +9,7 @@ as a `Document` and rendered here, so every report draws its tables the same way
 The document is data (pydantic), saved inside ``metrics.json`` by the benchmark and
 agreement reports, so ``bineval report --from-metrics`` renders the same text again
 without the run's files. Figures hold their data, not pixels: `to_html` asks for the
-PNG bytes of each figure through `figure_png` (drawn by
+PNG bytes of each figure through `figure_png` (the reports draw them with
 `binaryeval_dspy.reports.figures.draw_figure`, matplotlib imported only then).
 """
 
@@ -260,22 +260,17 @@ def _html_block(block: Block, png: Callable[[Figure], bytes | None]) -> list[str
     return [f"<p>{esc(str(block))}</p>"]
 
 
-def to_html(document: Document, figure_png: Callable[[Figure], bytes | None] | Mapping[str, bytes] | None = None
-            ) -> str:
+def to_html(document: Document, figure_png: Callable[[Figure], bytes | None] | Mapping[str, bytes]) -> str:
     """The document as one self-contained HTML page (inline CSS, figures as base64 PNG).
 
     Args:
         document: the report.
         figure_png: PNG bytes per figure: a callable (figure -> bytes, or None to leave
-            it out with a note), or a mapping filename -> bytes. None: figures are
-            drawn with `binaryeval_dspy.reports.figures.draw_figure` (needs matplotlib,
-            the ``bench`` extra).
+            it out with a note; `binaryeval_dspy.reports.figures.draw_figure` draws one from
+            its data, with matplotlib, the ``bench`` extra), or a mapping filename -> bytes.
     """
-    if figure_png is None:
-        from binaryeval_dspy.reports.figures import draw_figure
-
-        png: Callable[[Figure], bytes | None] = draw_figure
-    elif isinstance(figure_png, Mapping):
+    png: Callable[[Figure], bytes | None]
+    if isinstance(figure_png, Mapping):
         pngs = figure_png
         png = lambda f: pngs.get(f.filename)
     else:

@@ -54,7 +54,7 @@ class RunSettings(BaseModel):
             proxies a hosted model); None: the LM's own prices.
         warm_prefix: send an item's first question alone before the rest so a provider's
             prompt cache is written before it is read; None: on for hosted models with
-            ``concurrency > 1`` (`binaryeval_dspy.cost.prompt_cache.default_warm_prefix`).
+            ``concurrency > 1`` (`binaryeval_dspy.lm.prompt_cache.default_warm_prefix`).
         cache_padding: ``auto`` or ``off`` (`binaryeval_dspy.cost.cache_padding`).
         fail_on_errors: stop at the first item with a failed LM call.
         ray_address: the Ray cluster to join (``auto``, ``ray://host:10001``); None starts

@@ -21,7 +21,7 @@ from rich.table import Table
 from binaryeval_dspy.cli.console import console, out_console
 from binaryeval_dspy.cli.error_handling import friendly_errors, leave_after_interrupt
 from binaryeval_dspy.engines.batch_journal import iso
-from binaryeval_dspy.engines.batch_status import (
+from binaryeval_dspy.runs.batch_status import (
     REQUEST_STATES,
     BatchStatusReport,
     batch_status,

@@ -31,7 +31,7 @@ from binaryeval_dspy.cli.run_outcome import (
 from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
-from binaryeval_dspy.engines.batch_status import check_no_pending_batches
+from binaryeval_dspy.runs.batch_status import check_no_pending_batches
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.cli.batch_command import print_batch_outcome

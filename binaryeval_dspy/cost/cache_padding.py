@@ -2,7 +2,7 @@
 
 Issue 13 ("billed-token equivalent per item at most 2x the lower bound with prefix
 caching"). All calls of one item share a prompt prefix (system message, input, output;
-see `binaryeval_dspy.cost.prompt_cache`), but a provider caches it only from a minimum
+see `binaryeval_dspy.lm.prompt_cache`), but a provider caches it only from a minimum
 length: OpenAI from 1,024 prompt tokens (its prompt-caching guide), Anthropic from the
 model's minimum (LiteLLM's ``prompt_cache_min_tokens``: 1,024 for Claude Sonnet 4.5,
 4,096 for Claude Haiku 4.5; Anthropic's prompt-caching docs). An item whose prefix is
@@ -45,7 +45,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from binaryeval_dspy.cost.price_map import ModelPrice, model_price
-from binaryeval_dspy.cost.prompt_cache import (
+from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
+from binaryeval_dspy.errors import ConfigError, LMConfigError
+from binaryeval_dspy.lm.endpoint_identity import provider_of
+from binaryeval_dspy.lm.prompt_cache import (
     ANTHROPIC_RULES,
     OPENAI_RULES,
     PER_CALL_FIELD,
@@ -56,9 +59,6 @@ from binaryeval_dspy.cost.prompt_cache import (
     is_hosted,
     servable,
 )
-from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
-from binaryeval_dspy.errors import ConfigError, LMConfigError
-from binaryeval_dspy.lm.endpoint_identity import provider_of
 
 #: ``--cache-padding`` values: ``auto`` pads where `decide_padding` says it saves money, ``off`` never.
 CACHE_PADDING_POLICIES = ("auto", "off")
@@ -138,7 +138,7 @@ def decide_padding(prefix_tokens: int, padded_tokens: int, *, calls: int, rules:
         prefix_tokens: the item's shared prefix, unpadded (tokens per call).
         padded_tokens: the same prefix with the filler (tokens per call).
         calls: how many of the item's calls share the prefix.
-        rules: the provider's cache rules (`binaryeval_dspy.cost.prompt_cache.cache_rules`).
+        rules: the provider's cache rules (`binaryeval_dspy.lm.prompt_cache.cache_rules`).
         rates: USD per million tokens with keys ``input``, ``cached_input`` and
             ``cache_write`` (`ModelPrice.per_million`, live or batch).
 

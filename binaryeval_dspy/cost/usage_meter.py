@@ -1,6 +1,6 @@
 """Measure LM calls, tokens and wall time of a block of code (DSPy usage tracking).
 
-Counts every thread's calls (see `binaryeval_dspy.cost.usage.SharedUsageTracker`): DSPy's
+Counts every thread's calls (see `binaryeval_dspy.lm.usage.SharedUsageTracker`): DSPy's
 worker threads (`dspy.Parallel`, `dspy.Evaluate`, optimizers) and our item loop.
 Calls answered from DSPy's cache carry no usage and are not counted.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from binaryeval_dspy.cost.usage import shared_usage, usage_from_tracker
+from binaryeval_dspy.lm.usage import shared_usage, usage_from_tracker
 from binaryeval_dspy.schemas.item_result import Usage
 
 

@@ -62,7 +62,7 @@ from binaryeval_dspy.engines.batch_journal import (
 from binaryeval_dspy.engines.senders import HttpSender, completion_cap, http_spec, reply_outputs
 from binaryeval_dspy.errors import LMConfigError, RunStateError
 from binaryeval_dspy.lm.calls import Answer, LMCall, error_text, format_call, read_outputs
-from binaryeval_dspy.cost.usage import usage_from_entries
+from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import dspy
 
-from binaryeval_dspy.cost.usage import usage_from_entries
 from binaryeval_dspy.engines.base import engine_sender
 from binaryeval_dspy.engines.plan_runner import ItemOutcome, PlanRunner
 from binaryeval_dspy.engines.threads import ThreadedEngine
 from binaryeval_dspy.lm.calls import Answer, LMCall, answer_from_values, read_failure
+from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
 

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 import dspy
 
 from binaryeval_dspy.cost.budget import CallRequest
-from binaryeval_dspy.cost.usage import record_failed_request, usage_from_entries, usage_from_tracker
+from binaryeval_dspy.lm.usage import record_failed_request, usage_from_entries, usage_from_tracker
 from binaryeval_dspy.engines.http_client import Connections, HttpTarget, Posted, post_json
 from binaryeval_dspy.lm.cache_identity import ATTEMPT_GATE
 from binaryeval_dspy.lm.dspy_internals import openai_schema_format

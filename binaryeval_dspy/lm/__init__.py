@@ -1,11 +1,12 @@
 """The LM factory: LiteLLM ids, OpenAI-compatible URLs and the embedded llama.cpp engine.
 
 Also: DSPy's response cache scoped to the endpoint or engine (`CacheScopedLM`,
-`ensure_cache_identity`), the adapter chosen per endpoint (`choose_adapter`), and what
-calls cost (`estimate_cost`, `model_price`, `price_source`, the ``--max-cost`` `CostBudget`).
+`ensure_cache_identity`) and the adapter chosen per endpoint (`choose_adapter`). What calls
+cost (`estimate_cost`, `model_price`, `price_source`, the `max_cost` `CostBudget`) is in
+`binaryeval_dspy.cost`, the package above this one.
 
-Names are imported from their modules on first use (PEP 562), so that e.g. reading a
-price does not load the llama.cpp engine.
+Names are imported from their modules on first use (PEP 562), so that e.g. reading an
+endpoint's identity does not load the llama.cpp engine.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["ADAPTER_POLICIES", "CountingChatAdapter", "CountingJSONAdapter", "choose_adapter", "schema_support"], "binaryeval_dspy.lm.adapters"),
     **dict.fromkeys(["CacheScopedLM", "ensure_cache_identity"], "binaryeval_dspy.lm.cache_identity"),
     **dict.fromkeys(["lm_context"], "binaryeval_dspy.lm.context"),
-    **dict.fromkeys(["CostBudget"], "binaryeval_dspy.cost.budget"),
     **dict.fromkeys(["cache_identity_of", "engine_identity", "normalize_base_url"], "binaryeval_dspy.lm.endpoint_identity"),
     **dict.fromkeys(["LMHandle", "make_lm"], "binaryeval_dspy.lm.factory"),
     **dict.fromkeys(["LlamaCppEngine"], "binaryeval_dspy.lm.llama_engine"),
-    **dict.fromkeys(["model_price", "price_source"], "binaryeval_dspy.cost.price_map"),
-    **dict.fromkeys(["estimate_cost"], "binaryeval_dspy.cost.pricing"),
     **dict.fromkeys(["LOCAL"], "binaryeval_dspy.lm.provider_keys"),
     **dict.fromkeys(["find_smollm2_gguf"], "binaryeval_dspy.lm.smollm2"),
 }
@@ -35,7 +33,6 @@ __all__ = [
     "LOCAL",
     "AdapterStats",
     "CacheScopedLM",
-    "CostBudget",
     "CountingChatAdapter",
     "CountingJSONAdapter",
     "LMHandle",
@@ -44,22 +41,16 @@ __all__ = [
     "choose_adapter",
     "engine_identity",
     "ensure_cache_identity",
-    "estimate_cost",
     "find_smollm2_gguf",
     "lm_context",
     "make_lm",
-    "model_price",
     "normalize_base_url",
-    "price_source",
     "schema_support",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports these
-    from binaryeval_dspy.cost.budget import CostBudget
-    from binaryeval_dspy.cost.price_map import model_price, price_source
-    from binaryeval_dspy.cost.pricing import estimate_cost
     from binaryeval_dspy.lm.adapter_stats import AdapterStats
     from binaryeval_dspy.lm.adapters import (
         ADAPTER_POLICIES,

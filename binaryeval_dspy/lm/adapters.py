@@ -45,18 +45,18 @@ import dspy
 import pydantic
 from dspy.utils.exceptions import AdapterParseError
 
-from binaryeval_dspy.cost.prompt_cache import (
+from binaryeval_dspy.errors import LMConfigError
+from binaryeval_dspy.lm.adapter_stats import AdapterStats
+from binaryeval_dspy.lm.cache_identity import CUT_REPLY
+from binaryeval_dspy.lm.evaluated_text import DATA_BEGIN
+from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
+from binaryeval_dspy.lm.prompt_cache import (
     PER_CALL_FIELD,
     cache_breakpoint_route,
     mark_for_litellm,
     native_cache_config,
     split_at_shared_prefix,
 )
-from binaryeval_dspy.errors import LMConfigError
-from binaryeval_dspy.lm.adapter_stats import AdapterStats
-from binaryeval_dspy.lm.cache_identity import CUT_REPLY
-from binaryeval_dspy.lm.evaluated_text import DATA_BEGIN
-from binaryeval_dspy.lm.final_answer import parse_chat_reply, parse_json_reply
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
 
@@ -139,7 +139,7 @@ class _CountingAdapter:
 
     def _with_cache_breakpoint(self, signature: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`messages` with the item's shared part marked for the provider's prompt cache, when the
-        call being prepared goes to an ``anthropic/`` model (see `binaryeval_dspy.cost.prompt_cache`),
+        call being prepared goes to an ``anthropic/`` model (see `binaryeval_dspy.lm.prompt_cache`),
         after padding that part up to the provider's cache minimum when the run's `cache_padding`
         says so (`binaryeval_dspy.cost.cache_padding`): the filler ends the shared part, so the mark
         covers it."""
@@ -268,7 +268,7 @@ class CountingChatAdapter(_CountingAdapter, dspy.ChatAdapter):
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's chat format; for an ``anthropic/`` model the item's shared part is marked for
-        its prompt cache (`binaryeval_dspy.cost.prompt_cache`)."""
+        its prompt cache (`binaryeval_dspy.lm.prompt_cache`)."""
         return self._with_cache_breakpoint(signature, _parent_format(CountingChatAdapter, self, signature, demos,
                                                                      inputs))
 
@@ -298,7 +298,7 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's JSON-adapter format; for an ``anthropic/`` model the item's shared part is marked
-        for its prompt cache (`binaryeval_dspy.cost.prompt_cache`).
+        for its prompt cache (`binaryeval_dspy.lm.prompt_cache`).
 
         When a per-question judge call carries the output's JSON schema
         (`_prepare_response_format` ran just before on this thread and chose a schema), the

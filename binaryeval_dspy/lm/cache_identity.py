@@ -37,7 +37,6 @@ import dspy
 from dspy.utils import with_callbacks
 from dspy.utils.exceptions import LMError, LMProviderError, LMUnexpectedError, is_retryable_lm_error
 
-from binaryeval_dspy.cost.usage import record_failed_request
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.dspy_internals import (
     aexecute_call,
@@ -58,6 +57,7 @@ from binaryeval_dspy.lm.schema_format import (
     is_openai_schema,
     rejects_response_format,
 )
+from binaryeval_dspy.lm.usage import record_failed_request
 
 logger = logging.getLogger(__name__)
 

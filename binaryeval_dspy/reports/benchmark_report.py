@@ -77,6 +77,10 @@ class BenchmarkReport:
     def to_html(self, figure_png: Any = None) -> str:
         """The report as one self-contained HTML page (inline CSS, base64 PNG figures
         drawn from their data unless `figure_png` gives them: see `render.to_html`)."""
+        if figure_png is None:
+            from binaryeval_dspy.reports.figures import draw_figure
+
+            figure_png = draw_figure
         return to_html(self.document, figure_png)
 
 

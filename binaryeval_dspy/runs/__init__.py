@@ -1,7 +1,7 @@
 """Run directories (manifest + append-only results), the resumable evaluation loop, and in-memory item runs."""
 
-from binaryeval_dspy.cost.usage import usage_from_tracker
 from binaryeval_dspy.cost.usage_meter import UsageMeter, measure_usage
+from binaryeval_dspy.lm.usage import usage_from_tracker
 from binaryeval_dspy.runs.evaluation import evaluate_items, judge_item, run_resumable
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import empty_item_result, failed_item_result

@@ -10,7 +10,7 @@ same command hands an incomplete item the journal's answers as well as its store
 verdicts, so only the questions without an answer are asked (per-question durability).
 
 Every line carries the usage of the call that gave it (LM calls, failed requests and
-tokens, `binaryeval_dspy.cost.usage`), and a call that ended in an ``error`` (every attempt
+tokens, `binaryeval_dspy.lm.usage`), and a call that ended in an ``error`` (every attempt
 failed) gets a line too, for its usage only: it is not an answer and is never read as
 one. A rerun adds to an item's stored usage that of the journaled answers it takes and of
 the failed calls, so a resumed run's totals count every request the endpoint received

@@ -32,7 +32,7 @@ import dspy
 
 from binaryeval_dspy.cost.budget import CostBudget
 from binaryeval_dspy.cost.cache_padding import cache_padding_for, lm_question_count, padding_installed
-from binaryeval_dspy.cost.prompt_cache import warm_prefix_in_effect
+from binaryeval_dspy.lm.prompt_cache import warm_prefix_in_effect
 from binaryeval_dspy.data.text_checks import item_output_is_empty
 from binaryeval_dspy.engines.base import Engine, make_engine
 from binaryeval_dspy.engines.in_process import run_in_process
@@ -87,7 +87,7 @@ def judge_item(program: Judge, item: dspy.Example, lm: LMHandle | None = None) -
     started = time.perf_counter()
     with context, dspy.track_usage() as tracker:
         pred = run_in_process(program, program.begin(item), lm=lm.lm if lm is not None else None)
-    from binaryeval_dspy.cost.usage import usage_from_entries
+    from binaryeval_dspy.lm.usage import usage_from_entries
 
     done = ItemOutcome(index=0, item=item, result=pred, error=None, usage=usage_from_entries(dict(tracker.usage_data)),
                        seconds=round(time.perf_counter() - started, 3))
@@ -153,7 +153,7 @@ def evaluate_items(
             the one `settings` names (`make_engine`).
 
     Each item's first question goes alone before the rest when ``settings.warm_prefix``
-    says so (`binaryeval_dspy.cost.prompt_cache.warm_prefix_in_effect`), so a provider's
+    says so (`binaryeval_dspy.lm.prompt_cache.warm_prefix_in_effect`), so a provider's
     prompt cache is written before it is read. An item's shared prompt prefix is padded up
     to the provider's cache minimum where that is cheaper (``settings.cache_padding``;
     `binaryeval_dspy.cost.cache_padding`): only for hosted OpenAI and Anthropic models with

@@ -23,13 +23,13 @@ from binaryeval_dspy.cost.cache_padding import (
     padding_installed,
 )
 from binaryeval_dspy.cost.price_map import model_price
-from binaryeval_dspy.cost.prompt_cache import CacheRules, cache_rules, field_header, render_messages
 from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM
 from binaryeval_dspy.lm.calls import format_call
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
+from binaryeval_dspy.lm.prompt_cache import CacheRules, cache_rules, field_header, render_messages
 from binaryeval_dspy.programs.bineval import BinEval
 from binaryeval_dspy.runs import evaluation
 from binaryeval_dspy.runs.evaluation import evaluate_items

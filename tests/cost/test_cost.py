@@ -25,7 +25,7 @@ from binaryeval_dspy.lm.adapters import judging_adapter
 from binaryeval_dspy.lm.calls import format_call
 from binaryeval_dspy.cost.price_map import model_price, price_source
 from binaryeval_dspy.cost.pricing import estimate_cost
-from binaryeval_dspy.cost.prompt_cache import common_prefix_length, field_header
+from binaryeval_dspy.lm.prompt_cache import common_prefix_length, field_header
 from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.lm.adapters import CountingChatAdapter, CountingJSONAdapter, choose_adapter
 from binaryeval_dspy.lm.cache_identity import CacheScopedLM

@@ -24,7 +24,7 @@ from binaryeval_dspy.cost.pricing import model_price
 from binaryeval_dspy.engines.batch import BatchEngine
 from binaryeval_dspy.engines.batch_api import BatchAPI, batch_target
 from binaryeval_dspy.engines.batch_journal import BatchStore
-from binaryeval_dspy.engines.batch_status import batch_status
+from binaryeval_dspy.runs.batch_status import batch_status
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.factory import LMHandle, make_lm
 from binaryeval_dspy.programs.bineval import BinEval

@@ -14,7 +14,7 @@ import dspy
 from click.testing import CliRunner
 
 from binaryeval_dspy.cli.main import cli
-from binaryeval_dspy.cost.usage import SharedUsageTracker
+from binaryeval_dspy.lm.usage import SharedUsageTracker
 from binaryeval_dspy.cost.usage_meter import measure_usage
 from binaryeval_dspy.lm.factory import make_lm
 from binaryeval_dspy.engines.senders import HttpSender

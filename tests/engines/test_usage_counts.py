@@ -84,7 +84,7 @@ def test_a_killed_and_resumed_run_counts_every_request_the_endpoint_received(tmp
 
 
 def test_a_failed_request_is_counted_apart_from_answered_calls():
-    from binaryeval_dspy.cost.usage import FAILED_REQUEST, usage_from_entries
+    from binaryeval_dspy.lm.usage import FAILED_REQUEST, usage_from_entries
 
     usage = usage_from_entries({"m": [{"prompt_tokens": 10, "completion_tokens": 5}, {FAILED_REQUEST: 1},
                                       {FAILED_REQUEST: 1, "prompt_tokens": 7}]})
