@@ -115,3 +115,35 @@ def test_the_batch_engine_counts_every_request_of_its_batches(tmp_path):
         assert again.exit_code == 0, again.output
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
         assert summary["lm_calls"] + summary["failed_calls"] == len(endpoint.requests)
+
+
+def test_dspys_own_http_layer_counts_and_reserves_every_attempt(fake_endpoint):
+    """A served model handed to a program as a DSPy LM (no run handle) goes through DSPy's LM and
+    its own HTTP layer (lm15), where a timeout or a reply cut by a hang-up is a transport error,
+    not a provider's: those requests were received (and the slow one billed) all the same. With
+    a spending limit, what the budget counts as spent is never less than what was billed."""
+    from binaryeval_dspy.cost.budget import CostBudget
+    from binaryeval_dspy.engines.senders import LMSender
+    from binaryeval_dspy.lm.adapters import judging_adapter
+    from binaryeval_dspy.lm.factory import make_lm
+    from binaryeval_dspy.programs.bineval import BinEval
+    from tests.engines.test_remote_faults import question_set
+
+    questions = question_set()
+    handle = make_lm(fake_endpoint.base_url, model=fake_endpoint.model, cache=False, timeout=0.4)
+    handle.lm.num_retries = 1  # two attempts per call (after a one-attempt probe of the schema form while unknown)
+    sender = LMSender(handle.lm, judging_adapter(handle.adapter, handle.lm))
+    fake_endpoint.latency = lambda body: 0.8 if QUESTIONS[0] in user_text(body) else 0.0  # slower than the timeout
+    fake_endpoint.fault = lambda body, index: HANG_UP if QUESTIONS[1] in user_text(body) else None
+    budget = CostBudget.for_model(1.0, "gpt-4o-mini")
+    program = BinEval(questions, logprobs="off")
+    answers = [sender.answer(program.question_call("An article.", "A summary.", question), budget)
+               for question in questions.questions[:3]]
+    assert [a.status for a in answers] == ["error", "error", "answered"]
+    assert fake_endpoint.wait_idle(10)
+    received = len(fake_endpoint.requests)
+    assert sum(a.usage.lm_calls + a.usage.failed_calls for a in answers) == received >= 2 + 2 + 1
+    slow = sum(1 for body in fake_endpoint.requests if QUESTIONS[0] in user_text(body))
+    assert len(fake_endpoint.billed) == slow + 1  # every attempt of the slow call (the client gave up on each), the answer
+    assert budget.spent_usd >= fake_endpoint.billed_usd("gpt-4o-mini") > 0
+    assert budget.in_flight == 0 and budget.reserved_usd == 0
