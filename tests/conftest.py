@@ -196,12 +196,16 @@ def llama_server(tmp_path_factory) -> Iterator[LlamaServer]:
 
 
 #: The engines the `server` tier runs `bineval evaluate` with against the shared server.
-#: Add a name here (e.g. "ray") and every test that takes `server_engine` runs once per
-#: engine, on the same session server; an engine that needs a cluster gets it below.
-SERVER_ENGINES = ("live",)
+#: Every test that takes `server_engine` runs once per engine, on the same session server;
+#: an engine that needs a cluster gets it below (the Ray runs are also marked ``ray``). The
+#: batch engine is not here: llama.cpp's server has no ``/v1/files`` or ``/v1/batches``
+#: (tests/engines/test_batch_mode.py drives it against a fake of OpenAI's batch API).
+SERVER_ENGINES = ("live", "ray")
 
 
-@pytest.fixture(scope="session", params=SERVER_ENGINES)
+@pytest.fixture(scope="session",
+                params=[pytest.param(name, marks=pytest.mark.ray) if name == "ray" else name
+                        for name in SERVER_ENGINES])
 def server_engine(request) -> str:
     """The `--engine` of a `server`-tier test, one of `SERVER_ENGINES` (the test id says
     which). "ray" also starts the session's shared local Ray (`ray_cluster`)."""

@@ -226,7 +226,7 @@ class FakeBatchEndpoint(FakeEndpoint):
                                "error": {"code": "timeout", "message": "scripted: the request timed out"}})
                 continue
             status, _headers, payload = answer
-            self._finish(str(status), generation)
+            self._finish(str(status), generation, payload.get("usage") if status == 200 else None)
             entry = {"id": request_id, "custom_id": custom_id, "error": None,
                      "response": {"status_code": status, "request_id": request_id, "body": payload}}
             (outputs if status == 200 else errors).append(entry)

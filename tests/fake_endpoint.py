@@ -108,6 +108,10 @@ RATE_LIMIT = HttpFault(429, "Rate limit reached (scripted)", retry_after=0)
 SERVER_ERROR = HttpFault(500, "Internal server error (scripted)")
 UNAVAILABLE = HttpFault(503, "Service unavailable (scripted)")
 TIMEOUT = TimeoutFault()
+#: A server (or a proxy in front of it) that takes the request and hangs up without a reply,
+#: well before any client timeout: on a kept-alive connection, the client cannot tell it
+#: from a connection closed while idle except by checking before it sends.
+HANG_UP = TimeoutFault(seconds=0.05)
 CUT = CutFault()
 
 ReplyValue = Union[str, dict, Reply, Fault]
@@ -243,7 +247,10 @@ class FakeEndpoint:
 
     Observations: ``requests`` (JSON bodies, in arrival order), ``outcomes`` (per request:
     "200", "429", "timeout", ... in completion order), ``max_in_flight`` (most requests
-    being handled at once). Use as a context manager, or call `start` / `close`.
+    being handled at once), ``billed`` (the ``usage`` of every completion the endpoint
+    generated, in completion order, whether or not the client was still there to read it:
+    what a provider bills; `billed_usd` prices it). Use as a context manager, or call
+    `start` / `close`.
     """
 
     def __init__(self, reply: ReplyFn | None = None, *, latency: float | Callable[[dict], float] = 0.0,
@@ -261,6 +268,7 @@ class FakeEndpoint:
         self._stop = threading.Event()
         self._requests: list[dict] = []
         self._outcomes: list[str] = []
+        self._billed: list[dict] = []
         self._in_flight = 0
         self._max_in_flight = 0
         self._generation = 0  # bumped by reset(): requests admitted before it are not recorded after it
@@ -322,6 +330,32 @@ class FakeEndpoint:
             return list(self._outcomes)
 
     @property
+    def billed(self) -> list[dict]:
+        """A copy of the ``usage`` of every completion generated so far (a provider bills
+        these: those the client timed out on or hung up on are included)."""
+        with self._lock:
+            return list(self._billed)
+
+    def billed_usd(self, model: str = "gpt-4o-mini") -> float:
+        """`billed` priced at `model`'s prices in LiteLLM's bundled map (prompt and completion tokens)."""
+        import litellm
+
+        entry = litellm.model_cost[model]
+        return sum(u["prompt_tokens"] * entry["input_cost_per_token"]
+                   + u["completion_tokens"] * entry["output_cost_per_token"] for u in self.billed)
+
+    def wait_idle(self, seconds: float = 10.0) -> bool:
+        """Wait until no request is being handled (requests a client gave up on still run to
+        their end here, as at a provider); True when idle within `seconds`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._in_flight == 0:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    @property
     def max_in_flight(self) -> int:
         """The largest number of chat-completions requests handled at the same time."""
         with self._lock:
@@ -333,6 +367,7 @@ class FakeEndpoint:
         with self._lock:
             self._requests.clear()
             self._outcomes.clear()
+            self._billed.clear()
             self._max_in_flight = self._in_flight
             self._generation += 1
         self.reply = verdict_reply
@@ -352,13 +387,16 @@ class FakeEndpoint:
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             return index, self._generation
 
-    def _finish(self, outcome: str, generation: int) -> None:
-        """Record what a request got; called before the answer is written, so a client
-        that has its answer always finds it in `outcomes`."""
+    def _finish(self, outcome: str, generation: int, billed: dict | None = None) -> None:
+        """Record what a request got (and the usage of the completion generated for it, if
+        any); called before the answer is written, so a client that has its answer always
+        finds it in `outcomes`."""
         with self._lock:
             self._in_flight -= 1
             if generation == self._generation:
                 self._outcomes.append(outcome)
+                if billed is not None:
+                    self._billed.append(dict(billed))
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -525,7 +563,7 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
             return
         status, headers, payload = answer
-        owner._finish(str(status), generation)
+        owner._finish(str(status), generation, payload.get("usage") if status == 200 else None)
         try:
             if status == 200 and body.get("stream"):
                 self._send_stream(payload, body)

@@ -193,8 +193,9 @@ class CostBudget:
         """Ask before sending one request (a first attempt or a retry): True (send it: its worst
         case is now reserved, added to ``request.reserved_usd``, and ``request.attempts``
         counts it), None (wait: other calls in flight hold reservations that their usage will
-        release), False (stop: the request could pass the budget with nothing else in flight;
-        `stop_reason` says so).
+        release; only a first attempt waits), False (do not send it: a retry that does not
+        fit now, whose call then ends with its error; or stop: the request could pass the
+        budget with nothing else in flight, and `stop_reason` says so).
 
         Args:
             request: what the request will send (`CallRequest`); None or one without
@@ -223,6 +224,11 @@ class CostBudget:
             else:
                 cost, *sizes = worst
             if self.spent_usd + self.reserved_usd + cost > self.max_usd:
+                if others > 0 and request.attempts:
+                    # a retry never waits: every call in flight could be waiting for its own retry, each
+                    # holding the reservations the others wait for. It is not sent; its call ends with
+                    # the error it has (a rerun asks it again), and the run goes on while calls fit.
+                    return False
                 if others > 0:
                     return None  # their unused reservations come back when they settle
                 self._stop = self._stop_sentence(cost, sizes)

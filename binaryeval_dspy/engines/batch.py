@@ -62,7 +62,7 @@ from binaryeval_dspy.engines.batch_journal import (
 from binaryeval_dspy.engines.senders import HttpSender, completion_cap, http_spec, reply_outputs
 from binaryeval_dspy.errors import LMConfigError, RunStateError
 from binaryeval_dspy.lm.calls import Answer, LMCall, error_text, format_call, read_outputs
-from binaryeval_dspy.lm.usage import usage_from_entries
+from binaryeval_dspy.lm.usage import FAILED_REQUEST, usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 
@@ -265,12 +265,16 @@ class BatchEngine:
         if outcome.state == "pending":
             return Answer(status="pending", reason=f"waiting in batch {sub.batch_id or sub.number}")
         ref.recorded = True
+        entry = outcome.body.get("usage") if outcome.body is not None else None
+        entry = dict(entry) if isinstance(entry, dict) else {}
         if outcome.state == "failed" or outcome.body is None:
+            # a request the provider ran and answered with an error is one it received: a failed call
+            usage = usage_from_entries({"batch": [{**entry, FAILED_REQUEST: 1}]}) if outcome.executed else Usage()
             return Answer(status="error", reason=f"BatchRequestError: {outcome.error or 'no result'} "
-                                                 f"(batch {sub.batch_id}) [batch request {ref.custom_id}]")
+                                                 f"(batch {sub.batch_id}) [batch request {ref.custom_id}]",
+                          usage=usage)
         prepared = format_call(call, self.handle.lm, self.handle.adapter)
-        entry = outcome.body.get("usage")
-        usage = usage_from_entries({"batch": [dict(entry) if isinstance(entry, dict) else {}]})
+        usage = usage_from_entries({"batch": [entry]})
         return read_outputs(call, prepared, reply_outputs(outcome.body), self.handle.lm, self.handle.adapter, usage)
 
     def _outcome(self, sub: BatchSubmission, custom_id: str) -> RequestOutcome:

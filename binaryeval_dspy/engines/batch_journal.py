@@ -230,11 +230,22 @@ def iso(unix: int | None) -> str:
 @dataclass(frozen=True)
 class RequestOutcome:
     """What became of one batch request: ``pending``, ``succeeded`` (with the reply body)
-    or ``failed`` (with the provider's error)."""
+    or ``failed`` (with the provider's error).
+
+    ``executed``: a failed request that the provider ran and answered with an error (an
+    HTTP error response, a timeout): a request the endpoint received, counted as a failed
+    call. False for one it never ran (the batch expired or was cancelled before it, or
+    ended with no result for it).
+    """
 
     state: Literal["pending", "succeeded", "failed"]
     body: dict | None = None
     error: str | None = None
+    executed: bool = False
+
+
+#: Error codes of batch requests the provider never ran (OpenAI's names).
+NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
 
 
 def request_tag(custom_id: str) -> str:
@@ -248,7 +259,8 @@ def _outcome_from_line(entry: dict) -> RequestOutcome:
     if error:
         code = error.get("code") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else str(error)
-        return RequestOutcome("failed", error=f"{code or 'error'}: {message or ''}".strip())
+        return RequestOutcome("failed", error=f"{code or 'error'}: {message or ''}".strip(),
+                              executed=code not in NOT_RUN_CODES)
     status = response.get("status_code")
     body = response.get("body")
     if status == 200 and isinstance(body, dict):
@@ -256,7 +268,8 @@ def _outcome_from_line(entry: dict) -> RequestOutcome:
     detail = body.get("error") if isinstance(body, dict) else None
     message = (detail.get("message") if isinstance(detail, dict) else None) or json.dumps(body)[:500]
     code = detail.get("code") or detail.get("type") if isinstance(detail, dict) else None
-    return RequestOutcome("failed", error=f"HTTP {status}{f' {code}' if code else ''}: {message}")
+    return RequestOutcome("failed", error=f"HTTP {status}{f' {code}' if code else ''}: {message}",
+                          executed=status is not None, body=body if isinstance(body, dict) else None)
 
 
 def submission_outcomes(store: BatchStore, sub: BatchSubmission) -> dict[str, RequestOutcome]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import select
 import ssl
 import threading
 import time
@@ -159,11 +160,14 @@ class Connections:
         if target.api_key:
             self.headers["Authorization"] = f"Bearer {target.api_key}"
 
-    def _connection(self) -> tuple[Any, bool]:
-        """This thread's connection, and whether it has served a request already."""
+    def _connection(self) -> Any:
+        """This thread's connection: kept alive from its last request unless the server closed
+        it meanwhile (then a new one; nothing was sent on the old one)."""
         connection = getattr(self.local, "connection", None)
         if connection is not None:
-            return connection, True
+            if not _dropped(connection):
+                return connection
+            connection.close()  # closed by the server while idle: reopened below, nothing sent
         if self.https:
             connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.target.timeout,
                                                      context=ssl.create_default_context())
@@ -172,25 +176,21 @@ class Connections:
         self.local.connection = connection
         with self.lock:
             self.opened.append(connection)
-        return connection, False
+        return connection
 
     def post(self, data: bytes) -> tuple[int, str | None, bytes]:
         """POST once: (status, Retry-After header, body bytes). Raises on no response.
 
-        A kept-alive connection the server closed meanwhile is reopened and the request
-        sent again once, uncounted (the request never reached the server), as urllib3 does.
+        Every call is one request the server may have received, and is counted as one
+        attempt by `post_json`: a kept-alive connection is checked before it is used (a
+        server that closed it while idle has it readable at end of file, as urllib3 checks),
+        so a connection that fails after the request went out is the server's doing (it
+        took the request and hung up), never a reason to send the request again unseen.
         """
-        connection, reused = self._connection()
+        connection = self._connection()
         try:
-            try:
-                connection.request("POST", self.path, body=data, headers=self.headers)
-                response = connection.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                if not reused:
-                    raise
-                connection.close()  # closed by the server while idle: reopen, send again
-                connection.request("POST", self.path, body=data, headers=self.headers)
-                response = connection.getresponse()
+            connection.request("POST", self.path, body=data, headers=self.headers)
+            response = connection.getresponse()
             payload = response.read()
         except BaseException:
             connection.close()  # reopened by the next request
@@ -204,6 +204,23 @@ class Connections:
         with self.lock:
             for connection in self.opened:
                 connection.close()
+
+
+def _dropped(connection: Any) -> bool:
+    """True when a kept-alive connection cannot take a request: closed here, or readable while
+    idle (the server closed it, or sent bytes nobody asked for)."""
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return True
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable)
+    except (OSError, ValueError):
+        return True
 
 
 def post_json(connections: Connections, body: dict | bytes, *,

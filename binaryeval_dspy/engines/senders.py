@@ -183,9 +183,12 @@ class _AttemptGate:
         self.request = request
         self.unanswered = 0
 
-    def before_retry(self, unanswered: bool) -> str | None:
-        """Called before attempt 2, 3, ...: the reason not to send it, or None."""
-        self.unanswered += bool(unanswered)
+    def unanswered_attempt(self) -> None:
+        """An attempt went out and got no reply (a timeout, a broken connection): it keeps its worst case."""
+        self.unanswered += 1
+
+    def before_retry(self) -> str | None:
+        """Called before attempt 2, 3, ...: reserves it; the reason not to send it, or None."""
         if not wait_for_reservation(self.budget, self.request):
             return self.budget.stop_reason or "stopped by the spending limit"
         return None
@@ -328,6 +331,7 @@ class HttpSender:
             data = _encoded(self.body(prepared, "json_object"))
             key = self._cache_key(data)
             again, more = self._post(data, budget, request)
+            again.unanswered += posted.unanswered  # the probe's attempts that got no reply keep their worst case
             posted, usage = again, usage + more
         elif posted.body is not None and self.dialect == "auto" and prepared.lm_kwargs.get("response_format"):
             self.lm.schema_dialect = "json_schema"

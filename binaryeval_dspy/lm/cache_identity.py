@@ -65,8 +65,10 @@ logger = logging.getLogger(__name__)
 CACHE_SCOPE_FIELD = "_bineval_cache_identity"
 
 #: Set around one call by a sender with a spending limit (`binaryeval_dspy.engines.senders`): an
-#: object whose ``before_retry(unanswered)`` is asked before each further attempt `CacheScopedLM`
-#: makes, and returns the reason not to send it (the budget cannot reserve it), or None.
+#: object whose ``before_retry()`` is asked before each further attempt `CacheScopedLM` makes
+#: (after a failed probe of the schema form too) and returns the reason not to send it (the
+#: budget cannot reserve it), or None; ``unanswered_attempt()`` is told of every attempt that
+#: went out and got no reply (the last one included), whose worst case stays spent.
 ATTEMPT_GATE: contextvars.ContextVar[Any] = contextvars.ContextVar("bineval_attempt_gate", default=None)
 
 
@@ -306,6 +308,8 @@ class CacheScopedLM(dspy.LM):
                 outputs = self._run(self._single_attempt(), prompt, messages, kwargs)
             except LMError as exc:
                 kwargs = self._after_failed_probe(exc, kwargs)
+                if _gate_refuses(exc):  # the call goes on with another attempt: a spending limit reserves it first
+                    raise
             else:
                 self.schema_dialect = "json_schema"
                 return outputs
@@ -320,6 +324,8 @@ class CacheScopedLM(dspy.LM):
                 outputs = await self._arun(self._single_attempt(), prompt, messages, kwargs)
             except LMError as exc:
                 kwargs = self._after_failed_probe(exc, kwargs)
+                if _gate_refuses(exc):
+                    raise
             else:
                 self.schema_dialect = "json_schema"
                 return outputs
@@ -427,25 +433,67 @@ __all__ = [
 ]
 
 
-def _failed_attempt(lm: Any, exc: BaseException, attempt: int, retries: int) -> bool:
-    """Count one request that the provider answered with an error (`LMProviderError`: a
-    server error, a rate limit, a timeout, a refused request; `LMUnexpectedError`: a reply
-    that could not be read) as a failed call in the usage tracker, and say whether to try
-    again: a retryable error (`is_retryable_lm_error`, DSPy's rule) with attempts left.
-    Errors raised before any request went out (configuration, an unsupported feature, a
-    connection that could not be made) are not counted."""
+#: Exception type names (anywhere in a failed call's cause chain) of a request that went out
+#: and got no readable reply: its reply was being waited for or read when the connection timed
+#: out or broke (DSPy's HTTP layer, lm15: ``ReadTimeout`` / ``ReadError`` / ``ProtocolError``;
+#: httpx and LiteLLM: ``ReadTimeout``, ``RemoteProtocolError``, ...). A connect or write error
+#: means the request never arrived whole.
+_SENT_UNANSWERED = frozenset({"ReadError", "ReadTimeout", "ProtocolError", "RemoteProtocolError",
+                              "RemoteDisconnected", "IncompleteRead", "ReadTimeoutError"})
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and all(cause is not seen for seen in chain) and len(chain) < 12:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """Whether a failed attempt went out and got no reply at all (a timeout, a connection that
+    broke while the reply was awaited): a provider may bill it."""
+    for cause in _causes(exc):
+        name = type(cause).__name__
+        if name in _SENT_UNANSWERED or "timeout" in name.lower() or isinstance(cause, TimeoutError):
+            return True
+    return "timed out" in str(exc).lower()
+
+
+def _reached_endpoint(exc: BaseException) -> bool:
+    """Whether a failed attempt is a request the endpoint received: the provider answered it
+    with an error (`LMProviderError`: a server error, a rate limit, a timeout it reports, a
+    refused request), its reply could not be read (`LMUnexpectedError`), or it went out and
+    the connection timed out or broke while its reply was awaited (an `LMTransportError` of
+    DSPy's HTTP layer caused by a read error). Errors raised before any request went out
+    (configuration, an unsupported feature, a connection that could not be made, a request
+    that could not be written) are not requests."""
     if isinstance(exc, (LMProviderError, LMUnexpectedError)):
+        return True
+    return isinstance(exc, LMError) and any(type(c).__name__ in _SENT_UNANSWERED for c in _causes(exc))
+
+
+def _failed_attempt(lm: Any, exc: BaseException, attempt: int, retries: int) -> bool:
+    """Count one failed attempt that reached the endpoint (`_reached_endpoint`) as a failed call
+    in the usage tracker, tell the call's `ATTEMPT_GATE` (a spending limit) when it got no reply
+    at all (its worst case stays spent), and say whether to try again: a retryable error
+    (`is_retryable_lm_error`, DSPy's rule) with attempts left."""
+    if _reached_endpoint(exc):
         record_failed_request(lm.model)
+        gate = ATTEMPT_GATE.get()
+        if gate is not None and _unanswered(exc):
+            gate.unanswered_attempt()
     return attempt < retries and is_retryable_lm_error(exc)
 
 
-def _gate_refuses(exc: BaseException) -> bool:
-    """Whether the call's `ATTEMPT_GATE` (a spending limit) refuses the next attempt after `exc`."""
+def _gate_refuses(exc: BaseException | None = None) -> bool:
+    """Whether the call's `ATTEMPT_GATE` (a spending limit) refuses the next attempt (it reserves
+    the attempt's worst case when it allows it)."""
     gate = ATTEMPT_GATE.get()
     if gate is None:
         return False
-    unanswered = "timeout" in type(exc).__name__.lower() or "timed out" in str(exc).lower()
-    return gate.before_retry(unanswered) is not None
+    return gate.before_retry() is not None
 
 
 def _retry_delay(exc: BaseException, attempt: int) -> float:
