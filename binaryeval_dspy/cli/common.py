@@ -27,6 +27,8 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     whose provider key LiteLLM reports missing is refused here, before any item is judged
     (`check_provider_key`), and so is a base URL where nothing listens
     (`check_endpoint_address`), and a ``price_model`` LiteLLM's price map does not know.
+    With the ``replay`` engine no LM is made: the handle names the replayed judge
+    (`binaryeval_dspy.engines.replay.replay_handle`) and `lm_spec` is not used.
 
     Args:
         settings: the command's run settings (None: the defaults).
@@ -39,6 +41,11 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
             ``--price-model``.
     """
     settings = settings or RunSettings()
+    if settings.engine == "replay" and option == "--lm":  # no LM: every answer comes from the verdicts file
+        from binaryeval_dspy.engines.base import replay_verdicts
+        from binaryeval_dspy.engines.replay import replay_handle
+
+        return replay_handle(replay_verdicts(settings))
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
     threads = settings.llama_threads if embedded else None
     extra = {"llama_threads": threads} if threads else {}
@@ -74,9 +81,11 @@ def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> di
     (`ThreadChoice.as_dict`)."""
     settings = settings or RunSettings()
     choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
+    replay = getattr(handle, "replay", None)
+    replayed = {"replay_verdicts": str(replay.path), "replay_judge": replay.judge} if replay is not None else {}
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
             "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
-            "engine": settings.engine_for(handle), **(choice.as_dict() if choice is not None else {})}
+            "engine": settings.engine_for(handle), **replayed, **(choice.as_dict() if choice is not None else {})}
 
 
 def padding_note(stats: dict[str, object] | None) -> str | None:

@@ -24,7 +24,8 @@ SETTING_PARAMS = {
     "engine": "engine", "ray_address": "ray_address", "concurrency": "concurrency",
     "fail_on_errors": "fail_on_errors", "request_timeout": "timeout", "adapter": "adapter",
     "llama_threads": "llama_threads", "max_cost": "max_cost", "warm_prefix": "warm_prefix",
-    "cache_padding": "cache_padding", "price_model": "price_model",
+    "cache_padding": "cache_padding", "price_model": "price_model", "replay_verdicts": "replay_verdicts",
+    "replay_judge": "replay_judge",
 }
 
 
@@ -59,7 +60,7 @@ def llama_threads_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --engine, --ray-address, --concurrency (alias --threads), --fail-on-errors,
+    """Add --engine, --verdicts, --replay-judge, --ray-address, --concurrency (alias --threads), --fail-on-errors,
     --no-explanations, and the cost options --max-cost, --warm-prefix/--no-warm-prefix,
     --cache-padding and --price-model (gathered by `with_run_settings`)."""
     decorators = [
@@ -67,7 +68,14 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="What sends the LM calls. 'auto': 'local' for the embedded model, 'live' otherwise. "
                           "'local': one call at a time. 'live': --concurrency calls in flight to an endpoint. "
                           "'batch': the provider's batch API (same as --batch; docs/batch.md). 'ray': Ray Data, "
-                          "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md)."),
+                          "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md). 'replay': "
+                          "answer every question from --verdicts FILE, no LM call (docs/replay.md)."),
+        click.option("--verdicts", "replay_verdicts", default=None, metavar="FILE",
+                     help="With --engine replay: the verdicts file (.jsonl, .jsonl.gz, .csv; docs/verdicts.md) whose "
+                          "rows answer the questions. A question it does not answer is an error verdict "
+                          "(NotInVerdicts), never 'no'; a row recorded for another output is refused (OtherOutput)."),
+        click.option("--replay-judge", "replay_judge", default=None, metavar="JUDGE",
+                     help="With --engine replay: whose rows of --verdicts to replay (default: the file's only judge)."),
         click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
                      help="With --engine ray: the Ray cluster to join ('auto', 'ray://host:10001'). Default: start "
                           "a local Ray for this run and stop it afterwards."),

@@ -21,6 +21,8 @@ Engines (`make_engine` chooses one; the CLI has no engine branch):
   workers format, send and read them, and small answer rows come back.
 * ``batch`` (`binaryeval_dspy.engines.batch`): the provider's batch API; a call whose
   batch has not ended is ``pending`` and is collected by a later invocation.
+* ``replay`` (`binaryeval_dspy.engines.replay`): each call answered from a verdicts file
+  (setting `replay_verdicts`); nothing is sent.
 
 Adding an engine: one module with a class that has ``name``, ``notes`` and ``send`` (below),
 and one line in `make_engine`.
@@ -115,8 +117,31 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
         from binaryeval_dspy.engines.batch import BatchEngine
 
         return BatchEngine(handle, settings)
-    raise ConfigError(f"unknown engine {name!r}", expected="local, live, ray or batch",
+    if name == "replay":
+        from binaryeval_dspy.engines.replay import ReplayEngine
+
+        return ReplayEngine(replay_verdicts(settings, handle))
+    raise ConfigError(f"unknown engine {name!r}", expected="local, live, ray, batch or replay",
                       fix="set the run setting `engine` to one of them.")
+
+
+def replay_verdicts(settings: RunSettings, handle: Any = None) -> Any:
+    """The verdicts file a ``replay`` run answers from (`binaryeval_dspy.engines.replay.ReplayVerdicts`):
+    the one `handle` holds when it is a replay handle (`replay_handle`: read once), else read now.
+
+    Raises:
+        InputError: the file does not read; ConfigError: no `replay_verdicts`, or an unknown
+            or missing `replay_judge`.
+    """
+    from binaryeval_dspy.engines.replay import ReplayVerdicts
+
+    if settings.replay_verdicts is None:
+        raise ConfigError("the replay engine needs a verdicts file", fix="give `replay_verdicts` FILE.")
+    held = getattr(handle, "replay", None)
+    if held is not None and str(held.path) == settings.replay_verdicts and (
+            settings.replay_judge in (None, held.judge)):
+        return held
+    return ReplayVerdicts(settings.replay_verdicts, judge=settings.replay_judge)
 
 
 def engine_sender(handle: Any, *, lm: Any = None) -> Any:
