@@ -119,12 +119,18 @@ def changes_summary(report: RejudgeReport) -> str:
 @click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
 @click.option("--restart", is_flag=True, help="Start the re-judge in --out over: an existing re-judge there is "
                                               "moved to <out>.old-N (nothing is deleted).")
+@click.option("--verdicts", "replay_verdicts", default=None, metavar="FILE",
+              help="Judge the changed items from this verdicts file (the replay engine, no LM call; docs/replay.md). "
+                   "Default: for a run made with --engine replay, the file it replayed.")
+@click.option("--replay-judge", "replay_judge", default=None, metavar="JUDGE",
+              help="With --verdicts: whose rows to replay (default: the run's, else the file's only judge).")
 @llama_threads_option
 @checks_module_option
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
                     lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
                     adapter: str | None, concurrency: int | None, fail_on_errors: bool, restart: bool,
+                    replay_verdicts: str | None, replay_judge: str | None,
                     llama_threads: int | None, checks_modules: tuple[str, ...]) -> None:
     """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
 
@@ -162,9 +168,12 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)
+    replay_verdicts = replay_verdicts or (config.get("replay_verdicts") if config.get("engine") == "replay" else None)
+    replay = ({"engine": "replay", "replay_verdicts": replay_verdicts,
+               "replay_judge": replay_judge or config.get("replay_judge")} if replay_verdicts else {})
     settings = RunSettings(adapter=adapter or config.get("adapter") or "auto",  # the run's unless --adapter says
                            concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
-                           cache_padding=config.get("cache_padding") or "auto")
+                           cache_padding=config.get("cache_padding") or "auto", **replay)
     spec = lm_spec or config.get("lm_spec")
     if not spec:
         raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}).",

@@ -168,3 +168,31 @@ def test_two_items_with_the_same_texts_keep_their_own_recorded_answers(tmp_path)
     assert result.exit_code == 0, result.output
     overall = {r["item_id"]: r["score_card"]["overall"] for r in stored(out)}
     assert overall == {"a": 1.0, "b": 0.0}  # a live run would send these calls once; a replay must not share them
+
+
+def test_rejudge_of_a_replayed_run_replays_the_changed_items_from_a_new_file(tmp_path, fake_endpoint):
+    from binaryeval_dspy.schemas.item_result import text_hash
+
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=3)
+    first = tmp_path / "replayed"
+    assert replay(qs, items, first, exported).exit_code == 0
+    lines = items.read_text(encoding="utf-8").splitlines()
+    changed = {**json.loads(lines[0]), "output": "A rewritten summary."}
+    items.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n", encoding="utf-8")
+    flip = {"yes": "no", "no": "yes"}
+    rows = [r.model_copy(update={"verdict": flip.get(r.verdict, "yes"), "output_hash": text_hash(changed["output"]),
+                                 "explanation": "relabelled", "raw_answer": None, "error": None})
+            if r.item_id == "item-0" else r for r in read_verdicts(exported)]
+    relabelled = write_verdicts(rows, tmp_path / "relabelled.jsonl")
+    sent = len(fake_endpoint.requests)
+    out = tmp_path / "rejudged"
+    result = CliRunner().invoke(cli, ["rejudge", str(first), str(items), "--out", str(out),
+                                      "--verdicts", str(relabelled)])
+    assert result.exit_code == 0, result.output
+    assert len(fake_endpoint.requests) == sent
+    report = json.loads((out / "rejudge.json").read_text(encoding="utf-8"))
+    status = {c["item_id"]: c["status"] for c in report["items"]}
+    assert status["item-0"] == "rejudged" and {status["item-1"], status["item-2"]} == {"unchanged"}
+    new_first = next(r for r in stored(out) if r["item_id"] == "item-0")
+    assert [v["verdict"] for v in new_first["verdicts"]] == [
+        r.verdict for r in rows if r.item_id == "item-0"]  # the new file's answers, in question order
