@@ -65,6 +65,16 @@ class RunSettings(BaseModel):
             by the other engines.
         replay_judge: whose rows of `replay_verdicts` answer the calls a run's own judge
             makes (a judge name in the file); None: the file's only judge.
+        judges: the judges of a panel or cascade (two or more, different), in order: for
+            the live and local engines LM specs (a LiteLLM id, or a base URL and its model
+            as ``URL#MODEL``), for the replay engine judge names of `replay_verdicts`;
+            () : one judge, the run's LM (docs/panels.md).
+        panel_rule: how a panel decides a question (`binaryeval_dspy.panels.panel_vote`):
+            ``majority`` or ``any-no`` (one "no" decides a fatal question).
+        cascade: the `judges` are a cascade's stages, in order (the first asked every
+            question, the next only where the one before is unsure), not a panel.
+        cascade_band: (low, high) in [0, 1]: a cascade stage whose P(yes) lies in it passes
+            the question on; None: only non-answers escalate.
 
     Raises (on construction):
         ConfigError: a field out of range or of the wrong type, naming the field.
@@ -85,6 +95,10 @@ class RunSettings(BaseModel):
     ray_address: str | None = None
     replay_verdicts: str | None = None
     replay_judge: str | None = None
+    judges: tuple[str, ...] = ()
+    panel_rule: Literal["majority", "any-no"] = "majority"
+    cascade: bool = False
+    cascade_band: tuple[float, float] | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -102,6 +116,22 @@ class RunSettings(BaseModel):
                               else f"replay_verdicts is given but the engine is {self.engine!r}",
                               expected="engine 'replay' together with `replay_verdicts` FILE",
                               fix="set both (engine 'replay' and `replay_verdicts`), or neither.")
+        if self.judges and (len(self.judges) < 2 or len(set(self.judges)) != len(self.judges)):
+            raise ConfigError("a panel or cascade needs at least two different judges", received=repr(self.judges),
+                              fix="name two or more different `judges`, or none for one judge.")
+        if (self.cascade or self.cascade_band is not None) and not self.judges:
+            raise ConfigError("a cascade needs its judges", fix="name two or more `judges`, cheapest first.")
+        if self.cascade_band is not None and not 0.0 <= self.cascade_band[0] <= self.cascade_band[1] <= 1.0:
+            raise ConfigError("bad run setting cascade_band", expected="LOW,HIGH with 0 <= LOW <= HIGH <= 1",
+                              received=repr(self.cascade_band), fix="pass e.g. cascade_band=(0.2, 0.8).")
+        if self.cascade_band is not None and not self.cascade:
+            raise ConfigError("cascade_band is a cascade's", fix="set `cascade` too, or leave `cascade_band` out.")
+        if self.judges and self.engine in ("ray", "batch"):
+            raise ConfigError(f"panels and cascades run on the live, local or replay engine, not {self.engine}",
+                              fix="use `engine` live (or local, or replay).")
+        if self.replay_judge is not None and self.judges:
+            raise ConfigError("replay_judge names one judge, but the run has `judges`",
+                              fix="leave `replay_judge` out: each judge's rows answer its own calls.")
         if self.replay_judge is not None and self.replay_verdicts is None:
             raise ConfigError("replay_judge names whose recorded answers to replay, but no `replay_verdicts` is given",
                               fix="give `replay_verdicts` FILE with engine 'replay', or leave `replay_judge` out.")

@@ -19,6 +19,7 @@ from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import (
     check_scale,
     checks_module_option,
+    judging_options,
     lm_options,
     load_checks_modules,
     run_options,
@@ -33,7 +34,9 @@ from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
 from binaryeval_dspy.engines.batch_status import check_no_pending_batches
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.judge_panel import ensemble_config, ensemble_for
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.cli.batch_command import print_batch_outcome
 from binaryeval_dspy.runs.evaluation import evaluate_items
@@ -90,6 +93,7 @@ def progress_note(result: ItemResult) -> str:
                    "See docs/batch.md.")
 @checks_module_option
 @run_options
+@judging_options
 @lm_options
 @friendly_errors
 @with_run_settings
@@ -111,7 +115,10 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         limit=limit, empty_output=empty_output)  # swapped arguments are named as such
     explanations = not no_explanations
     if aggregation == "score":
-        program = BinEval(question_set, scale=scale, explanations=explanations)
+        program = ensemble_for(BinEval(question_set, scale=scale, explanations=explanations), settings)
+    elif settings.judges:
+        raise ConfigError("panels and cascades decide binary questions: they score (`aggregation` score)",
+                          fix="leave `aggregation` at score, or judge with one LM.")
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)
@@ -131,6 +138,7 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
     if loaded_checks:
         config["checks_modules"] = loaded_checks
+    config.update(ensemble_config(settings))
     manifest = RunManifest(
         command="evaluate", lm=handle.name, question_set_hash=question_set.content_hash,
         question_set_path=str(question_set_file), items_path=str(items_file),

@@ -26,7 +26,7 @@ case answered.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +52,29 @@ class ReplayVerdicts:
         path: the verdicts file.
         judge: whose rows answer calls without a judge of their own (`LMCall.judge` None);
             None: the file's only judge.
+        members: the judges of a panel or cascade run (each call names its member); each
+            must have rows in the file.
 
     Raises:
         InputError: the file does not read (file, line and field named: `read_verdicts`).
-        ConfigError: `judge` is not in the file, or the file holds several judges and
-            `judge` is None (the message lists them).
+        ConfigError: `judge` or a member is not in the file, or the file holds several
+            judges and neither `judge` nor `members` is given (the message lists them).
     """
 
-    def __init__(self, path: str | Path, *, judge: str | None = None) -> None:
+    def __init__(self, path: str | Path, *, judge: str | None = None, members: Sequence[str] = ()) -> None:
         self.path = Path(path)
         records = read_verdicts(self.path)
         self.rows: dict[VerdictKey, VerdictRecord] = {r.key: r for r in records}
         self.judges = list(dict.fromkeys(r.judge for r in records))
         shown = ", ".join(self.judges[:10]) + (", ..." if len(self.judges) > 10 else "")
+        self.members = tuple(members)
+        unknown = [m for m in self.members if m not in self.judges]
+        if unknown:
+            raise ConfigError(f"judge {unknown[0]!r} of `judges` has no row in {self.path}", expected=f"one of: {shown}",
+                              fix="name judges of the file in `judges`.")
+        if self.members:
+            self.judge = ", ".join(self.members)  # every call names its member: none is the run's own
+            return
         if judge is None:
             if len(self.judges) > 1:
                 raise ConfigError(f"{self.path} holds the answers of {len(self.judges)} judges ({shown}); a replay "
@@ -171,12 +181,14 @@ class _NoLM(dspy.BaseLM):
         raise ConfigError("a replay run calls no LM", fix="report this as a bug: every call goes to the replay engine.")
 
 
-def replay_handle(verdicts: ReplayVerdicts) -> LMHandle:
-    """The `LMHandle` of a replay run: named ``replay(<judge>)`` in the manifest and summary,
-    priced at 0 (nothing is sent), with an LM that refuses to be called; it holds `verdicts`
-    (``handle.replay``) so the engine reads the file once."""
-    handle = _ReplayHandle(lm=_NoLM(model=f"replay/{verdicts.judge}", cache=False), adapter=dspy.JSONAdapter(),
-                           name=f"replay({verdicts.judge})", embedded=False, adapter_name="json",
+def replay_handle(verdicts: ReplayVerdicts, *, judge_name: str | None = None) -> LMHandle:
+    """The `LMHandle` of a replay run: named ``replay(<judge>)`` in the manifest and summary
+    (`judge_name`, e.g. a panel's name, else the replayed judge), priced at 0 (nothing is
+    sent), with an LM that refuses to be called; it holds `verdicts` (``handle.replay``) so
+    the engine reads the file once."""
+    judge_name = judge_name or verdicts.judge
+    handle = _ReplayHandle(lm=_NoLM(model="replay/replay", cache=False), adapter=dspy.JSONAdapter(),
+                           name=f"replay({judge_name})", embedded=False, adapter_name="json",
                            adapter_reason="replay: answers are read from a verdicts file, nothing is formatted")
     handle.replay = verdicts
     return handle

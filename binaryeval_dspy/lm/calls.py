@@ -49,8 +49,8 @@ class LMCall:
     """One LM call a program needs (paper 3.2: one binary question about one output, or a later step).
 
     Attributes:
-        key: the call's name within its item, unique there: a question id, ``"pick-1"``,
-            ``"refute-draft"``.
+        key: the call's name within its item, unique there together with `judge`: a
+            question id, ``"pick-1"``, ``"refute-draft"``.
         signature: the DSPy signature (its instructions may be an optimizer's).
         inputs: the signature's input fields, as the adapter formats them.
         demos: few-shot demos (dicts of the signature's fields), in order.

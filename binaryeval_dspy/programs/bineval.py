@@ -215,17 +215,19 @@ class BinEval(dspy.Module):
                 "question": question.text, "violation_example": question.violation_example}
 
     def question_call(self, input: str, output: str, question: BinaryQuestion, *, item_id: str | None = None,
-                      output_hash: str | None = None) -> LMCall:
+                      output_hash: str | None = None, judge: str | None = None) -> LMCall:
         """The `LMCall` that asks one binary question f_E(x, y, q) (paper 3.2): the judge
         predictor's signature and demos (an optimizer's, once compiled), the question's
         fields, and a request for token log-probabilities unless ``logprobs="off"``.
-        `item_id` and `output_hash` name the item the call is about (`LMCall`)."""
+        `item_id` and `output_hash` name the item the call is about, `judge` the panel
+        member asked (None: the run's LM; `LMCall`)."""
         config = dict(self.judge.config or {})
         if self.logprobs != "off":
             config.update(logprobs=True, top_logprobs=_TOP_LOGPROBS)
         return LMCall(key=question.id, signature=self.judge.signature,
                       inputs=self.question_fields(input, output, question), demos=tuple(self.judge.demos or ()),
-                      config=config, distribution=_VERDICT_DISTRIBUTION, item_id=item_id, output_hash=output_hash)
+                      config=config, distribution=_VERDICT_DISTRIBUTION, item_id=item_id, output_hash=output_hash,
+                      judge=judge)
 
     # ----- the judging plan (`binaryeval_dspy.engines.plan_runner.PlannedProgram`)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
 )
 from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
 from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
+from binaryeval_dspy.panels import ensemble_statistics
 from binaryeval_dspy.reports.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -202,6 +203,9 @@ class RunSummary(BaseModel):
         answers_qualified: LM answers (yes/no) whose verdict word came with a reservation
             (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
             named, and noted.
+        judges: for a panel or cascade of judges (`binaryeval_dspy.programs.judge_panel`):
+            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions;
+            for a cascade the share escalated and its calls against the last judge's); else None.
         notes: what the summary says about the judge, as printed beside the table.
         warnings: the reasons not to trust the overall score, in a few words each
             (`trust_warnings`), shown in the headline beside it; empty when there are none.
@@ -238,6 +242,7 @@ class RunSummary(BaseModel):
     verdicts_against_p_yes: int = 0
     p_yes_answers: int = 0
     calls_in_flight: int | None = None
+    judges: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
@@ -352,6 +357,7 @@ def summarize_results(results: list[ItemResult], *, lm: str, embedded: bool | No
         verdicts_against_p_yes=sum(1 for v in answers if against_verdict(v.p_yes, v.verdict)),
         p_yes_answers=sum(1 for v in answers if v.p_yes is not None),
         calls_in_flight=in_flight,
+        judges=ensemble_statistics((v for r in results for v in r.verdicts), cascade="cascade(" in lm),
     )
     stored = sum(1 for v in explained if v.flags)
     summary.notes = judge_notes(summary, flags_stored=stored == summary.explanations_flagged)
