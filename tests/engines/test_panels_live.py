@@ -204,3 +204,20 @@ def test_a_question_every_judge_failed_is_an_error_asked_again_and_the_others_st
     q1 = next(v for v in first["verdicts"] if v["question_id"] == "q1")
     assert q1["verdict"] == "error" and q1["error"].startswith("NotInVerdicts:") and first["complete"] is False
     assert summary_of(out)["judges"]["decided"]["error"] == 1
+
+
+def test_a_panel_runs_export_has_every_judges_row_and_the_decided_one(tmp_path):
+    from binaryeval_dspy.data.verdicts_file import read_verdicts
+
+    qs, items, rows = scripted_judges(tmp_path, 3)
+    verdicts = write_verdicts(rows, tmp_path / "judges.jsonl")
+    out = tmp_path / "panel"
+    assert replay_with(qs, items, verdicts, out, "--judge", "cheap", "--judge", "mid", "--judge", "strong").exit_code == 0
+    exported = tmp_path / "export.jsonl"
+    assert CliRunner().invoke(cli, ["verdicts", str(out), "--out", str(exported)]).exit_code == 0
+    back = read_verdicts(exported)
+    members = {(r.item_id, r.question_id, r.judge): (r.verdict, r.p_yes) for r in back
+               if r.judge in ("cheap", "mid", "strong")}
+    assert members == {r.key: (r.verdict, r.p_yes) for r in rows}  # every judge's answer, as recorded
+    decided = [r for r in back if r.judge == "replay(majority(cheap, mid, strong))"]
+    assert len(decided) == 3 * 6
