@@ -93,7 +93,8 @@ def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> di
     settings = settings or RunSettings()
     choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
     replay = getattr(handle, "replay", None)
-    replayed = {"replay_verdicts": str(replay.path), "replay_judge": replay.judge} if replay is not None else {}
+    replayed = ({"replay_verdicts": str(replay.path), "replay_judge": None if replay.members else replay.judge}
+                if replay is not None else {})
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
             "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
             "engine": settings.engine_for(handle), **replayed, **(choice.as_dict() if choice is not None else {})}

@@ -25,6 +25,7 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.judge_panel import ensemble_config, ensemble_for
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
@@ -171,9 +172,15 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     replay_verdicts = replay_verdicts or (config.get("replay_verdicts") if config.get("engine") == "replay" else None)
     replay = ({"engine": "replay", "replay_verdicts": replay_verdicts,
                "replay_judge": replay_judge or config.get("replay_judge")} if replay_verdicts else {})
+    judges = {"judges": tuple(config["judges"]), "panel_rule": config.get("panel_rule") or "majority",
+              "cascade": bool(config.get("cascade")),
+              "cascade_band": tuple(config["cascade_band"]) if config.get("cascade_band") else None
+              } if config.get("judges") else {}  # a panel or cascade is re-judged by the same judges and rule
     settings = RunSettings(adapter=adapter or config.get("adapter") or "auto",  # the run's unless --adapter says
                            concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
-                           cache_padding=config.get("cache_padding") or "auto", **replay)
+                           cache_padding=config.get("cache_padding") or "auto", **replay, **judges)
+    if aggregation == "score":
+        program = ensemble_for(program, settings)
     spec = lm_spec or config.get("lm_spec")
     if not spec:
         raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}).",
@@ -187,7 +194,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
-                  **endpoint_config(handle, settings)}
+                  **endpoint_config(handle, settings), **ensemble_config(settings)}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(

@@ -221,3 +221,24 @@ def test_a_panel_runs_export_has_every_judges_row_and_the_decided_one(tmp_path):
     assert members == {r.key: (r.verdict, r.p_yes) for r in rows}  # every judge's answer, as recorded
     decided = [r for r in back if r.judge == "replay(majority(cheap, mid, strong))"]
     assert len(decided) == 3 * 6
+
+
+def test_rejudge_of_a_panel_run_asks_the_same_judges_by_the_same_rule(tmp_path):
+    from binaryeval_dspy.schemas.item_result import text_hash
+
+    qs, items, rows = scripted_judges(tmp_path, 3)
+    verdicts = write_verdicts(rows, tmp_path / "judges.jsonl")
+    first = tmp_path / "panel"
+    assert replay_with(qs, items, verdicts, first, "--judge", "cheap", "--judge", "mid", "--judge", "strong").exit_code == 0
+    lines = items.read_text(encoding="utf-8").splitlines()
+    changed = {**json.loads(lines[0]), "output": "Rewritten."}
+    items.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n", encoding="utf-8")
+    relabelled = write_verdicts([r.model_copy(update={"verdict": "no", "p_yes": 0.1, "output_hash": text_hash("Rewritten.")})
+                                 if r.item_id == "item-0" else r for r in rows], tmp_path / "relabelled.jsonl")
+    out = tmp_path / "rejudged"
+    result = CliRunner().invoke(cli, ["rejudge", str(first), str(items), "--out", str(out), "--verdicts", str(relabelled)])
+    assert result.exit_code == 0, result.output
+    row = next(r for r in stored(out) if r["item_id"] == "item-0")
+    assert {v["verdict"] for v in row["verdicts"]} == {"no"} and all(len(v["judges"]) == 3 for v in row["verdicts"])
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["config"]["panel"] == "majority(cheap, mid, strong)"
