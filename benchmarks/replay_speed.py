@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=10)
     options = parser.parse_args()
     answers = options.items * options.questions
-    import binaryeval_dspy.cli.evaluate_command  # noqa: F401 - imported before timing: an import is paid once
-    import binaryeval_dspy.cli.view_command  # noqa: F401
+    import binaryeval_dspy.cli.evaluate_command
+    import binaryeval_dspy.cli.view_command
     import binaryeval_dspy.engines.replay  # noqa: F401
 
     with tempfile.TemporaryDirectory() as tmp:

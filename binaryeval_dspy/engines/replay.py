@@ -163,8 +163,9 @@ class ReplayEngine:
 
     def note(self) -> str:
         """One line: how many calls each outcome answered, from which file and judge."""
-        parts = [f"{self.counts['replayed']:,} answers replayed from {self.verdicts.path} (judge "
-                 f"{self.verdicts.judge}), no LM call"]
+        judges = "judges" if self.verdicts.members else "judge"
+        parts = [(f"{self.counts['replayed']:,} answers replayed from {self.verdicts.path} ({judges} "
+                  f"{self.verdicts.judge}), no LM call")]
         if self.counts["not_in_verdicts"]:
             parts.append(f"{self.counts['not_in_verdicts']:,} question(s) not in the file ({NOT_IN_VERDICTS} error "
                          "verdicts, never 'no')")

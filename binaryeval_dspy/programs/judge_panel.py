@@ -35,7 +35,14 @@ import dspy
 
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.calls import Answer, LMCall
-from binaryeval_dspy.panels import CascadeRule, PanelVote, check_rule, escalation_reason, panel_name, panel_vote
+from binaryeval_dspy.panels import (
+    CascadeRule,
+    PanelVote,
+    check_rule,
+    escalation_reason,
+    panel_name,
+    panel_vote,
+)
 from binaryeval_dspy.programs.bineval import BinEval, ItemJudging, question_verdict
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
