@@ -19,7 +19,11 @@ question to the next stage only when the stage is unsure (`escalation_reason`): 
 is not yes / no, its members split, or its P(yes) lies inside a band. The last stage's
 answer stands.
 
-These are pure functions of verdict values, for the live panel and cascade engines and for
+`ensemble_statistics` says what a live panel or cascade (`binaryeval_dspy.programs.judge_panel`)
+did in a run: Fleiss' kappa among its judges, the questions they split on, and for a cascade
+the share escalated and its calls against asking the last judge everything.
+
+These are pure functions of verdict values, for the live panels and cascades and for
 `simulate_panel` / `simulate_cascade`, which replay them on recorded verdicts (verdicts
 files): their output is verdict records named after the panel or cascade, scored like any
 judge's by `bineval agreement`. Every name lists the rule and every member.
@@ -30,8 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from binaryeval_dspy.errors import BinEvalError
+from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 
 PANEL_RULES = ("majority", "any-no", "weighted")
@@ -347,3 +353,60 @@ def simulate_cascade(index: Mapping[Pair, Mapping[str, VerdictRecord]], rule: Ca
             text += "; passed on: " + ", ".join(reasons)
         out.append(_panel_record(name, pair, vote, p_yes, cost, text, used[0] if used else None))
     return out, counts
+
+
+def ensemble_statistics(verdicts: Iterable[QuestionVerdict], *, cascade: bool = False,
+                        top: int = 10) -> dict[str, Any] | None:
+    """What a live panel or cascade did, from its decided verdicts (those with `QuestionVerdict.judges`).
+
+    Args:
+        verdicts: a run's verdicts (others, e.g. code checks, are skipped).
+        cascade: the judges were a cascade's stages, in their first-asked order (adds the
+            share escalated and the calls against asking the last judge everything).
+        top: how many split questions to list.
+
+    Returns:
+        None when no verdict has judges; else a dict: ``judges`` (in order),
+        ``questions`` (decided by the judges), ``decided`` (outcome -> questions:
+        yes / no / unparsed for no decision / error), ``answers_by_judge`` (judge ->
+        {yes, no, unparsed, error}), ``fleiss_kappa`` (over the questions at least two
+        judges answered yes / no; None when undefined), ``kappa_questions`` (how many),
+        ``split_questions`` (questions where judges answered both ways) and ``splits``
+        (question id -> times split, most first, at most `top`); with `cascade` also
+        ``escalated`` / ``escalated_share`` (questions asked beyond the first judge),
+        ``calls`` (every judge call made), ``strongest_calls`` (asking the last judge every
+        question) and ``calls_vs_strongest`` (their ratio).
+    """
+    from binaryeval_dspy.metrics.binary_agreement import fleiss_kappa
+
+    rows = [v for v in verdicts if v.judges]
+    if not rows:
+        return None
+    judges = list(dict.fromkeys(j for v in rows for j in v.judges or {}))
+    by_judge = {j: {"yes": 0, "no": 0, "unparsed": 0, "error": 0} for j in judges}
+    decided = {"yes": 0, "no": 0, "unparsed": 0, "error": 0}
+    ratings, splits = [], {}
+    for v in rows:
+        decided[v.verdict] += 1
+        members = v.judges or {}
+        for judge, answer in members.items():
+            by_judge[judge][answer.verdict] += 1
+        yes = sum(1 for a in members.values() if a.verdict == "yes")
+        no = sum(1 for a in members.values() if a.verdict == "no")
+        if yes + no >= 2:
+            ratings.append((yes, no))
+        if yes and no:
+            splits[v.question_id] = splits.get(v.question_id, 0) + 1
+    kappa = fleiss_kappa(ratings) if ratings else math.nan
+    out: dict[str, Any] = {
+        "judges": judges, "questions": len(rows), "decided": decided, "answers_by_judge": by_judge,
+        "fleiss_kappa": None if math.isnan(kappa) else kappa, "kappa_questions": len(ratings),
+        "split_questions": sum(splits.values()),
+        "splits": dict(sorted(splits.items(), key=lambda kv: (-kv[1], kv[0]))[:top]),
+    }
+    if cascade:
+        escalated = sum(1 for v in rows if any(j != judges[0] for j in v.judges or {}))
+        calls = sum(len(v.judges or {}) for v in rows)
+        out.update(escalated=escalated, escalated_share=escalated / len(rows), calls=calls,
+                   strongest_calls=len(rows), calls_vs_strongest=calls / len(rows))
+    return out

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from binaryeval_dspy.lm.factory import LMHandle
 
 #: The engines a judging plan can be executed by (`binaryeval_dspy.engines`).
-ENGINES = ("auto", "local", "live", "batch", "ray")
+ENGINES = ("auto", "local", "live", "batch", "ray", "replay")
 ADAPTERS = ("auto", "json", "chat")
 CACHE_PADDINGS = ("auto", "off")
 
@@ -41,7 +41,8 @@ class RunSettings(BaseModel):
             (one call at a time, an item's questions together, in item order: what an
             in-process llama.cpp model needs for prefix reuse), ``live`` (``concurrency``
             calls in flight to an endpoint), ``batch`` (the provider's batch API; see
-            docs/batch.md) or ``ray`` (Ray tasks, on this machine or a cluster; the ``ray`` extra).
+            docs/batch.md), ``ray`` (Ray tasks, on this machine or a cluster; the ``ray`` extra) or ``replay`` (each call
+            answered from the verdicts file ``replay_verdicts``, no LM call; docs/replay.md).
         concurrency: calls in flight across items and questions (>= 1) for the ``live``
             and ``ray`` engines; an embedded model always runs one call at a time.
         adapter: ``auto``, ``json`` or ``chat`` (`binaryeval_dspy.lm.adapters.choose_adapter`).
@@ -59,6 +60,21 @@ class RunSettings(BaseModel):
         fail_on_errors: stop at the first item with a failed LM call.
         ray_address: the Ray cluster to join (``auto``, ``ray://host:10001``); None starts
             a local Ray for the run (``ray`` engine only).
+        replay_verdicts: the verdicts file (``.jsonl``, ``.jsonl.gz``, ``.csv``;
+            docs/verdicts.md) the ``replay`` engine answers from; required by it, refused
+            by the other engines.
+        replay_judge: whose rows of `replay_verdicts` answer the calls a run's own judge
+            makes (a judge name in the file); None: the file's only judge.
+        judges: the judges of a panel or cascade (two or more, different), in order: for
+            the live and local engines LM specs (a LiteLLM id, or a base URL and its model
+            as ``URL#MODEL``), for the replay engine judge names of `replay_verdicts`;
+            () : one judge, the run's LM (docs/panels.md).
+        panel_rule: how a panel decides a question (`binaryeval_dspy.panels.panel_vote`):
+            ``majority`` or ``any-no`` (one "no" decides a fatal question).
+        cascade: the `judges` are a cascade's stages, in order (the first asked every
+            question, the next only where the one before is unsure), not a panel.
+        cascade_band: (low, high) in [0, 1]: a cascade stage whose P(yes) lies in it passes
+            the question on; None: only non-answers escalate.
 
     Raises (on construction):
         ConfigError: a field out of range or of the wrong type, naming the field.
@@ -66,7 +82,7 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: Literal["auto", "local", "live", "batch", "ray"] = "auto"
+    engine: Literal["auto", "local", "live", "batch", "ray", "replay"] = "auto"
     concurrency: int = Field(default=1, ge=1, strict=True)
     adapter: Literal["auto", "json", "chat"] = "auto"
     timeout: float | None = Field(default=None, gt=0)
@@ -77,6 +93,12 @@ class RunSettings(BaseModel):
     cache_padding: Literal["auto", "off"] = "auto"
     fail_on_errors: bool = False
     ray_address: str | None = None
+    replay_verdicts: str | None = None
+    replay_judge: str | None = None
+    judges: tuple[str, ...] = ()
+    panel_rule: Literal["majority", "any-no"] = "majority"
+    cascade: bool = False
+    cascade_band: tuple[float, float] | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -89,8 +111,32 @@ class RunSettings(BaseModel):
                    else f"pass e.g. {name}={_EXAMPLES.get(name, '...')}.")
             raise ConfigError(f"bad run setting {name}", expected=_EXPECTED.get(name, first["msg"]),
                               received=repr(first.get("input")), fix=fix) from None
+        if (self.engine == "replay") != (self.replay_verdicts is not None):
+            raise ConfigError("the replay engine answers from a verdicts file, and only it does" if self.engine == "replay"
+                              else f"replay_verdicts is given but the engine is {self.engine!r}",
+                              expected="engine 'replay' together with `replay_verdicts` FILE",
+                              fix="set both (engine 'replay' and `replay_verdicts`), or neither.")
+        if self.judges and (len(self.judges) < 2 or len(set(self.judges)) != len(self.judges)):
+            raise ConfigError("a panel or cascade needs at least two different judges", received=repr(self.judges),
+                              fix="name two or more different `judges`, or none for one judge.")
+        if (self.cascade or self.cascade_band is not None) and not self.judges:
+            raise ConfigError("a cascade needs its judges", fix="name two or more `judges`, cheapest first.")
+        if self.cascade_band is not None and not 0.0 <= self.cascade_band[0] <= self.cascade_band[1] <= 1.0:
+            raise ConfigError("bad run setting cascade_band", expected="LOW,HIGH with 0 <= LOW <= HIGH <= 1",
+                              received=repr(self.cascade_band), fix="pass e.g. cascade_band=(0.2, 0.8).")
+        if self.cascade_band is not None and not self.cascade:
+            raise ConfigError("cascade_band is a cascade's", fix="set `cascade` too, or leave `cascade_band` out.")
+        if self.judges and self.engine in ("ray", "batch"):
+            raise ConfigError(f"panels and cascades run on the live, local or replay engine, not {self.engine}",
+                              fix="use `engine` live (or local, or replay).")
+        if self.replay_judge is not None and self.judges:
+            raise ConfigError("replay_judge names one judge, but the run has `judges`",
+                              fix="leave `replay_judge` out: each judge's rows answer its own calls.")
+        if self.replay_judge is not None and self.replay_verdicts is None:
+            raise ConfigError("replay_judge names whose recorded answers to replay, but no `replay_verdicts` is given",
+                              fix="give `replay_verdicts` FILE with engine 'replay', or leave `replay_judge` out.")
 
-    @field_validator("price_model", "ray_address")
+    @field_validator("price_model", "ray_address", "replay_verdicts", "replay_judge")
     @classmethod
     def _strip(cls, value: str | None) -> str | None:
         return value.strip() or None if isinstance(value, str) else value

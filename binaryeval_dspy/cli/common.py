@@ -27,6 +27,10 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
     whose provider key LiteLLM reports missing is refused here, before any item is judged
     (`check_provider_key`), and so is a base URL where nothing listens
     (`check_endpoint_address`), and a ``price_model`` LiteLLM's price map does not know.
+    With the ``replay`` engine no LM is made: the handle names the replayed judge
+    (`binaryeval_dspy.engines.replay.replay_handle`) and `lm_spec` is not used. With
+    `judges` (a panel or cascade) the handle is the first judge's LM, named after the panel
+    or cascade (`binaryeval_dspy.programs.judge_panel.ensemble_name`); `lm_spec` is not used.
 
     Args:
         settings: the command's run settings (None: the defaults).
@@ -39,6 +43,20 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
             ``--price-model``.
     """
     settings = settings or RunSettings()
+    if option == "--lm" and (settings.engine == "replay" or settings.judges):
+        from binaryeval_dspy.programs.judge_panel import ensemble_name
+
+        if settings.engine == "replay":  # no LM: every answer comes from the verdicts file
+            from binaryeval_dspy.engines.base import replay_verdicts
+            from binaryeval_dspy.engines.replay import replay_handle
+
+            return replay_handle(replay_verdicts(settings), judge_name=ensemble_name(settings))
+        # a panel or cascade: the run is named after it; its first judge stands for the run's LM
+        from binaryeval_dspy.engines.base import ensemble_handle
+
+        for spec in settings.judges:
+            check_provider_key(spec.partition("#")[0])
+        return ensemble_handle(settings, name=ensemble_name(settings) or settings.judges[0])
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
     threads = settings.llama_threads if embedded else None
     extra = {"llama_threads": threads} if threads else {}

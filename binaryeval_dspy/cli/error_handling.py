@@ -20,7 +20,9 @@ SETTING_FLAGS = {
     "engine": "--engine", "ray_address": "--ray-address", "concurrency": "--concurrency",
     "fail_on_errors": "--fail-on-errors", "timeout": "--timeout", "adapter": "--adapter",
     "llama_threads": "--llama-threads", "max_cost": "--max-cost", "price_model": "--price-model",
-    "warm_prefix": "--warm-prefix", "cache_padding": "--cache-padding",
+    "warm_prefix": "--warm-prefix", "cache_padding": "--cache-padding", "replay_verdicts": "--verdicts",
+    "replay_judge": "--replay-judge", "judges": "--judge", "panel_rule": "--panel-rule", "cascade": "--cascade",
+    "cascade_band": "--band",
 }
 
 #: Every Python-side name a library message may name in backticks (a `RunSettings` field, or

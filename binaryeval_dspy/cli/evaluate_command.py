@@ -19,6 +19,7 @@ from binaryeval_dspy.cli.item_progress import ItemProgress
 from binaryeval_dspy.cli.options import (
     check_scale,
     checks_module_option,
+    judging_options,
     lm_options,
     load_checks_modules,
     run_options,
@@ -31,11 +32,13 @@ from binaryeval_dspy.cli.run_outcome import (
 from binaryeval_dspy.cli.run_speed import speed_check_for
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES
 from binaryeval_dspy.engines.base import make_engine
-from binaryeval_dspy.runs.batch_status import check_no_pending_batches
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.judge_panel import ensemble_for
 from binaryeval_dspy.programs.verdict_judge import AGGREGATIONS, VerdictJudge
 from binaryeval_dspy.cli.batch_command import print_batch_outcome
 from binaryeval_dspy.runs.evaluation import evaluate_items
+from binaryeval_dspy.runs.batch_status import check_no_pending_batches
 from binaryeval_dspy.runs.file_run import run_manifest
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
@@ -88,6 +91,7 @@ def progress_note(result: ItemResult) -> str:
                    "See docs/batch.md.")
 @checks_module_option
 @run_options
+@judging_options
 @lm_options
 @friendly_errors
 @with_run_settings
@@ -109,7 +113,10 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
         limit=limit, empty_output=empty_output)  # swapped arguments are named as such
     explanations = not no_explanations
     if aggregation == "score":
-        program = BinEval(question_set, scale=scale, explanations=explanations)
+        program = ensemble_for(BinEval(question_set, scale=scale, explanations=explanations), settings)
+    elif settings.judges:
+        raise ConfigError("panels and cascades decide binary questions: they score (`aggregation` score)",
+                          fix="leave `aggregation` at score, or judge with one LM.")
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)

@@ -24,7 +24,9 @@ SETTING_PARAMS = {
     "engine": "engine", "ray_address": "ray_address", "concurrency": "concurrency",
     "fail_on_errors": "fail_on_errors", "request_timeout": "timeout", "adapter": "adapter",
     "llama_threads": "llama_threads", "max_cost": "max_cost", "warm_prefix": "warm_prefix",
-    "cache_padding": "cache_padding", "price_model": "price_model",
+    "cache_padding": "cache_padding", "price_model": "price_model", "replay_verdicts": "replay_verdicts",
+    "replay_judge": "replay_judge", "judges": "judges", "panel_rule": "panel_rule", "cascade": "cascade",
+    "cascade_band": "cascade_band",
 }
 
 
@@ -67,7 +69,9 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="What sends the LM calls. 'auto': 'local' for the embedded model, 'live' otherwise. "
                           "'local': one call at a time. 'live': --concurrency calls in flight to an endpoint. "
                           "'batch': the provider's batch API (same as --batch; docs/batch.md). 'ray': Ray tasks, "
-                          "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md)."),
+                          "locally or on a cluster (--ray-address; the 'ray' extra; docs/engines.md). 'replay': "
+                          "answer every question from --verdicts FILE, no LM call (docs/replay.md)."),
+
         click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
                      help="With --engine ray: the Ray cluster to join ('auto', 'ray://host:10001'). Default: start "
                           "a local Ray for this run and stop it afterwards."),
@@ -101,6 +105,45 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--price-model", "price_model", default=None, metavar="MODEL",
                      help="Estimate cost at this LiteLLM model's prices (e.g. gpt-4o-mini), e.g. for a base URL "
                           "that proxies a hosted model. Default: the --lm model's own prices."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _band(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        low, high = (float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected LOW,HIGH (e.g. 0.2,0.8), got {value!r}") from None
+    return low, high
+
+
+def judging_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the replay options (--verdicts, --replay-judge) and the panel and cascade options
+    (--judge, repeatable; --panel-rule; --cascade; --band), gathered by `with_run_settings`."""
+    decorators = [
+        click.option("--verdicts", "replay_verdicts", default=None, metavar="FILE",
+                     help="With --engine replay: the verdicts file (.jsonl, .jsonl.gz, .csv; docs/verdicts.md) whose "
+                          "rows answer the questions. A question it does not answer is an error verdict "
+                          "(NotInVerdicts), never 'no'; a row recorded for another output is refused (OtherOutput)."),
+        click.option("--replay-judge", "replay_judge", default=None, metavar="JUDGE",
+                     help="With --engine replay: whose rows of --verdicts to replay (default: the file's only judge)."),
+        click.option("--judge", "judges", multiple=True, metavar="LM",
+                     help="A judge of a panel (or, with --cascade, a stage), repeatable, two or more: a LiteLLM id "
+                          "or URL#MODEL for a base URL; with --engine replay, a judge of --verdicts. Every question "
+                          "is asked of every judge and decided by --panel-rule; every judge's verdict is kept "
+                          "(docs/panels.md). --lm is then not used."),
+        click.option("--panel-rule", "panel_rule", type=click.Choice(["majority", "any-no"]), default=None,
+                     help="How a panel decides a question: 'majority' (a tie is no decision: unparsed, never 'no'), "
+                          "or 'any-no' (one 'no' decides a fatal question). Default: majority."),
+        click.option("--cascade", "cascade", is_flag=True, default=None,
+                     help="The --judge LMs are a cascade, cheapest first: the first answers every question, the next "
+                          "only those where the one before gave no yes/no answer (or its P(yes) is inside --band)."),
+        click.option("--band", "cascade_band", default=None, metavar="LOW,HIGH", callback=_band,
+                     help="With --cascade: a P(yes) inside [LOW, HIGH] passes the question to the next judge."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)

@@ -25,6 +25,7 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
+from binaryeval_dspy.programs.judge_panel import ensemble_config, ensemble_for
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
@@ -119,12 +120,18 @@ def changes_summary(report: RejudgeReport) -> str:
 @click.option("--fail-on-errors", is_flag=True, help="Stop at the first item with a failed LM call; exit 1.")
 @click.option("--restart", is_flag=True, help="Start the re-judge in --out over: an existing re-judge there is "
                                               "moved to <out>.old-N (nothing is deleted).")
+@click.option("--verdicts", "replay_verdicts", default=None, metavar="FILE",
+              help="Judge the changed items from this verdicts file (the replay engine, no LM call; docs/replay.md). "
+                   "Default: for a run made with --engine replay, the file it replayed.")
+@click.option("--replay-judge", "replay_judge", default=None, metavar="JUDGE",
+              help="With --verdicts: whose rows to replay (default: the run's, else the file's only judge).")
 @llama_threads_option
 @checks_module_option
 @friendly_errors
 def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Path | None, out_dir: Path | None,
                     lm_spec: str | None, lm_model: str | None, api_key_env: str | None, max_tokens: int | None,
                     adapter: str | None, concurrency: int | None, fail_on_errors: bool, restart: bool,
+                    replay_verdicts: str | None, replay_judge: str | None,
                     llama_threads: int | None, checks_modules: tuple[str, ...]) -> None:
     """Re-judge the items of ITEMS_FILE whose output changed since RUN_DIR, with the same questions.
 
@@ -162,9 +169,18 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)
+    replay_verdicts = replay_verdicts or (config.get("replay_verdicts") if config.get("engine") == "replay" else None)
+    replay = ({"engine": "replay", "replay_verdicts": replay_verdicts,
+               "replay_judge": replay_judge or config.get("replay_judge")} if replay_verdicts else {})
+    judges = {"judges": tuple(config["judges"]), "panel_rule": config.get("panel_rule") or "majority",
+              "cascade": bool(config.get("cascade")),
+              "cascade_band": tuple(config["cascade_band"]) if config.get("cascade_band") else None
+              } if config.get("judges") else {}  # a panel or cascade is re-judged by the same judges and rule
     settings = RunSettings(adapter=adapter or config.get("adapter") or "auto",  # the run's unless --adapter says
                            concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
-                           cache_padding=config.get("cache_padding") or "auto")
+                           cache_padding=config.get("cache_padding") or "auto", **replay, **judges)
+    if aggregation == "score":
+        program = ensemble_for(program, settings)
     spec = lm_spec or config.get("lm_spec")
     if not spec:
         raise RunStateError(f"{run_dir_path} does not record which --lm made it (it used {old.lm!r}).",
@@ -178,7 +194,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
-                  **endpoint_config(handle, settings)}
+                  **endpoint_config(handle, settings), **ensemble_config(settings)}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(

@@ -27,6 +27,9 @@ from binaryeval_dspy.cost.price_map import LOCAL, model_price, price_source
 
 LOCAL_DISPLAY = "0 (local)"
 UNKNOWN_DISPLAY = "unknown"
+#: The price key of a replay run (`binaryeval_dspy.engines.replay`): nothing is sent, it costs 0.
+REPLAY = "replay"
+REPLAY_DISPLAY = "0 (replay)"
 
 CostStatus = Literal["priced", "local", "unknown"]
 
@@ -135,13 +138,17 @@ def run_cost(*, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens
             the run's token counts (tokens; cached and written tokens are part of
             `prompt_tokens`).
         items: the run's items, for the per-item figure.
-        model: a LiteLLM id, `LOCAL`, or None (a served model: unknown).
+        model: a LiteLLM id, `LOCAL`, `REPLAY` (nothing sent: 0), or None (a served model: unknown).
         batch: price at batch prices.
 
     Returns:
         A `RunCost`; ``unknown`` (never 0) when there is no price.
     """
     mode: Literal["live", "batch"] = "batch" if batch else "live"
+    if model == REPLAY:
+        return RunCost(status="local", display=REPLAY_DISPLAY, usd=0.0, usd_per_item=0.0, model=REPLAY, mode=mode,
+                       source="a replay sends no request: its answers come from a verdicts file",
+                       note="what the recorded answers cost is the verdicts file's cost_usd")
     if model == LOCAL:
         return RunCost(status="local", display=LOCAL_DISPLAY, usd=0.0, usd_per_item=0.0, model=LOCAL, mode=mode,
                        source="the embedded model runs on this machine",

@@ -21,6 +21,8 @@ Engines (`make_engine` chooses one; the CLI has no engine branch):
   the cluster); the workers format, send and read them, and small answer rows come back.
 * ``batch`` (`binaryeval_dspy.engines.batch`): the provider's batch API; a call whose
   batch has not ended is ``pending`` and is collected by a later invocation.
+* ``replay`` (`binaryeval_dspy.engines.replay`): each call answered from a verdicts file
+  (setting `replay_verdicts`); nothing is sent.
 
 Adding an engine: one module with a class that has ``name``, ``notes`` and ``send`` (below),
 and one line in `make_engine`.
@@ -102,7 +104,16 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
     if name in ("local", "live"):
         from binaryeval_dspy.engines.threads import ThreadedEngine
 
-        return ThreadedEngine(name, handle, settings.in_flight(handle))
+        sender = None
+        if settings.judges:  # a panel or cascade: each call to its judge's LM
+            from binaryeval_dspy.engines.senders import JudgeRouter, sender_for
+
+            handles = {spec: judge_handle(spec, settings) for spec in settings.judges}
+            if name == "live" and any(h.embedded for h in handles.values()):
+                raise ConfigError("the live engine sends requests to endpoints, but a judge is an embedded model",
+                                  fix="use the local engine (run setting engine 'local').")
+            sender = JudgeRouter({spec: sender_for(h) for spec, h in handles.items()})
+        return ThreadedEngine(name, handle, settings.in_flight(handle), sender=sender)
     if name == "ray":
         if settings.max_cost is not None:
             raise ConfigError("max_cost cannot be enforced by the ray engine: it sends many requests at once, so it "
@@ -115,8 +126,58 @@ def make_engine(settings: RunSettings, handle: LMHandle | None) -> Engine:
         from binaryeval_dspy.engines.batch import BatchEngine
 
         return BatchEngine(handle, settings)
-    raise ConfigError(f"unknown engine {name!r}", expected="local, live, ray or batch",
+    if name == "replay":
+        from binaryeval_dspy.engines.replay import ReplayEngine
+
+        return ReplayEngine(replay_verdicts(settings, handle))
+    raise ConfigError(f"unknown engine {name!r}", expected="local, live, ray, batch or replay",
                       fix="set the run setting `engine` to one of them.")
+
+
+def replay_verdicts(settings: RunSettings, handle: Any = None) -> Any:
+    """The verdicts file a ``replay`` run answers from (`binaryeval_dspy.engines.replay.ReplayVerdicts`):
+    the one `handle` holds when it is a replay handle (`replay_handle`: read once), else read now.
+
+    Raises:
+        InputError: the file does not read; ConfigError: no `replay_verdicts`, or an unknown
+            or missing `replay_judge`.
+    """
+    from binaryeval_dspy.engines.replay import ReplayVerdicts
+
+    if settings.replay_verdicts is None:
+        raise ConfigError("the replay engine needs a verdicts file", fix="give `replay_verdicts` FILE.")
+    held = getattr(handle, "replay", None)
+    if held is not None and str(held.path) == settings.replay_verdicts and held.members == settings.judges and (
+            settings.replay_judge in (None, held.judge)):
+        return held
+    return ReplayVerdicts(settings.replay_verdicts, judge=settings.replay_judge, members=settings.judges)
+
+
+def ensemble_handle(settings: RunSettings, *, name: str) -> LMHandle:
+    """The run's LM handle for a panel or cascade of `settings.judges`: the first judge's LM
+    (it sets the run's adapter and whether it is embedded), named `name`, priced at the
+    judges' price when they all have the same, else unknown (never one judge's price for all)."""
+    import dataclasses
+
+    handles = [judge_handle(spec, settings) for spec in settings.judges]
+    prices = {h.priced_as() for h in handles}
+    handle = dataclasses.replace(handles[0], name=name)
+    price = prices.pop() if len(prices) == 1 else None
+    handle.priced_as = lambda: price  # type: ignore[method-assign]
+    return handle
+
+
+def judge_handle(spec: str, settings: RunSettings) -> LMHandle:
+    """The LM of one judge of a panel or cascade (`RunSettings.judges`): `spec` is a LiteLLM id,
+    or a base URL and its model as ``URL#MODEL``; made with the run's adapter and timeout.
+
+    Raises:
+        LMConfigError: as `binaryeval_dspy.lm.factory.make_lm`.
+    """
+    from binaryeval_dspy.lm.factory import make_lm
+
+    base, _, model = spec.partition("#")
+    return make_lm(base, model=model or None, adapter=settings.adapter, timeout=settings.timeout)
 
 
 def engine_sender(handle: Any, *, lm: Any = None) -> Any:

@@ -604,6 +604,39 @@ def http_spec(handle: Any, *, api_key: str | None = None, timeout: float | None 
                       response_schema=bool(getattr(lm, "_declared_response_schema", True)))
 
 
+class JudgeRouter:
+    """A sender for a panel or cascade run: each call goes to its judge's sender (`LMCall.judge`).
+
+    Args:
+        senders: judge name -> its sender (`sender_for` of the judge's LM handle).
+        default: the sender of calls without a judge (the run's own LM), or None.
+
+    Raises (from `answer`, as an ``error`` answer of the call, never for the run):
+        a call naming a judge that has no sender.
+    """
+
+    def __init__(self, senders: dict[str, Sender], default: Sender | None = None) -> None:
+        self.senders = dict(senders)
+        self.default = default
+        first = default or next(iter(self.senders.values()))
+        self.lm, self.adapter = getattr(first, "lm", None), getattr(first, "adapter", None)  # for code that reads the run's sender (the run's context)
+
+    def answer(self, call: LMCall, budget: CallBudget | None = None) -> Answer:
+        """The answer of `call` from its judge's sender."""
+        sender = self.senders.get(call.judge) if call.judge is not None else self.default
+        if sender is None:
+            return Answer(status="error", reason=f"ConfigError: no LM for judge {call.judge!r} in this run "
+                                                 f"(its judges: {', '.join(self.senders)})")
+        return sender.answer(call, budget)
+
+    def close(self) -> None:
+        """Close every judge's sender."""
+        for sender in {id(s): s for s in (*self.senders.values(), self.default) if s is not None}.values():
+            close = getattr(sender, "close", None)
+            if close is not None:
+                close()
+
+
 @contextlib.contextmanager
 def closing_sender(sender: Sender):
     """Close `sender`'s connections on exit (a no-op for senders without any)."""
@@ -615,5 +648,5 @@ def closing_sender(sender: Sender):
             close()
 
 
-__all__ = ["CallBudget", "CallRequest", "HttpSender", "LMSender", "Sender", "SenderSpec",
+__all__ = ["CallBudget", "CallRequest", "HttpSender", "JudgeRouter", "LMSender", "Sender", "SenderSpec",
            "closing_sender", "completion_cap", "http_spec", "reply_outputs", "sender_for", "wait_for_reservation"]

@@ -49,8 +49,8 @@ class LMCall:
     """One LM call a program needs (paper 3.2: one binary question about one output, or a later step).
 
     Attributes:
-        key: the call's name within its item, unique there: a question id, ``"pick-1"``,
-            ``"refute-draft"``.
+        key: the call's name within its item, unique there together with `judge`: a
+            question id, ``"pick-1"``, ``"refute-draft"``.
         signature: the DSPy signature (its instructions may be an optimizer's).
         inputs: the signature's input fields, as the adapter formats them.
         demos: few-shot demos (dicts of the signature's fields), in order.
@@ -62,6 +62,13 @@ class LMCall:
         judge: the judge (LM name) a panel asks; None: the run's LM.
         logprobs_required: an LM that refuses log-probabilities fails the call (``error``)
             instead of being asked again without them.
+        item_id: the id of the item the call is about (None when it has none, e.g. a
+            module called directly); not part of `content_key`, so duplicate items still
+            share one request. An engine that answers from records (``replay``) finds the
+            answer by it.
+        output_hash: `binaryeval_dspy.schemas.item_result.text_hash` of the output under
+            judgment, or None; not part of `content_key`. The replay engine refuses a
+            recorded answer about another output.
     """
 
     key: str
@@ -72,6 +79,8 @@ class LMCall:
     distribution: tuple[str, tuple[str, ...]] | None = None
     judge: str | None = None
     logprobs_required: bool = False
+    item_id: str | None = None
+    output_hash: str | None = None
 
     def content_key(self) -> str:
         """A hash of everything that decides the request (signature instructions and fields,

@@ -21,6 +21,7 @@ from binaryeval_dspy.lm.final_answer import RAW_REPLY_LIMIT
 from binaryeval_dspy.lm.verdict_text import normalize_yes_no, reservation
 from binaryeval_dspy.programs.code_checks import answer_with_check
 from binaryeval_dspy.programs.question_set_state import QuestionSetState, ScaleState
+from binaryeval_dspy.schemas.item_result import text_hash
 from binaryeval_dspy.schemas.question_set import BinaryQuestion, QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.scoring import score_verdicts
@@ -94,6 +95,8 @@ class ItemJudging:
         question_set: the questions for this item.
         verdicts: question id -> verdict (code checks, kept answers, answers of this run).
         empty: the output is empty: nothing is asked, the prediction says ``empty_output``.
+        item_id: the item's id (None for an ``(input, output)`` pair), carried by its calls.
+        output_hash: `text_hash` of `output` when the item has an id, else None.
     """
 
     input: str
@@ -101,6 +104,8 @@ class ItemJudging:
     question_set: QuestionSet
     verdicts: dict[str, QuestionVerdict] = field(default_factory=dict)
     empty: bool = False
+    item_id: str | None = None
+    output_hash: str | None = None
 
 
 class BinEval(dspy.Module):
@@ -209,16 +214,20 @@ class BinEval(dspy.Module):
         return {"input": as_evaluated_text(input), "output": as_evaluated_text(output),
                 "question": question.text, "violation_example": question.violation_example}
 
-    def question_call(self, input: str, output: str, question: BinaryQuestion) -> LMCall:
+    def question_call(self, input: str, output: str, question: BinaryQuestion, *, item_id: str | None = None,
+                      output_hash: str | None = None, judge: str | None = None) -> LMCall:
         """The `LMCall` that asks one binary question f_E(x, y, q) (paper 3.2): the judge
         predictor's signature and demos (an optimizer's, once compiled), the question's
-        fields, and a request for token log-probabilities unless ``logprobs="off"``."""
+        fields, and a request for token log-probabilities unless ``logprobs="off"``.
+        `item_id` and `output_hash` name the item the call is about, `judge` the panel
+        member asked (None: the run's LM; `LMCall`)."""
         config = dict(self.judge.config or {})
         if self.logprobs != "off":
             config.update(logprobs=True, top_logprobs=_TOP_LOGPROBS)
         return LMCall(key=question.id, signature=self.judge.signature,
                       inputs=self.question_fields(input, output, question), demos=tuple(self.judge.demos or ()),
-                      config=config, distribution=_VERDICT_DISTRIBUTION)
+                      config=config, distribution=_VERDICT_DISTRIBUTION, item_id=item_id, output_hash=output_hash,
+                      judge=judge)
 
     # ----- the judging plan (`binaryeval_dspy.engines.plan_runner.PlannedProgram`)
 
@@ -244,7 +253,10 @@ class BinEval(dspy.Module):
         if not isinstance(output, str):
             raise InputError(f"BinEval needs a string, got {output!r:.60}", field="output")
         question_set = question_set if question_set is not None else self.question_set
-        state = ItemJudging(input=input, output=output, question_set=question_set)
+        item_id = None if isinstance(item, tuple) else getattr(item, "item_id", None)
+        state = ItemJudging(input=input, output=output, question_set=question_set,
+                            item_id=None if item_id is None else str(item_id),
+                            output_hash=None if item_id is None else text_hash(output))
         if is_empty_output(output):  # nothing to judge: an outcome, never a score and never an LM call
             state.empty = True
             return state
@@ -258,8 +270,8 @@ class BinEval(dspy.Module):
         """The questions of `state` without a verdict yet, as calls (one round)."""
         if state.empty:
             return []
-        return [self.question_call(state.input, state.output, q) for q in state.question_set.questions
-                if q.id not in state.verdicts]
+        return [self.question_call(state.input, state.output, q, item_id=state.item_id, output_hash=state.output_hash)
+                for q in state.question_set.questions if q.id not in state.verdicts]
 
     def take(self, state: ItemJudging, call: LMCall, answer: Answer) -> QuestionVerdict:
         """Record the answer to one question call; returns its verdict (what the journal keeps)."""

@@ -463,7 +463,7 @@ def run_resumable(
     runner = PlanRunner(planned, enumerate(todo), begin=begin_item, on_done=on_done,
                         on_answer=(lambda run, _call, answer, record: on_answer(run.item, record, answer.usage)
                                    if on_answer is not None and record is not None else None),
-                        warm_first=warm_prefix,
+                        warm_first=warm_prefix, dedupe=getattr(engine, "dedupe", True),
                         open_items=getattr(engine, "open_items", None) or max(16, 4 * settings.in_flight(lm)))
     context = lm.context() if lm is not None else contextlib.nullcontext()
     stopped_by_error = True

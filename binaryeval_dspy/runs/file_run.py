@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.judge_panel import ensemble_config
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -27,13 +28,16 @@ __all__ = ["endpoint_config", "evaluate_file", "run_manifest"]
 
 def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> dict[str, object]:
     """What a run's manifest records about how its LM is reached (never a key), the engine,
-    the `cache_padding` policy (what it padded is added when the run ends) and, for the
-    embedded model, its llama.cpp thread count and why it was chosen (`ThreadChoice.as_dict`)."""
+    the `cache_padding` policy (what it padded is added when the run ends), the verdicts
+    file of a replayed run and, for the embedded model, its llama.cpp thread count and why it was chosen (`ThreadChoice.as_dict`)."""
     settings = settings or RunSettings()
     choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
+    replay = getattr(handle, "replay", None)  # a run answered from a verdicts file (engine ``replay``)
+    replayed = ({"replay_verdicts": str(replay.path), "replay_judge": None if replay.members else replay.judge}
+                if replay is not None else {})
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
             "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
-            "engine": settings.engine_for(handle), **(choice.as_dict() if choice is not None else {})}
+            "engine": settings.engine_for(handle), **replayed, **(choice.as_dict() if choice is not None else {})}
 
 
 def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, question_set_path: str | Path,
@@ -61,6 +65,7 @@ def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, ques
     config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
     if checks_modules:
         config["checks_modules"] = checks_modules
+    config.update(ensemble_config(settings))  # a panel's or cascade's judges and rule, by name
     return RunManifest(command=command, lm=handle.name, question_set_hash=question_set.content_hash,
                        question_set_path=str(question_set_path), items_path=str(items_path),
                        items_file=items_file_identity(items_path), config=config)

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
 )
 from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
 from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
+from binaryeval_dspy.panels import ensemble_statistics
 from binaryeval_dspy.runs.run_summary_tables import is_defined, item_status, summary_markdown
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES, ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -203,6 +204,9 @@ class RunSummary(BaseModel):
         answers_qualified: LM answers (yes/no) whose verdict word came with a reservation
             (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
             named, and noted.
+        judges: for a panel or cascade of judges (`binaryeval_dspy.programs.judge_panel`):
+            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions;
+            for a cascade the share escalated and its calls against the last judge's); else None.
         notes: what the summary says about the judge, as printed beside the table.
         warnings: the reasons not to trust the overall score, in a few words each
             (`trust_warnings`), shown in the headline beside it; empty when there are none.
@@ -239,6 +243,7 @@ class RunSummary(BaseModel):
     verdicts_against_p_yes: int = 0
     p_yes_answers: int = 0
     calls_in_flight: int | None = None
+    judges: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
@@ -304,6 +309,7 @@ class SummaryBuilder:
         self._by_question: dict[str, list[int]] = {}  # question id -> [yes, no] over judged items
         self._by_code: set[str] = set()
         self._overall: list[float] = []
+        self._ensemble: list[Any] = []  # verdicts decided by a panel or cascade (`QuestionVerdict.judges`)
         self._judged_scale: tuple[float, float] | None = None
 
     def add(self, r: ItemResult) -> None:
@@ -318,6 +324,7 @@ class SummaryBuilder:
         self._incomplete += not r.complete
         self._answered += r.answered_count
         self._asked += len(r.verdicts)
+        self._ensemble.extend(v for v in r.verdicts if v.judges)
         card = r.score_card
         if card is None:
             return
@@ -415,6 +422,7 @@ class SummaryBuilder:
             explanation_flags={flag: count for flag, count in self._flag_counts.items() if count},
             replies_cut=self._cut, answers_qualified=self._qualified,
             verdicts_against_p_yes=self._against, p_yes_answers=self._soft, calls_in_flight=in_flight,
+            judges=ensemble_statistics(self._ensemble, cascade="cascade(" in lm),
         )
         summary.notes = judge_notes(summary, flags_stored=self._flags_stored == summary.explanations_flagged)
         summary.warnings = trust_warnings(summary)

@@ -8,7 +8,11 @@ texts and dimensions) without calling any LM, and returns one `VerdictRecord` pe
 `VerdictRecord.to_question_verdict` give the run's verdicts again, equal field by field.
 
 Non-answers keep their outcome (``unparsed``, ``error``), never "no". An item without
-verdicts (status ``empty_output``: no question was asked) has no rows.
+verdicts (status ``empty_output``: no question was asked) has no rows. A run judged by a
+panel or cascade also gives each judge's own answer as a row of its own (judge = the
+member's name; its cost unknown, as the item's cost is not split by judge), beside the
+decided row (judge = the panel's or cascade's name, the cost of all its judges' calls), so `bineval agreement` can score
+every member and the rule.
 """
 
 from __future__ import annotations
@@ -93,4 +97,8 @@ def run_verdict_records(run_dir: str | Path, *, judge: str | None = None) -> lis
                 cost_usd=(0.0 if verdict.source == "code" else share),
                 question_text=question.get("text"), dimension=question.get("dimension"),
                 output_hash=result.output_hash))
+            for member, answer in (verdict.judges or {}).items():  # a panel's or cascade's judges, one row each
+                records.append(VerdictRecord.from_question_verdict(
+                    answer, item_id=result.item_id, judge=member, question_text=question.get("text"),
+                    dimension=question.get("dimension"), output_hash=result.output_hash))
     return records

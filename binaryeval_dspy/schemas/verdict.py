@@ -49,6 +49,11 @@ class QuestionVerdict(BaseModel):
             ..."``; `binaryeval_dspy.lm.verdict_text.reservation`): the verdict is kept as
             answered and counted, this flag says it is not a plain one, and ``raw_answer``
             keeps what the judge wrote. Omitted from JSON when False.
+        judges: for a verdict decided by a panel or a cascade of judges
+            (`binaryeval_dspy.programs.judge_panel`): each judge asked -> its own verdict
+            on this question, in the order they were asked (a cascade's later stages only
+            where it escalated). The verdict above is the rule's decision. Omitted from JSON
+            when None (a single judge).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -64,6 +69,7 @@ class QuestionVerdict(BaseModel):
     flags: list[str] | None = Field(default=None, exclude_if=lambda v: not v)
     reply_cut: bool = Field(default=False, exclude_if=lambda v: not v)
     qualified: bool = Field(default=False, exclude_if=lambda v: not v)
+    judges: dict[str, QuestionVerdict] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def parsed(self) -> bool:
