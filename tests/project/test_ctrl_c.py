@@ -39,7 +39,12 @@ MARK = Path(__file__).with_name("second-test-ran")
 
 
 def test_evaluate_gets_a_real_ctrl_c(tmp_path, monkeypatch):
-    def slow(system, user):
+    started = []
+
+    def slow(system, user):  # Ctrl-C comes once the command judges (not during its imports, on a busy machine)
+        if not started:
+            started.append(True)
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         time.sleep(0.2)
         return {"explanation": "scripted", "verdict": "yes"}
 
@@ -51,7 +56,6 @@ def test_evaluate_gets_a_real_ctrl_c(tmp_path, monkeypatch):
     (tmp_path / "q.json").write_text(json.dumps(questions))
     (tmp_path / "items.jsonl").write_text("".join(json.dumps({"input": f"x {i}", "output": f"y {i}"}) + "\\n"
                                                   for i in range(60)))
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
     result = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "q.json"), str(tmp_path / "items.jsonl"),
                                       "--out", str(tmp_path / "run"), "--concurrency", "{concurrency}"])
     print("exit status", result.exit_code, result.output[-300:])
