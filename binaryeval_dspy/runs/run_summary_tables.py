@@ -152,6 +152,30 @@ def flagged_line(summary: RunSummary) -> str | None:
     return "; ".join(parts) or None
 
 
+def judges_line(summary: RunSummary) -> str | None:
+    """What a panel or cascade of judges did (`RunSummary.judges`), in one line for the console,
+    summary.md and `bineval view`; None for one judge. E.g. ``Judges: a, b, c; Fleiss' kappa
+    0.412 over 12 questions; split on 4 of 12 questions (q1 2x, q2 2x)``, and for a cascade
+    the share escalated and its calls against asking the last judge everything."""
+    stats = summary.judges
+    if not stats:
+        return None
+    kappa = stats.get("fleiss_kappa")
+    parts = [f"Judges: {', '.join(stats.get('judges') or ())}",
+             (f"Fleiss' kappa {kappa:.3f} over {stats.get('kappa_questions', 0)} questions" if kappa is not None
+              else "Fleiss' kappa undefined (fewer than two judges answered yes or no on any question)")]
+    splits = stats.get("splits") or {}
+    shown = ", ".join(f"{question} {times}x" for question, times in list(splits.items())[:5])
+    parts.append(f"split on {stats.get('split_questions', 0)} of {stats.get('questions', 0)} questions"
+                 + (f" ({shown})" if shown else ""))
+    if stats.get("escalated") is not None:
+        ratio = stats.get("calls_vs_strongest")
+        parts.append(f"{stats['escalated']} questions escalated ({stats.get('escalated_share', 0):.0%}); "
+                     f"{stats.get('calls', 0)} judge calls against {stats.get('strongest_calls', 0)} asking the last "
+                     "judge everything" + (f" ({ratio:.2f}x)" if ratio is not None else ""))
+    return "; ".join(parts)
+
+
 def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = None) -> Table:
     """A rich table: per dimension, mean yes-rate, mean scaled score and verdict counts,
     with the run's notes about the judge (`judge_notes`) in its caption.
@@ -182,7 +206,8 @@ def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = No
     caption = Text(wording(headline(summary)) + "\n", style="bold red" if summary.warnings else "bold")
     caption.append("\n".join(wording(line) for line in [
         status_line(summary), usage_line(summary), *([cost_line(summary.cost)] if summary.cost is not None else []),
-        *warnings, *([flagged_line(summary)] if flagged_line(summary) else [])]), style="")
+        *warnings, *([flagged_line(summary)] if flagged_line(summary) else []),
+        *([judges_line(summary)] if judges_line(summary) else [])]), style="")
     for note in summary.notes:
         caption.append("\nNote: ", style="bold yellow")
         caption.append(wording(note), style="yellow")
@@ -264,6 +289,8 @@ def summary_markdown(summary: RunSummary) -> str:
               text(f"Items by status: {status_line(summary)}."), ""]
     if flagged_line(summary):
         lines[-1:] = [text(f"{flagged_line(summary)}."), ""]
+    if judges_line(summary):
+        lines[-1:] = [text(f"{judges_line(summary)}."), ""]
     for warning in (coverage_warning(summary), incomplete_line(summary)):
         if warning:
             lines += [f"**Warning:** {text(warning)}", ""]

@@ -82,6 +82,11 @@ def test_a_live_panel_asks_every_judge_and_decides_by_majority_keeping_every_ver
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["panel"] == summary["lm"] and manifest["config"]["panel_rule"] == "majority"
     assert len(manifest["config"]["judges"]) == 3
+    said = "split on 4 of 12 questions (q1 2x, q2 2x)"  # the console, summary.md and bineval view say it too
+    assert said in " ".join(result.output.split()) and said in (out / "summary.md").read_text(encoding="utf-8")
+    from binaryeval_dspy.reports.run_view import _run_data, load_run
+
+    assert any(said in line for line in _run_data(load_run(out))["summary"]["lines"])
 
 
 def test_fleiss_kappa_in_the_summary_equals_a_hand_computation(tmp_path, fake_endpoint):
@@ -113,6 +118,8 @@ def test_a_live_cascade_asks_the_next_judge_only_where_the_first_gives_no_answer
     cascade = json.loads((out / "summary.json").read_text(encoding="utf-8"))["judges"]
     assert cascade["escalated"] == 4 and abs(cascade["escalated_share"] - 4 / 12) < 1e-12
     assert cascade["calls"] == 16 and cascade["strongest_calls"] == 12
+    said = "4 questions escalated (33%); 16 judge calls against 12 asking the last judge everything"
+    assert said in (out / "summary.md").read_text(encoding="utf-8") and said in " ".join(result.output.split())
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["cascade"].startswith("cascade(") and " > " in manifest["config"]["cascade"]
 
