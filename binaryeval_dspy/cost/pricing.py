@@ -188,8 +188,8 @@ def cost_line(cost: RunCost | None) -> str | None:
     None without a cost."""
     if cost is None:
         return None
-    if cost.status == "local":
-        return f"Estimated cost: {LOCAL_DISPLAY} ({cost.source}; {cost.note})."
+    if cost.status == "local":  # the embedded model, or a replay (its own display: "0 (replay)")
+        return f"Estimated cost: {cost.display or LOCAL_DISPLAY} ({cost.source}; {cost.note})."
     if cost.status == "unknown":
         why = cost.source + (f"; {cost.note}" if cost.note else "")
         return f"Estimated cost: {UNKNOWN_DISPLAY} ({why})."

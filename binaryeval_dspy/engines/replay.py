@@ -189,7 +189,9 @@ def replay_handle(verdicts: ReplayVerdicts, *, judge_name: str | None = None) ->
     the engine reads the file once."""
     judge_name = judge_name or verdicts.judge
     handle = _ReplayHandle(lm=_NoLM(model="replay/replay", cache=False), adapter=dspy.JSONAdapter(),
-                           name=f"replay({judge_name})", embedded=False, adapter_name="json",
+                           name=f"replay({judge_name})", adapter_name="json",
+                           # the embedded model's recorded verdicts keep its warnings (a smoke test, its P(yes))
+                           embedded=str(judge_name).endswith("(llama.cpp)"),
                            adapter_reason="replay: answers are read from a verdicts file, nothing is formatted")
     handle.replay = verdicts
     return handle

@@ -34,7 +34,7 @@ from binaryeval_dspy.schemas.versioned import (
 
 QUESTION_SET_SCHEMA_VERSION = 1
 _QUESTION_SET_OLDER_FIX = ("regenerate it with `bineval questions`, or rewrite it in the current "
-                           "format (README, 'Output format')")
+                           "format (docs/question-sets.md)")
 
 
 class Requirement(BaseModel):

@@ -13,7 +13,7 @@ from binaryeval_dspy.errors import BinEvalError, QuestionSetError
 from binaryeval_dspy.schemas.versioned import schema_version_fix, schema_version_message
 
 _QID_IN_MSG = re.compile(r"question '([^']+)'")
-_FIX = "edit the question-set JSON (see README, 'Output format') or regenerate it with `bineval questions`."
+_FIX = "edit the question-set JSON (the format is in docs/question-sets.md) or regenerate it with `bineval questions`."
 
 
 def _plain_message(error: dict) -> str:

@@ -196,3 +196,19 @@ def test_rejudge_of_a_replayed_run_replays_the_changed_items_from_a_new_file(tmp
     new_first = next(r for r in stored(out) if r["item_id"] == "item-0")
     assert [v["verdict"] for v in new_first["verdicts"]] == [
         r.verdict for r in rows if r.item_id == "item-0"]  # the new file's answers, in question order
+
+
+def test_the_embedded_models_recorded_verdicts_keep_its_warnings_and_the_replay_costs_nothing(tmp_path):
+    from binaryeval_dspy.cost.pricing import cost_line, run_cost
+    from binaryeval_dspy.engines.replay import replay_handle
+
+    judge = "SmolLM2-135M-Instruct.Q4_K_M.gguf (llama.cpp)"
+    path = write_verdicts([VerdictRecord(item_id="1", question_id="q", judge=judge, verdict="yes")],
+                          tmp_path / "embedded.jsonl")
+    handle = replay_handle(ReplayVerdicts(path))
+    assert handle.embedded  # its summary still says the embedded model judged (a smoke test)
+    other = replay_handle(ReplayVerdicts(write_verdicts(
+        [VerdictRecord(item_id="1", question_id="q", judge="openai/gpt-4o", verdict="yes")], tmp_path / "o.jsonl")))
+    assert not other.embedded
+    cost = run_cost(prompt_tokens=0, completion_tokens=0, items=1, model=handle.priced_as())
+    assert cost_line(cost).startswith("Estimated cost: 0 (replay)")  # as summary.json says, not "0 (local)"
