@@ -228,12 +228,8 @@ class CrossModelMode(UpdateMode):
             stop = f"converged: every dimension's mean score is within {self.epsilon} of the source's"
         elif not findings:
             stop = "no question-level disagreements to learn from"
-        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
-                                failures=len(findings), stop_reason=stop)
-        evaluation.add_split("train", self._outcomes(tgt, src, question_set), selection=val_outcomes is None)
-        if val_outcomes is not None:
-            evaluation.add_split("val", val_outcomes, selection=True)
-        return evaluation
+        return Evaluation.of_splits(scores, selection, findings, self._outcomes(tgt, src, question_set), val_outcomes,
+                                    stop_reason=stop)
 
     def apply(self, program: dspy.Module, new_prompts: dict[str, str], record: IterationRecord) -> None:
         set_instructions(program, new_prompts["judge_instructions"], "judge")

@@ -159,10 +159,8 @@ class GenerationMode(UpdateMode):
         selection = scores["train_score"]
         if val_runs is not None:
             scores["val_score"] = selection = self._mean_score(val_runs)
-        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings, failures=len(findings))
-        evaluation.add_split("train", [run.outcome for run in runs], selection=val_runs is None)
-        if val_runs is not None:
-            evaluation.add_split("val", [run.outcome for run in val_runs], selection=True)
+        evaluation = Evaluation.of_splits(scores, selection, findings, [run.outcome for run in runs],
+                                          None if val_runs is None else [run.outcome for run in val_runs])
         if not findings:
             evaluation.stop_reason = ("nothing failed on the training items" if scored else
                                       "no training item could be scored (every generation or judgement failed)")

@@ -193,12 +193,7 @@ class HumanMode(UpdateMode):
         stop = None if findings else "every labelled question the evaluator answered agrees with the labels"
         if not findings and not any(c.answered for c in comparisons):
             stop = "no labelled question of the training items was answered yes or no"
-        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
-                                failures=len(findings), stop_reason=stop)
-        evaluation.add_split("train", train_outcomes, selection=val_outcomes is None)
-        if val_outcomes is not None:
-            evaluation.add_split("val", val_outcomes, selection=True)
-        return evaluation
+        return Evaluation.of_splits(scores, selection, findings, train_outcomes, val_outcomes, stop_reason=stop)
 
     def evaluate(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example] | None) -> Evaluation:
         target = evaluator_runs.require_bineval(program, self.name)
@@ -244,12 +239,7 @@ class HumanMode(UpdateMode):
         stop = None if findings else f"no item differs from the human ratings by more than {self.threshold}"
         if not findings and not any(o.status == "scored" for o in train_outcomes):
             stop = "no training item could be scored (every judgement failed or did not parse)"
-        evaluation = Evaluation(scores=scores, selection_score=selection, findings=findings,
-                                failures=len(findings), stop_reason=stop)
-        evaluation.add_split("train", train_outcomes, selection=val_outcomes is None)
-        if val_outcomes is not None:
-            evaluation.add_split("val", val_outcomes, selection=True)
-        return evaluation
+        return Evaluation.of_splits(scores, selection, findings, train_outcomes, val_outcomes, stop_reason=stop)
 
     def early_stop(self, records: list[IterationRecord]) -> str | None:
         """Stop when the selection Spearman (with labels: the label kappa) dropped from the

@@ -78,6 +78,19 @@ class Evaluation:
     selection_split: str | None = None
     selection_missing: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of_splits(cls, scores: dict[str, float | None], selection_score: float | None,
+                  findings: list[ItemFindings], train: Sequence[ItemOutcome], val: Sequence[ItemOutcome] | None,
+                  *, stop_reason: str | None = None) -> Evaluation:
+        """An iteration's evaluation with its train split and, when there is one, its val split
+        (which then holds the selection score; else train does). ``failures`` is ``len(findings)``."""
+        evaluation = cls(scores=scores, selection_score=selection_score, findings=findings, failures=len(findings),
+                         stop_reason=stop_reason)
+        evaluation.add_split("train", train, selection=val is None)
+        if val is not None:
+            evaluation.add_split("val", val, selection=True)
+        return evaluation
+
     def add_split(self, split: str, outcomes: Sequence[ItemOutcome], *, selection: bool = False) -> None:
         """Record one split's item outcomes (`tally`); `selection` marks the selection split."""
         counts, problems, missing = tally(split, outcomes)
