@@ -166,10 +166,13 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     report_results(outcome.summary, lambda: [r for r in outcome.results if r.item_id in wanted], question_set,
                    run_dir, lm=handle.name, aggregation=aggregation, pressure_test=pressure_test)
     resumed = f", {outcome.resumed_items} of them resumed" if outcome.resumed_items else ""
-    now_incomplete = len({i for i in outcome.incomplete} & wanted)
+    now_incomplete = outcome.new_incomplete  # of the items stored now (not those an earlier session left)
+    left_before = len(set(outcome.incomplete) & wanted) - now_incomplete
     stored_now = (f"{outcome.new_items} items stored now ({outcome.new_items - now_incomplete} complete, "
                   f"{now_incomplete} incomplete{resumed})" if now_incomplete or outcome.resumed_items
                   else f"{outcome.new_items} items judged now")
+    if left_before > 0:
+        stored_now += f", {left_before} left incomplete by an earlier session and not asked again now"
     console.print(f"{stored_now}, {outcome.skipped_items} already done before; "
                   f"{outcome.seconds:.1f} s. Results: {escape(str(run_dir.results_path))}")
     if outcome.empty_outputs:

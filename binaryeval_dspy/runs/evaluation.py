@@ -287,6 +287,8 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
     summary = builder.summary(lm=name, embedded=lm.embedded if lm is not None else None,
                               price_model=settings.price_model_for(lm), batch=batch,
                               in_flight=settings.in_flight(lm))
+    if wanted is not None:
+        summary.items_not_stored = len(wanted) - builder.items  # never reached: said beside the figures
     write_summary(summary, run_dir.path)
     return summary
 
@@ -381,7 +383,7 @@ def run_resumable(
     wanted = {str(i.item_id) for i in items}
     todo = [i for i in items if not stored.is_complete(str(i.item_id))]
     outcome = EvaluationOutcome(results=[], new_items=0, skipped_items=sum(stored.is_complete(i) for i in wanted),
-                                resumed_items=sum(1 for i in todo if str(i.item_id) in stored), run_dir=run_dir,
+                                resumed_items=0, run_dir=run_dir,
                                 items=items, engine_name=getattr(engine, "name", None))
     if on_progress:
         for _ in range(outcome.skipped_items):
@@ -392,6 +394,8 @@ def run_resumable(
     def store(item: dspy.Example, result: Any) -> None:
         writer.append(result)
         outcome.new_items += 1
+        outcome.new_incomplete += not getattr(result, "complete", True)
+        outcome.resumed_items += str(item.item_id) in stored  # continued from an earlier session's answers
 
     def previous_of(item: dspy.Example) -> Any:
         item_id = str(item.item_id)

@@ -22,6 +22,7 @@ class EvaluationOutcome:
             the order of the items given (results of other items first); read from the
             run directory when first used (a run keeps none in memory).
         new_items: items stored by this call (complete or not).
+        new_incomplete: of those, the items stored incomplete.
         skipped_items: items already complete from an earlier session, not recomputed.
         resumed_items: items an earlier session left incomplete whose missing
             questions this call asked.
@@ -63,6 +64,7 @@ class EvaluationOutcome:
 
     results: list[Any] = field(default_factory=list)
     new_items: int = 0
+    new_incomplete: int = 0
     skipped_items: int = 0
     resumed_items: int = 0
     incomplete: list[str] = field(default_factory=list)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.factory import LMHandle
 from binaryeval_dspy.programs.judge_panel import ensemble_config
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
@@ -103,6 +104,7 @@ def evaluate_file(questions: str | Path, items: str | Path, out_dir: str | Path,
         The `EvaluationOutcome`; its ``summary`` is what ``summary.json`` holds.
 
     Raises:
+        ConfigError: a `limit` below 1.
         InputError: a bad question-set or items file (file, line and field named).
         LMConfigError: an LM that cannot be built.
         RunStateError: `out_dir` holds another run (other questions, LM or fields).
@@ -113,6 +115,9 @@ def evaluate_file(questions: str | Path, items: str | Path, out_dir: str | Path,
     from binaryeval_dspy.runs.evaluation import evaluate_items
     from binaryeval_dspy.runs.run_directory import RunDirectory
 
+    if limit is not None and limit < 1:
+        raise ConfigError("`limit` must be at least 1", received=repr(limit),
+                          fix="leave `limit` out to judge every item, or give a positive number.")
     settings = settings or RunSettings()
     question_set = QuestionSet.load(questions)
     loaded = load_items(items, input_field=input_field, output_field=output_field, id_field=id_field)

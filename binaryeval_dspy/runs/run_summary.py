@@ -207,6 +207,8 @@ class RunSummary(BaseModel):
         judges: for a panel or cascade of judges (`binaryeval_dspy.programs.judge_panel`):
             `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions;
             for a cascade the share escalated and its calls against the last judge's); else None.
+        items_not_stored: items given to the run that have no stored result (it stopped
+            early or was interrupted before them); the other figures are over the stored items.
         notes: what the summary says about the judge, as printed beside the table.
         warnings: the reasons not to trust the overall score, in a few words each
             (`trust_warnings`), shown in the headline beside it; empty when there are none.
@@ -244,6 +246,7 @@ class RunSummary(BaseModel):
     p_yes_answers: int = 0
     calls_in_flight: int | None = None
     judges: dict[str, Any] | None = None
+    items_not_stored: int = 0
     notes: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 

@@ -121,14 +121,21 @@ def used_cell(d: DimensionSummary) -> str:
 
 
 def incomplete_line(summary: RunSummary) -> str | None:
-    """A warning line when some questions got no answer (failed calls), else None."""
-    if not summary.items_incomplete:
+    """A warning line when some questions got no answer (failed calls) or some items given
+    have no stored result at all (`RunSummary.items_not_stored`), else None."""
+    parts = []
+    if summary.items_incomplete:
+        failed = summary.questions_total - summary.questions_answered
+        parts.append(f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
+                     f"{summary.questions_total} questions have no answer (their LM call failed, or was not made: an "
+                     "interrupted run or a `max_cost` stop); scores use the answered questions.")
+    missing = getattr(summary, "items_not_stored", 0)
+    if missing:
+        parts.append(f"{missing} of the {summary.items + missing} items given have no stored result (the run stopped "
+                     f"or was interrupted before them): every figure here is over the {summary.items} stored.")
+    if not parts:
         return None
-    failed = summary.questions_total - summary.questions_answered
-    return (f"{summary.items_incomplete} of {summary.items} items incomplete: {failed} of "
-            f"{summary.questions_total} questions have no answer (their LM call failed, or was not made: an "
-            "interrupted run or a `max_cost` stop); scores use the answered questions. Rerun the same command to "
-            "ask just those again.")
+    return " ".join(parts) + " Rerun the same command to ask just those again."
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

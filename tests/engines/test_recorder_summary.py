@@ -116,3 +116,29 @@ def test_evaluate_file_leaves_the_run_directory_the_command_leaves(tmp_path, fak
     again = evaluate_file(qs_path, items, by_python, lm=fake_endpoint.base_url, lm_model=fake_endpoint.model,
                           id_field="id")
     assert again.skipped_items == 2 and again.new_items == 0  # a second call resumes, asks nothing
+
+
+def test_items_given_but_never_stored_are_said_beside_the_figures(tmp_path, items_file, small_question_set,
+                                                                 scripted_handle):
+    run_dir, _outcome, handle = judged_run(tmp_path, items_file, small_question_set, scripted_handle)
+    summary = record_summary(run_dir, small_question_set, lm=handle, name=handle.name,
+                             item_ids=["item-0", "item-1", "item-2", "never-reached"])
+    assert summary.items == 3 and summary.items_not_stored == 1
+    said = "1 of the 4 items given have no stored result"
+    assert said in (run_dir.path / "summary.md").read_text()
+
+
+def test_a_rerun_after_an_early_stop_never_reports_a_negative_count(tmp_path, fake_endpoint):
+    from tests.engines.test_remote_faults import SERVER_ERROR_NOW, evaluate, write_inputs
+    from tests.fake_endpoint import user_text
+
+    qs_path, items = write_inputs(tmp_path, n_items=8)
+    failing = tuple(f"Article {i} " for i in (0, 2, 4, 6))  # every other item fails: no early stop at first
+    fake_endpoint.fault = lambda body, index: SERVER_ERROR_NOW if any(t in user_text(body) for t in failing) else None
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs_path, items, out).exit_code == 0
+    again = evaluate(fake_endpoint, qs_path, items, out)  # the 4 failing items now come in a row: stops after 3
+    said = " ".join(again.output.split())
+    assert "Stopped early" in said and "(-" not in said, said
+    assert "3 items stored now (0 complete, 3 incomplete, 3 of them resumed)" in said, said
+    assert "1 left incomplete by an earlier session and not asked again now" in said, said
