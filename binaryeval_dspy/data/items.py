@@ -171,7 +171,7 @@ def load_jsonl(
             ``empty_output="fail"``, an id that is not a string or integer, a duplicate
             id, an unknown `empty_output`, or no items at all; names file, line and field.
     """
-    path = existing_file(path)
+    path = existing_file(path, "items file")
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
     return _examples(read_jsonl_rows(path), path, input_field=input_field, output_field=output_field,
@@ -194,7 +194,7 @@ def load_csv(
     line 1 with the column (`check_csv_header`): no header, a column without a
     name, a name used twice, or no column for the input, output or id field.
     """
-    path = existing_file(path)
+    path = existing_file(path, "items file")
     _check_limit(limit)
     _check_empty_output_policy(empty_output)
     _, rows = read_csv_rows(path, {input_field: "input", output_field: "output",

@@ -47,7 +47,7 @@ def _check_csv_header(fieldnames: Sequence[str] | None, path: Path, required: Ma
     """
     if not fieldnames:
         raise InputError("the CSV file has no header row", path=path, line=1,
-                         fix="put the column names (e.g. input,output) on the first line.")
+                         fix="put the column names on the first line.")
     for number, name in enumerate(fieldnames, start=1):
         if not name.strip():
             raise InputError(f"column {number} of the header has no name", path=path, line=1,
@@ -197,8 +197,9 @@ def _utf8_lines(path: Path):
                                  fix="save the file as UTF-8.") from exc
 
 
-def existing_file(path: str | Path) -> Path:
-    """`path` as a `Path`, once it names an existing file.
+def existing_file(path: str | Path, kind: str = "file") -> Path:
+    """`path` as a `Path`, once it names an existing file; `kind` (``items file``,
+    ``verdicts file``) names it in the fix.
 
     Raises:
         InputError: nothing is there, or it is a directory (naming the path).
@@ -206,5 +207,5 @@ def existing_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "file not found"
-        raise InputError(what, path=path, fix="check the path of the items file.")
+        raise InputError(what, path=path, fix=f"check the path of the {kind}.")
     return path

@@ -120,7 +120,7 @@ def iter_verdicts(path: str | Path) -> Iterator[tuple[int, VerdictRecord]]:
     Raises:
         InputError: as `read_verdicts` (except for repeated keys, which it checks).
     """
-    path = existing_file(path)
+    path = existing_file(path, "verdicts file")
     rows = read_jsonl_rows(path) if verdicts_format(path) == "jsonl" else _csv_rows(path)
     for line, row in rows:
         for name in REQUIRED_COLUMNS[:3]:

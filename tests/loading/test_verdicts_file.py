@@ -115,3 +115,10 @@ def test_a_spreadsheet_with_capitalised_verdicts_and_empty_cells_reads(tmp_path)
     records = read_verdicts(path)
     assert [(r.item_id, r.verdict, r.explanation, r.p_yes) for r in records] == [
         ("1", "yes", "", None), ("2", "no", "too long", None)]
+
+
+def test_a_missing_verdicts_file_is_named_as_one(tmp_path):
+    with pytest.raises(InputError, match="check the path of the verdicts file"):
+        read_verdicts(tmp_path / "nope.csv")
+    with pytest.raises(InputError, match="is a directory"):
+        read_verdicts(tmp_path)
