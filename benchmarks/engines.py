@@ -259,32 +259,41 @@ class TimedEndpoint:
         Raises:
             RuntimeError: no request was received yet (there is no body to send).
         """
-        import http.client
-        import threading
-        from urllib.parse import urlsplit
-
         if self.sample_body is None:
             raise RuntimeError("no request received yet")
-        url = urlsplit(self.base_url)
-        body = json.dumps(self.sample_body)
-        per_thread = max(1, requests // concurrency)
         mark = self.mark()
-
-        def worker() -> None:
-            connection = http.client.HTTPConnection(url.hostname, url.port)
-            for _ in range(per_thread):
-                connection.request("POST", url.path.rstrip("/") + "/chat/completions", body,
-                                   {"Content-Type": "application/json"})
-                connection.getresponse().read()
-            connection.close()
-
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        post_bare(self.base_url, json.dumps(self.sample_body), concurrency=concurrency,
+                  per_thread=max(1, requests // concurrency))
         replies, first, last = self.window(mark)
         return replies / (last - first) / (concurrency / self.latency) if self.latency else replies / (last - first)
+
+
+def post_bare(base_url: str, body: str, *, concurrency: int, per_thread: int) -> float:
+    """POST `body` to ``<base_url>/chat/completions`` `per_thread` times from each of
+    `concurrency` threads (standard-library ``http.client``, one keep-alive connection per
+    thread, replies read but not parsed): a client doing no work of its own. Returns the
+    wall seconds it took."""
+    import http.client
+    import threading
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base_url)
+
+    def worker() -> None:
+        connection = http.client.HTTPConnection(url.hostname, url.port)
+        for _ in range(per_thread):
+            connection.request("POST", url.path.rstrip("/") + "/chat/completions", body,
+                               {"Content-Type": "application/json"})
+            connection.getresponse().read()
+        connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def load_average() -> str:

@@ -109,31 +109,15 @@ def throughput(latency: float, n_questions: int) -> None:
 
 def _bare_client_ratio(base_url: str, latency: float, *, concurrency: int, calls: int) -> float:
     """Ideal seconds over measured seconds for `calls` plain POSTs to the endpoint, `concurrency` at a time."""
-    import http.client
     import json
-    import threading
-    from urllib.parse import urlsplit
 
-    url = urlsplit(base_url)
+    from benchmarks.engines import post_bare
+
     body = json.dumps({"model": "fake-x", "messages": [
         {"role": "user", "content": "The match ended two to one after a late goal. " * 20 + "Is it short?"}]})
     per_thread = calls // concurrency
-
-    def worker() -> None:
-        connection = http.client.HTTPConnection(url.hostname, url.port)
-        for _ in range(per_thread):
-            connection.request("POST", url.path.rstrip("/") + "/chat/completions", body,
-                               {"Content-Type": "application/json"})
-            connection.getresponse().read()
-        connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return per_thread * latency / (time.perf_counter() - started)
+    seconds = post_bare(base_url, body, concurrency=concurrency, per_thread=per_thread)
+    return per_thread * latency / seconds
 
 
 def server(n_items: int) -> None:
