@@ -33,15 +33,14 @@ proxy) or ``openai/<model>``.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from binaryeval_dspy.engines.base import CallSource
-from binaryeval_dspy.engines.senders import HttpSender, SenderSpec, http_spec
+from binaryeval_dspy.engines.senders import HttpSender, http_spec
 from binaryeval_dspy.errors import ConfigError, LMConfigError
 from binaryeval_dspy.extras import require
 from binaryeval_dspy.lm.calls import Answer, LMCall
@@ -52,8 +51,6 @@ if TYPE_CHECKING:
 
 #: Calls per task block, per thread of the task (a task takes `BLOCK_ROUNDS` x threads calls).
 BLOCK_ROUNDS = 4
-#: Seconds a finished answer may wait in its worker for others to go back with it.
-FLUSH_SECONDS = 0.25
 
 
 class RayEngine:
@@ -103,26 +100,30 @@ class RayEngine:
         from binaryeval_dspy.engines.ray_session import ray_session
 
         started = time.perf_counter()
-        first = source.take(1)
-        if first:  # the driver's own first request settles the request form before any worker starts
-            ticket, call = first[0]
-            sender = HttpSender(self.spec, lm=self.handle.lm, adapter=self.handle.adapter)
-            try:
+        # The driver's own first request settles the request form before any worker starts; its
+        # sender then formats the first block of each task, which a fresh worker sends at once.
+        sender = HttpSender(self.spec, lm=self.handle.lm, adapter=self.handle.adapter)
+        try:
+            first = source.take(1)
+            if first:
+                ticket, call = first[0]
                 answer = sender.answer(call)
-            finally:
-                sender.close()
-            self.spec.dialect = sender.dialect
-            self.notes.append(f"first request answered by the driver in {time.perf_counter() - started:.1f} s "
-                              f"(response_format form: {sender.dialect})")
-            yield ticket, answer
-        with ray_session(self.address):
-            joined = time.perf_counter()
-            where = f"joined {self.address}" if self.address else "started a local Ray"
-            self.notes.append(f"Ray: {where} in {joined - started:.1f} s")
-            yield from self._send_tasks(source, joined)
+                self.spec.dialect = sender.dialect
+                self.notes.append(f"first request answered by the driver in {time.perf_counter() - started:.1f} s "
+                                  f"(response_format form: {sender.dialect})")
+                yield ticket, answer
+            with ray_session(self.address):
+                joined = time.perf_counter()
+                where = f"joined {self.address}" if self.address else "started a local Ray"
+                self.notes.append(f"Ray: {where} in {joined - started:.1f} s")
+                yield from self._send_tasks(source, joined, sender)
+        finally:
+            sender.close()
 
-    def _send_tasks(self, source: CallSource, joined: float) -> Iterator[tuple[int, Answer]]:
+    def _send_tasks(self, source: CallSource, joined: float, sender: HttpSender) -> Iterator[tuple[int, Answer]]:
         import ray
+
+        from binaryeval_dspy.engines.ray_worker import answer_block
 
         cpus = max(1, int(float(ray.cluster_resources().get("CPU", 1.0))))
         tasks = max(1, min(cpus, self.in_flight))
@@ -130,18 +131,22 @@ class RayEngine:
         block = threads * BLOCK_ROUNDS
         remote = ray.remote(num_cpus=1, max_retries=0)(answer_block)
         spec = pickle.dumps(self.spec)
+        signatures = _Signatures()
         running: dict[Any, set[int]] = {}  # generator -> tickets not yet answered
         answers = 0
         first_reply = None
+        first_round = tasks  # blocks whose requests the driver formats (the tasks' first)
         try:
             while True:
                 while len(running) < tasks:
                     taken = source.take(block)
                     if not taken:
                         break
-                    signatures = {id(call.signature): call.signature for _ticket, call in taken}
-                    rows = [(ticket, _call_row(call)) for ticket, call in taken]
-                    running[remote.remote(rows, spec, signatures, threads)] = {ticket for ticket, _ in taken}
+                    rows = [(ticket, signatures.row(call), sender.request_bytes(call) if first_round else None)
+                            for ticket, call in taken]
+                    first_round = max(0, first_round - 1)
+                    running[remote.remote(rows, self.spec.target, spec, signatures.of(taken), threads)] = {
+                        ticket for ticket, _ in taken}
                 if not running:
                     if source.exhausted:
                         break
@@ -184,76 +189,29 @@ class RayEngine:
             yield ticket, Answer.from_row(row)
 
 
-def _call_row(call: LMCall) -> bytes:
-    """A call as a row for a task: everything but its signature class (sent once per task)."""
-    return pickle.dumps((call.key, id(call.signature), dict(call.inputs), call.demos, dict(call.config),
-                         call.distribution, call.judge, call.logprobs_required), protocol=pickle.HIGHEST_PROTOCOL)
+class _Signatures:
+    """The signature classes of a run's calls, pickled once each (``ray.cloudpickle``: an
+    optimizer's signature is a class made at run time) and named by a hash of those bytes, so
+    a worker unpickles each class once per process and its per-class memos hold."""
 
+    def __init__(self) -> None:
+        self.known: dict[type, tuple[str, bytes]] = {}
 
-# --------------------------------------------------------------------------- worker side
+    def _entry(self, signature: type) -> tuple[str, bytes]:
+        entry = self.known.get(signature)
+        if entry is None:
+            from ray import cloudpickle
 
-_SENDERS: dict[bytes, HttpSender] = {}
-_SENDERS_LOCK = threading.Lock()
+            data = cloudpickle.dumps(signature, protocol=pickle.HIGHEST_PROTOCOL)
+            entry = self.known[signature] = (hashlib.sha256(data).hexdigest(), data)
+        return entry
 
+    def row(self, call: LMCall) -> bytes:
+        """A call as a row for a task: everything but its signature class (named by its key)."""
+        return pickle.dumps((call.key, self._entry(call.signature)[0], dict(call.inputs), call.demos,
+                             dict(call.config), call.distribution, call.judge, call.logprobs_required),
+                            protocol=pickle.HIGHEST_PROTOCOL)
 
-def _worker_sender(spec: bytes) -> HttpSender:
-    """This worker process's sender for `spec` (built once per process and reused by its tasks)."""
-    with _SENDERS_LOCK:
-        sender = _SENDERS.get(spec)
-        if sender is None:
-            from binaryeval_dspy.lm.factory import OPENAI_COMPATIBLE, openai_compatible_provider
-
-            loaded: SenderSpec = pickle.loads(spec)  # noqa: S301 - our own driver's bytes
-            if loaded.lm_model.startswith(f"{OPENAI_COMPATIBLE}/"):
-                openai_compatible_provider()
-            sender = _SENDERS[spec] = HttpSender(loaded)
-        return sender
-
-
-def answer_block(rows: list[tuple[int, bytes]], spec: bytes, signatures: dict[int, Any],
-                 threads: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
-    """A Ray generator task: answer a block of calls, `threads` at a time, yielding answer rows as they come.
-
-    Each call is formatted, sent and read here (`HttpSender.answer`); finished answers go back
-    in groups (every `FLUSH_SECONDS`, or at once when the block ends). Never raises for one
-    call: a failure is that call's ``error`` answer.
-
-    Yields:
-        Lists of ``(ticket, Answer.as_row())``.
-    """
-    import queue
-
-    sender = _worker_sender(spec)
-    finished: queue.SimpleQueue = queue.SimpleQueue()
-
-    def one(ticket: int, payload: bytes) -> None:
-        try:
-            key, signature, inputs, demos, config, distribution, judge, required = pickle.loads(payload)  # noqa: S301
-            call = LMCall(key=key, signature=signatures[signature], inputs=inputs, demos=demos, config=config,
-                          distribution=distribution, judge=judge, logprobs_required=required)
-            answer = sender.answer(call)
-        except Exception as exc:  # noqa: BLE001 - the call's error, never a lost answer
-            answer = Answer(status="error", reason=f"{type(exc).__name__}: {exc}"[:2000])
-        finished.put((ticket, answer.as_row()))
-
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows)))) as pool:
-        for ticket, payload in rows:
-            pool.submit(one, ticket, payload)
-        ready: list[tuple[int, dict[str, Any]]] = []
-        left, oldest = len(rows), 0.0
-        while left:
-            waited = time.monotonic() - oldest if ready else 0.0
-            if ready and waited >= FLUSH_SECONDS:
-                yield ready
-                ready = []
-                continue
-            try:
-                item = finished.get(timeout=FLUSH_SECONDS - waited)
-            except queue.Empty:
-                continue
-            if not ready:
-                oldest = time.monotonic()
-            ready.append(item)
-            left -= 1
-        if ready:
-            yield ready
+    def of(self, taken: list[tuple[int, LMCall]]) -> dict[str, bytes]:
+        """The pickled signature classes of `taken`'s calls, by key."""
+        return dict(self._entry(call.signature) for _ticket, call in taken)

@@ -298,12 +298,17 @@ class HttpSender:
 
     # --------------------------------------------------------------------- sending
 
-    def answer(self, call: LMCall, budget: CallBudget | None = None) -> Answer:
-        """POST `call` (from DSPy's on-disk cache when an identical request was answered before)."""
-        if self._logprobs_refused and "logprobs" in call.config and not call.logprobs_required:
+    def answer(self, call: LMCall, budget: CallBudget | None = None, *, sent: Posted | None = None) -> Answer:
+        """POST `call` (from DSPy's on-disk cache when an identical request was answered before).
+
+        `sent` is the outcome of `call`'s request already posted (`request_bytes` sent with
+        `binaryeval_dspy.engines.http_client.post_json`, by a Ray worker before its DSPy was
+        loaded): it is read as this sender's own first attempt would have been (no cache
+        lookup, no second request)."""
+        if sent is None and self._logprobs_refused and "logprobs" in call.config and not call.logprobs_required:
             call = _without_logprobs(call)
             return _refused(self._answer(call, format_call(call, self.lm, self.adapter), budget))
-        answer = self._answer(call, format_call(call, self.lm, self.adapter), budget)
+        answer = self._answer(call, format_call(call, self.lm, self.adapter), budget, sent)
         if _logprobs_refused(answer, call):
             logger.warning("%s refused log-probabilities (%s); asking without them from now on", self.name,
                            answer.reason)
@@ -314,17 +319,29 @@ class HttpSender:
             return _refused(retried)
         return answer
 
-    def _answer(self, call: LMCall, prepared: Prepared, budget: CallBudget | None) -> Answer:
+    def request_bytes(self, call: LMCall) -> bytes | None:
+        """`call`'s request body as the bytes this sender would POST, or None when DSPy's cache
+        holds its reply (its sender answers it from there) or the ``response_format`` form is
+        not settled yet (``auto``: the first reply decides it)."""
+        prepared = format_call(call, self.lm, self.adapter)
+        if self.dialect == "auto" and is_openai_schema(prepared.lm_kwargs.get("response_format")):
+            return None
+        data = _encoded(self.body(prepared))
+        return None if isinstance(_cache_get(self.cache, self._cache_key(data)), dict) else data
+
+    def _answer(self, call: LMCall, prepared: Prepared, budget: CallBudget | None,
+                sent: Posted | None = None) -> Answer:
         data = _encoded(self.body(prepared))
         key = self._cache_key(data)
-        cached = _cache_get(self.cache, key)
+        cached = _cache_get(self.cache, key) if sent is None else None
         if isinstance(cached, dict):
             return self._read(call, prepared, cached, Usage())
         request = None
         if budget is not None:
             request = CallRequest(messages=prepared.messages, max_tokens=completion_cap(self.lm, prepared))
-        probing = self.dialect == "auto" and is_openai_schema(prepared.lm_kwargs.get("response_format"))
-        posted, usage = self._post(data, budget, request, probing=probing)
+        probing = sent is None and self.dialect == "auto" and is_openai_schema(prepared.lm_kwargs.get("response_format"))
+        posted, usage = (sent, self._counted(sent)) if sent is not None else self._post(data, budget, request,
+                                                                                        probing=probing)
         if (probing and posted.body is None and posted.error_type == "HTTPError"
                 and rejects_response_format(RuntimeError(posted.error))):
             self._switch_to_json_object()
@@ -366,6 +383,10 @@ class HttpSender:
 
         posted = post_json(self.connections, body, before_attempt=before_attempt if budget is not None else None,
                            final=_refuses_the_form if probing else None)
+        return posted, self._counted(posted)
+
+    def _counted(self, posted: Posted) -> Usage:
+        """The usage of a POST's outcome, recorded in a `dspy.track_usage` tracker if one is on."""
         usage = _reply_usage(posted.body) if posted.body is not None else Usage()
         usage.failed_calls += posted.failed_attempts
         tracker = dspy.settings.usage_tracker
@@ -374,7 +395,7 @@ class HttpSender:
                 record_failed_request(self.spec.lm_model)
             if posted.body is not None and isinstance(posted.body.get("usage"), dict):
                 tracker.add_usage(self.spec.lm_model, dict(posted.body["usage"]))
-        return posted, usage
+        return usage
 
     def _switch_to_json_object(self) -> None:
         if getattr(self.lm, "schema_dialect", None) != "json_object":
