@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import typing
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -172,8 +173,37 @@ def _literal_labels(annotation: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _required(signature: Any) -> set[str]:
-    return set(signature.output_fields) - set(apply_output_field_defaults(signature, {}))
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shape(signature: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A signature's output fields (name -> annotation, in order) and the required ones.
+
+    DSPy rebuilds ``output_fields`` from the pydantic model on every access (26 accesses
+    per parsed reply, a fifth of a call's format-and-read CPU); signature classes are
+    immutable (an edited signature is a new class), so both are read once per class.
+    """
+    try:
+        known = _SHAPES.get(signature)
+    except TypeError:  # not weak-referenceable: read it every time
+        known = None
+    if known is None:
+        fields = signature.output_fields
+        known = ({name: info.annotation for name, info in fields.items()},
+                 frozenset(set(fields) - set(apply_output_field_defaults(signature, {}))))
+        try:
+            _SHAPES[signature] = known
+        except TypeError:
+            pass
+    return known
+
+
+def _outputs(signature: Any) -> dict[str, Any]:
+    return _shape(signature)[0]
+
+
+def _required(signature: Any) -> frozenset[str]:
+    return _shape(signature)[1]
 
 
 def _left_open(value: Any, *, prose: bool = False) -> bool:
@@ -198,7 +228,7 @@ def _open_field_error(signature: Any, name: str, adapter: str, completion: str,
 
 
 def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str) -> Any:
-    annotation = signature.output_fields[name].annotation
+    annotation = _outputs(signature)[name]
     if annotation is not str and _left_open(value):
         raise _open_field_error(signature, name, adapter, completion)
     labels = _literal_labels(annotation)
@@ -222,7 +252,8 @@ def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -
     ``"keep"`` or ``"**Yes**."``, so a caller can record the judge's own words)."""
     qualified, written = {}, {}
     for name, text in texts.items():
-        labels = _literal_labels(signature.output_fields[name].annotation) if name in signature.output_fields else None
+        outputs = _outputs(signature)
+        labels = _literal_labels(outputs[name]) if name in outputs else None
         if labels is None or not isinstance(text, str):
             continue
         said = reservation(text, labels)
@@ -234,7 +265,7 @@ def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -
 
 
 def _decision_fields(signature: Any) -> list[str]:
-    return [name for name, field in signature.output_fields.items() if field.annotation is not str]
+    return [name for name, annotation in _outputs(signature).items() if annotation is not str]
 
 
 def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapter", *,
@@ -264,7 +295,7 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
             object (`UNCLOSED_JSON`); no complete answer set; a decision field that cannot
             be read; two different readable values of a decision field anywhere in the reply.
     """
-    outputs = signature.output_fields
+    outputs = _outputs(signature)
     sets: list[dict[str, list[str]]] = [{}]
     current: list[str] | None = None
     current_name = ""
@@ -297,7 +328,7 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
                                 message=UNCLOSED_JSON if unclosed_json_tail(completion) else
                                 "the reply has no complete set of output fields")
     for name, lines in complete[-1].items():
-        if outputs[name].annotation is str and _left_open("\n".join(lines), prose=True):
+        if outputs[name] is str and _left_open("\n".join(lines), prose=True):
             raise _open_field_error(signature, name, adapter, completion)
     parsed = []
     for answer_set in complete:
@@ -388,7 +419,7 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
                                 message="no JSON object in the reply has every output field")
     start, end, chosen = matching[-1]
     values = {name: _coerce(signature, name, chosen[name], adapter, completion)
-              for name in signature.output_fields if name in chosen}
+              for name in _outputs(signature) if name in chosen}
     final = apply_output_field_defaults(signature, values)
     for name in _decision_fields(signature):
         # Every readable value of the field in any object of the reply, partial ones included:
@@ -404,7 +435,7 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         if len(seen) > 1:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"the reply gives conflicting values for {name!r}")
-    notes = _label_notes(signature, {name: chosen[name] for name in signature.output_fields if name in chosen}, final)
+    notes = _label_notes(signature, {name: chosen[name] for name in _outputs(signature) if name in chosen}, final)
     final.update(notes)
     outside = _FENCE_LINE.sub("", completion[:start] + completion[end:]).strip()
     if len(found) > 1 or outside or "qualified" in notes:
