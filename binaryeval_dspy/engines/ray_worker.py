@@ -9,7 +9,8 @@ DSPy to be unpickled (calls, signatures and the sender's spec travel as bytes). 
    `binaryeval_dspy.engines.senders.HttpSender` built from the spec, with this package's
    DSPy patches: 0.5-1 CPU-s, far more on a loaded machine), once per process;
 2. POSTs the requests the driver formatted for it (`HttpSender.request_bytes`: the first
-   block of each task) at once, through the same client and retries, while DSPy loads;
+   block of each task) at once, through the same client and retries, `threads` at a time,
+   while DSPy loads (their replies wait for the reader);
 3. reads each reply with the sender once it is ready (`HttpSender.answer(sent=...)`: the
    same format, cache store and parse as any other call) and formats, sends and reads the
    rest of the block itself.
@@ -113,8 +114,8 @@ def answer_block(rows: list[tuple[int, bytes, bytes | None]], target: HttpTarget
     future = reader(spec)
     finished: queue.SimpleQueue = queue.SimpleQueue()
 
-    def one(ticket: int, payload: bytes, body: bytes | None) -> None:
-        posted = post_json(connections(target), body) if body is not None else None
+    def read(ticket: int, payload: bytes, posted: Any = None) -> None:
+        """Format the call and read its reply (`posted`, when its request went out already), or send it."""
         try:
             sender = future.result()
             from binaryeval_dspy.lm.calls import LMCall
@@ -127,9 +128,25 @@ def answer_block(rows: list[tuple[int, bytes, bytes | None]], target: HttpTarget
             row = _error_row(exc, posted)
         finished.put((ticket, row))
 
+    def post_first(ticket: int, payload: bytes, body: bytes) -> None:
+        """POST a request the driver formatted; read it now if the reader is ready, else after
+        the block's other requests of this kind went out (the thread does not wait for DSPy)."""
+        try:
+            posted = post_json(connections(target), body)
+        except Exception as exc:  # noqa: BLE001 - the call's error, never a lost answer
+            finished.put((ticket, _error_row(exc, None)))
+            return
+        if future.done():
+            read(ticket, payload, posted)
+        else:
+            pool.submit(read, ticket, payload, posted)
+
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows)))) as pool:
         for ticket, payload, body in rows:
-            pool.submit(one, ticket, payload, body)
+            if body is None:
+                pool.submit(read, ticket, payload)
+            else:
+                pool.submit(post_first, ticket, payload, body)
         ready: list[tuple[int, dict[str, Any]]] = []
         left, oldest = len(rows), 0.0
         while left:
