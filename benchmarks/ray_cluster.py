@@ -24,10 +24,16 @@ Per run it prints: requests at the endpoint; the rate after start-up (replies / 
 first request sent by a worker), as the endpoint saw them; the driver answers the first call
 itself, before joining, to settle the request form, and that request is left out); the time from
 joining the cluster to the first request a worker sent (endpoint clock: the worker's first request
-less the driver's request less the join time the engine notes) and from the process's start to
-it; client CPU of the driver; and the differences from the live run in verdicts, statuses, scores
-and summary counts (`benchmarks.engines.comparable`). Then the two-raylet rate / the one-raylet
-rate. Targets: >= 1.7x; first request <= 5 s after joining; 0 differences.
+less the driver's first reply less the time the engine notes from that reply to joined) and from
+the process's start to it; client CPU of the driver; the CPU milliseconds per request that the Ray
+workers (summed, their start-up included when it falls inside the window), the driver and the
+scripted endpoint (this process) spent inside the rate window, read from ``/proc`` every 0.2 s
+(`CpuSampler`); and the differences from the live run in verdicts, statuses, scores and summary
+counts (`benchmarks.engines.comparable`). Then the two-raylet rate / the one-raylet rate, and the
+most this machine allows for it from the one-raylet run's CPU per request: one worker process
+is one core at most, so with ``w`` (workers), ``d`` (driver) and ``e`` (endpoint) CPU-ms per
+request on ``n`` cores, two raylets / one <= min(2, n w / (w + d + e)). Targets: >= 1.7x; first
+request <= 5 s after joining; 0 differences.
 
 Note that this machine has 2 cores shared with everything else running on it: two raylets of one
 CPU each can only run faster than one when a second core is free for the second worker (the load
@@ -57,6 +63,86 @@ from benchmarks.engines import (TimedEndpoint, comparable, differences, evaluate
 #: A gap between two requests arriving longer than this (s) counts as a pause (no request in flight
 #: was answered and none sent: e.g. between one task's block and the next).
 PAUSE = 0.25
+#: Seconds between two readings of the processes' CPU times (`CpuSampler`).
+SAMPLE_EVERY = 0.2
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | str) -> float | None:
+    """User + system CPU seconds of a process so far (``/proc/<pid>/stat``), None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuSampler:
+    """Reads the CPU times of the Ray workers of a cluster, of the ``bineval`` driver (found by its
+    output folder on its command line) and of this process (the scripted endpoint's threads), every
+    `SAMPLE_EVERY` s, so that the CPU each spent inside the rate window can be told apart."""
+
+    def __init__(self, cluster: Cluster, out: Path) -> None:
+        import threading
+
+        self.cluster, self.marker = cluster, str(out).encode()
+        self.samples: dict[str, list[tuple[float, float]]] = {}  # "worker <pid>" / "driver" / "endpoint"
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _kind(self, pid: int) -> str | None:
+        command = _cmdline(pid)
+        if command.startswith(b"ray::") and b"Agent" not in command:  # a worker names itself ray::<task>
+            return f"worker {pid}"
+        return "driver" if self.marker in command and b"evaluate" in command else None
+
+    def _run(self) -> None:
+        known: dict[int, str | None] = {}
+        listed = float("-inf")
+        while not self.stopped.is_set():
+            now = time.monotonic()
+            if now - listed >= 1.0:  # listing a cluster's processes reads every process's open files
+                listed = now
+                for pid in self.cluster.processes():
+                    if known.get(pid) is None:
+                        known[pid] = self._kind(pid)
+                if "driver" not in known.values():
+                    for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()):
+                        if pid not in known and self.marker in _cmdline(pid):
+                            known[pid] = self._kind(pid)
+            for pid, kind in known.items():
+                used = cpu_seconds(pid) if kind else None
+                if used is not None:
+                    self.samples.setdefault(kind, []).append((now, used))
+            self.samples.setdefault("endpoint", []).append((now, cpu_seconds("self") or 0.0))
+            self.stopped.wait(SAMPLE_EVERY)
+
+    def __enter__(self) -> CpuSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds each kind of process spent from `start` to `end` (monotonic clock): workers
+        summed, driver, endpoint (this process, whose other threads are idle meanwhile)."""
+        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0}
+        for kind, samples in self.samples.items():
+            before = [cpu for t, cpu in samples if t <= start]
+            upto = [cpu for t, cpu in samples if t <= end] or [samples[0][1]]
+            # a worker started inside the window counts from 0 (its start-up is in the window)
+            base = before[-1] if before else (0.0 if kind.startswith("worker") else samples[0][1])
+            spent["workers" if kind.startswith("worker") else kind] += max(0.0, upto[-1] - base)
+        return spent
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def free_port() -> int:
@@ -121,9 +207,13 @@ class Cluster:
 
 
 def joined_seconds(output: str) -> float | None:
-    """The engine's note "Ray: joined ADDR in X s" (seconds from the run's first call to joined)."""
-    found = re.search(r"Ray: joined \S+ in ([0-9.]+) s", " ".join(output.split()))
-    return float(found.group(1)) if found else None
+    """Seconds from the driver's first request answered to Ray joined: the engine's notes "first
+    request answered by the driver in X s" and "Ray: joined ADDR in Y s" (both counted from the
+    run's first call), Y - X."""
+    text = " ".join(output.split())
+    first = re.search(r"first request answered by the driver in ([0-9.]+) s", text)
+    found = re.search(r"Ray: joined \S+ in ([0-9.]+) s", text)
+    return float(found.group(1)) - float(first.group(1)) if found and first else None
 
 
 def first_answer_note(output: str) -> str:
@@ -137,10 +227,14 @@ def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, ou
     command = evaluate_command(endpoint.base_url, qs, items, out, "ray", concurrency, "--ray-address",
                                cluster.address, model=model)
     spawned = time.monotonic()
-    run = run_measured(command, out, env={k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
-                                                                       "RAY_USAGE_STATS_ENABLED")})
+    with CpuSampler(cluster, out) as sampler:
+        run = run_measured(command, out, env={k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                                                                           "RAY_USAGE_STATS_ENABLED")})
     run["sent"] = endpoint.count(mark)
     window = endpoint.window(mark, skip=1)  # the driver's own first request left out
+    if window:
+        spent = sampler.between(window[1], window[2])
+        run["per_request_ms"] = {kind: 1000 * cpu / window[0] for kind, cpu in spent.items()}
     with endpoint._lock:
         arrivals = endpoint.arrivals[mark[0]:]
     gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
@@ -149,8 +243,12 @@ def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, ou
     arrivals = arrivals[:2]
     run["rate"] = window[0] / (window[2] - window[1]) if window and window[2] > window[1] else None
     joined = joined_seconds(run["output"])
+    with endpoint._lock:
+        first_reply = endpoint.replies[mark[1]] if len(endpoint.replies) > mark[1] else None
     run["join"] = joined
-    run["join_to_first"] = (arrivals[1] - arrivals[0] - joined) if len(arrivals) == 2 and joined is not None else None
+    # the join instant on the endpoint's clock: the driver's first reply, then the engine's join
+    run["join_to_first"] = (arrivals[1] - first_reply - joined
+                            if len(arrivals) == 2 and joined is not None and first_reply is not None else None)
     run["start_to_first"] = arrivals[1] - spawned if len(arrivals) == 2 else None
     return run
 
@@ -165,10 +263,12 @@ def main() -> None:
     print(f"# Ray cluster benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts): "
           f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight. "
           f"{load_average()} at the start.\n")
-    print("| run | exit | requests | rate after start-up req/s | joined in s | join -> first worker request s "
+    print("| run | exit | requests | rate after start-up req/s | driver's first reply -> joined s "
+          "| join -> first worker request s "
           "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
+          "| CPU-ms per request in the window: workers, driver, endpoint "
           f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, TimedEndpoint(args.latency) as endpoint:
         folder = Path(tmp)
         qs, items = write_inputs(folder, args.items, args.questions)
@@ -182,9 +282,10 @@ def main() -> None:
         reference = comparable(out)
         live_rate = window[0] / (window[2] - window[1])
         print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | "
-              f"{live['cpu']:.1f} | | reference | {load_average()} |")
+              f"{live['cpu']:.1f} | | | reference | {load_average()} |")
         cluster = Cluster(folder)
-        rates = {}
+        rates: dict[int, float] = {}
+        costs: dict[int, dict[str, float] | None] = {}
         try:
             for raylets in (1, 2):
                 start = cluster.add_raylet()
@@ -193,18 +294,20 @@ def main() -> None:
                 out = folder / f"ray-{raylets}"
                 run = ray_run(endpoint, cluster, qs, items, out, args.concurrency, model=f"fake-x-{raylets}-raylets")
                 if run["code"] != 0:
-                    print(f"| ray, {raylets} raylet(s) | {run['code']} | {run['sent']} | | | | | | | | failed: "
+                    print(f"| ray, {raylets} raylet(s) | {run['code']} | {run['sent']} | | | | | | | | | failed: "
                           f"{last_line(run['output'])} | {load_average()} |")
                     continue
                 rates[raylets] = run["rate"]
+                costs[raylets] = run.get("per_request_ms")
                 same = differences(comparable(out), reference)
 
                 def fmt(value: float | None, digits: int = 1) -> str:
                     return "?" if value is None else f"{value:.{digits}f}"
 
                 print(f"| ray, {raylets} raylet(s) of 1 CPU | {run['code']} | {run['sent']} | {fmt(run['rate'], 0)} | "
-                      f"{fmt(run['join'])} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
-                      f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {run['pauses']}, {run['paused']:.1f} | "
+                      f"{fmt(run['join'], 2)} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
+                      f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {per_request(run.get('per_request_ms'))} | "
+                      f"{run['pauses']}, {run['paused']:.1f} | "
                       f"{same} | {load_average()} |")
         finally:
             killed = cluster.stop()
@@ -213,6 +316,20 @@ def main() -> None:
     if rates.get(1) and rates.get(2):
         print(f"\nTwo raylets / one raylet, rate after start-up: **{rates[2] / rates[1]:.2f}x** (target >= 1.7). "
               f"{load_average()}.")
+    if costs.get(1):
+        w, d, e = (costs[1][kind] for kind in ("workers", "driver", "endpoint"))
+        cores = os.cpu_count() or 1
+        print(f"\nWhat this machine allows: one raylet's worker (one process) runs at most 1 / {w:.2f} CPU-ms; two "
+              f"workers, the driver and the endpoint share {cores} cores, {w + d + e:.2f} CPU-ms per request, so two "
+              f"raylets / one <= min(2, {cores} x {w:.2f} / {w + d + e:.2f}) = "
+              f"**{min(2.0, cores * w / (w + d + e)):.2f}x** on an otherwise idle machine (one-raylet run's figures). "
+              f"One driver can take the replies of {w / d:.1f} such workers before it is the limit." if d else "")
+
+
+def per_request(costs: dict[str, float] | None) -> str:
+    if not costs:
+        return "?"
+    return ", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint"))
 
 
 if __name__ == "__main__":

@@ -109,13 +109,13 @@ class RayEngine:
                 ticket, call = first[0]
                 answer = sender.answer(call)
                 self.spec.dialect = sender.dialect
-                self.notes.append(f"first request answered by the driver in {time.perf_counter() - started:.1f} s "
+                self.notes.append(f"first request answered by the driver in {time.perf_counter() - started:.2f} s "
                                   f"(response_format form: {sender.dialect})")
                 yield ticket, answer
             with ray_session(self.address):
                 joined = time.perf_counter()
                 where = f"joined {self.address}" if self.address else "started a local Ray"
-                self.notes.append(f"Ray: {where} in {joined - started:.1f} s")
+                self.notes.append(f"Ray: {where} in {joined - started:.2f} s")
                 yield from self._send_tasks(source, joined, sender)
         finally:
             sender.close()
