@@ -1,11 +1,13 @@
 """The ``ray`` engine: a judging plan's calls sent from Ray workers, on this machine or a cluster.
 
 The work goes to where the workers are. The driver hands out calls (`LMCall` values, a
-block at a time) as Ray tasks; each task, in a worker process, formats every call with
-the run's adapter (`binaryeval_dspy.lm.calls.format_call`), sends it through the same
-standard-library HTTP client as the live engine (`binaryeval_dspy.engines.http_client`,
-with its retries), reads the reply (`read_outputs`) and streams small answer rows back
-(a Ray generator task: rows come back while the task goes on). The driver only turns each
+block at a time) as Ray tasks (`binaryeval_dspy.engines.ray_worker.answer_block`); each
+task, in a worker process, formats every call with the run's adapter
+(`binaryeval_dspy.lm.calls.format_call`), sends it through the same standard-library HTTP
+client as the live engine (`binaryeval_dspy.engines.http_client`, with its retries), reads
+the reply (`read_outputs`) and streams small answer rows back (a Ray generator task: rows
+come back while the task goes on). The first block of each task comes formatted by the
+driver (`HttpSender.request_bytes`), so a fresh worker sends it before DSPy is loaded. The driver only turns each
 row into an `Answer` and hands it to the plan runner, which journals it: what a worker
 costs the driver is a few dozen microseconds per call, so more workers (more CPUs, more
 nodes) send more.
@@ -20,8 +22,10 @@ nodes) send more.
 * **Failures.** A request that still fails after its retries is the call's ``error``
   answer; a task that dies (its worker or node lost) gives an ``error`` answer to each of
   its calls not yet answered: a rerun asks them again. Nothing raises for one call.
-* **Workers** import binaryeval-dspy and DSPy: on a cluster, install the same version on
-  every node (a local Ray started for the run uses this environment).
+* **Workers** import binaryeval-dspy and DSPy (in the background, while the first requests
+  are out): on a cluster, install the same version on every node (a local Ray started for
+  the run uses this environment). The driver's first-block requests must be the ones the
+  workers would format: the same package version on every node.
 
 Ray Core tasks rather than a Ray Data pipeline: Ray Data's first execution took 5.4 s to
 its first batch on this project's machine (a plain task: 1.0 s), and a plan's later rounds
