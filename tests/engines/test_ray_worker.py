@@ -148,7 +148,7 @@ print(json.dumps({"built": built[0], "answered": sum(row["status"] == "answered"
 
 
 def test_a_worker_builds_a_signatures_response_schema_once_across_tasks(endpoint, tmp_path):
-    engine, sender, calls = _driver(endpoint, instructions="Answer yes or no about the summary.")
+    engine, _sender, calls = _driver(endpoint, instructions="Answer yes or no about the summary.")
     signatures = _Signatures()
     tasks = []
     for block in (list(enumerate(calls[:3], 1)), list(enumerate(calls[3:], 4))):
