@@ -1,12 +1,17 @@
 """POSTing a chat-completions body to an OpenAI-compatible endpoint: the one HTTP client of the engines.
 
-Used by the live engine's direct route (`binaryeval_dspy.engines.senders.HttpSender`) in
-this process and by the Ray engine's workers, so both send, retry and count the same way.
-Standard library only (``http.client``, one keep-alive connection per thread): measured
-on this project's scripted endpoint with 64 requests in flight, it costs 0.22 CPU-ms per
-request against 2.1 for httpx's client and 4.4 for httpx's async client
-(``benchmarks/http_clients.py``), and the client's CPU is what a large
-run waits for. No proxy support.
+Two drivers of one retry rule (`_Attempts`), so every route sends, retries and counts the
+same way:
+
+* `post_json` (blocking, the standard library's ``http.client``, one keep-alive connection
+  per thread): the Ray engine's workers, a one-at-a-time run and a call made directly.
+  Measured on this project's scripted endpoint with 64 requests in flight it costs 0.22
+  CPU-ms per request against 2.1 for httpx's client and 4.4 for httpx's async client
+  (``benchmarks/http_clients.py``).
+* `apost_json` (aiohttp on an asyncio event loop, its C HTTP parser): the live engine, which
+  keeps all its calls in flight on one thread (`binaryeval_dspy.engines.threads`).
+
+The client's CPU is what a large run waits for. No proxy support.
 
 Retries follow the OpenAI SDK's rule: HTTP 408, 409, 429 and 5xx, timeouts and
 connection errors are retried with exponential backoff and jitter (a ``Retry-After``

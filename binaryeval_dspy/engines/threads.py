@@ -5,15 +5,18 @@
   thread-safe, so its calls are serialized anyway, and consecutive calls of one item share
   the prompt prefix (instructions, input, output) that llama.cpp reuses; interleaving
   items would throw that reuse away (docs/served-models.md has the measured difference).
-* ``live``: `in_flight` worker threads, each sending one call at a time through the run's
-  sender (`binaryeval_dspy.engines.senders`): the next item's questions start while the
-  previous item's are in flight, and each answer is handed back as soon as it is in.
-
-Each worker runs in a copy of the calling thread's `contextvars` context, which is how DSPy
-settings (``dspy.context(lm=..., adapter=...)``) and usage trackers reach it. Workers are
-started once and fed through a queue, and finished calls come back through another, so
-taking the next one costs the same with 2 or 256 in flight and nothing is built per call. DSPy's own ``dspy.Parallel`` runs a fixed list and
-returns only when all of it is done, so it cannot take new calls as answers bring them.
+* ``live``: `in_flight` calls at once; the next item's questions start while the previous
+  item's are in flight, and each answer is handed back as soon as it is in. For a served
+  model reached by base URL (`HttpSender`, whose calls come apart in steps) every step but
+  the POST runs on the calling thread and the POSTs run on one asyncio event loop there
+  (aiohttp), with DSPy's cache used from that thread alone: measured on the scripted
+  endpoint at 64 in flight, sending threads spent about as much CPU waiting for each other
+  and for the interpreter lock as on the work. Any other LM (DSPy's route, `LMSender`) gets
+  `in_flight` worker threads, each sending one whole call at a time, each in a copy of the
+  calling thread's `contextvars` context (how DSPy settings such as
+  ``dspy.context(lm=..., adapter=...)`` and usage trackers reach it); workers are started
+  once and fed through a queue. DSPy's own ``dspy.Parallel`` runs a fixed list and returns
+  only when all of it is done, so it cannot take new calls as answers bring them.
 """
 
 from __future__ import annotations
@@ -224,15 +227,17 @@ class ThreadedEngine:
                 if cache is not None:
                     cache.flush_due()
                 loop.run_until_complete(some_finished())
-                while finished:
-                    ticket, exchange = finished.popleft()
+                back = list(finished)
+                finished.clear()
+                out -= len(back)
+                yield from hand_out()  # the places these replies free get new calls before the replies are read
+                for ticket, exchange in back:
                     following = exchange if isinstance(exchange, Answer) else step(sender.complete, exchange, budget)
                     if isinstance(following, Answer) or following.answer is not None:
-                        out -= 1
                         yield ticket, following if isinstance(following, Answer) else following.answer
-                        yield from hand_out()  # the next call goes out before the other replies are read
                     else:
                         send(ticket, following)  # sent again (a refused form, refused log-probabilities)
+                        out += 1
         finally:
             if cache is not None:
                 cache.flush()
