@@ -587,9 +587,7 @@ class InlineCache:
         """The cached value of `key` (a store not flushed yet included), or None."""
         if key in self.pending:
             return self.pending[key]
-        if not self._limited:
-            self._limited = True
-            self.limit_page_caches()
+        self._limit_once()
         try:
             if getattr(self.cache, "enable_disk_cache", False):
                 return self.cache.disk_cache.get(key)
@@ -617,6 +615,7 @@ class InlineCache:
         stores, self.pending = list(self.pending.items()), {}
         if not stores:
             return
+        self._limit_once()
         try:
             if getattr(self.cache, "enable_disk_cache", False):
                 disk = self.cache.disk_cache
@@ -628,6 +627,11 @@ class InlineCache:
                     self.cache.memory_cache[key] = value
         except Exception as exc:  # noqa: BLE001
             logger.debug("cache put failed: %s", exc)
+
+    def _limit_once(self) -> None:
+        if not self._limited:
+            self._limited = True
+            self.limit_page_caches()
 
     def limit_page_caches(self) -> None:
         """Keep this thread's SQLite connections small: diskcache opens each shard with a 32 MB

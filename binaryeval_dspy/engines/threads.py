@@ -161,7 +161,12 @@ class ThreadedEngine:
         loop (aiohttp), and the cache is used from this thread alone (`InlineCache`: stores
         written in batches). Profiled on the scripted endpoint at 64 in flight, a call handed
         whole to a worker thread crossed threads six times and the threads' waits for the
-        interpreter lock cost about as much CPU as the work; here no call crosses a thread."""
+        interpreter lock cost about as much CPU as the work; here no call crosses a thread.
+
+        Replies come back in waves (a fixed-latency endpoint answers calls sent together
+        together), so the places they free get new calls before any reply is read, and after
+        each reply read the loop takes one pass without waiting: a reply that came in
+        meanwhile frees its place at once instead of after the whole wave is read."""
         sender = self._sender()
         cache = sender.inline_cache()
         loop = asyncio.new_event_loop()
@@ -227,17 +232,24 @@ class ThreadedEngine:
                 if cache is not None:
                     cache.flush_due()
                 loop.run_until_complete(some_finished())
-                back = list(finished)
-                finished.clear()
-                out -= len(back)
-                yield from hand_out()  # the places these replies free get new calls before the replies are read
-                for ticket, exchange in back:
+                back: deque[tuple[int, Any]] = deque()
+                while True:
+                    if finished:  # the places these replies free get new calls before any reply is read
+                        out -= len(finished)
+                        back.extend(finished)
+                        finished.clear()
+                        yield from hand_out()
+                    if not back:
+                        break
+                    ticket, exchange = back.popleft()
                     following = exchange if isinstance(exchange, Answer) else step(sender.complete, exchange, budget)
                     if isinstance(following, Answer) or following.answer is not None:
                         yield ticket, following if isinstance(following, Answer) else following.answer
                     else:
                         send(ticket, following)  # sent again (a refused form, refused log-probabilities)
                         out += 1
+                    loop.stop()  # one pass of the loop (no wait): replies that came in meanwhile are taken
+                    loop.run_forever()
         finally:
             if cache is not None:
                 cache.flush()
