@@ -11,7 +11,8 @@
   the POST runs on the calling thread and the POSTs run on one asyncio event loop there
   (aiohttp), with DSPy's cache used from that thread alone: measured on the scripted
   endpoint at 64 in flight, sending threads spent about as much CPU waiting for each other
-  and for the interpreter lock as on the work. Any other LM (DSPy's route, `LMSender`) gets
+  and for the interpreter lock as on the work (called from inside a running event loop, a
+  notebook's, it sends on threads as below). Any other LM (DSPy's route, `LMSender`) gets
   `in_flight` worker threads, each sending one whole call at a time, each in a copy of the
   calling thread's `contextvars` context (how DSPy settings such as
   ``dspy.context(lm=..., adapter=...)`` and usage trackers reach it); workers are started
@@ -75,7 +76,7 @@ class ThreadedEngine:
         """As `binaryeval_dspy.engines.base.Engine.send`."""
         if self.in_flight == 1:
             yield from self._one_at_a_time(source, budget)
-        elif _steps_apart(self._sender()):
+        elif _steps_apart(self._sender()) and not _loop_running():
             yield from self._exchanges(source, budget)
         else:
             yield from self._pooled(source, budget)
@@ -262,6 +263,16 @@ class ThreadedEngine:
                     loop.run_until_complete(connections[0].close())
             finally:
                 loop.close()
+
+
+def _loop_running() -> bool:
+    """Whether this thread is inside a running event loop (a notebook, an async application
+    calling a run synchronously): another loop cannot run here, so the calls go on threads."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _steps_apart(sender: Any) -> bool:

@@ -8,6 +8,7 @@ nothing).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -56,3 +57,17 @@ def test_a_live_run_starts_no_sending_or_cache_thread_and_answers_as_one_at_a_ti
     assert _verdicts(tmp_path / "again") == _verdicts(tmp_path / "pooled")
     summary = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))
     assert summary["lm_calls"] == 0
+
+
+def test_a_run_called_from_inside_a_running_event_loop_still_sends(tmp_path, fake_endpoint):
+    """A notebook (or an async application) calls a run synchronously while its own loop runs:
+    no second loop can run on that thread, so the calls go on threads and the run completes."""
+    qs, items = write_inputs(tmp_path, n_items=2)
+
+    async def inside_a_loop():
+        return evaluate(fake_endpoint, qs, items, tmp_path / "run", "--concurrency", "4")
+
+    result = asyncio.run(inside_a_loop())
+    assert result.exit_code == 0, result.output
+    assert sorted(set(_verdicts(tmp_path / "run").values())) == ["yes"]
+    assert len(fake_endpoint.requests) == 2 * len(QUESTIONS)
