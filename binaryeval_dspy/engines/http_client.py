@@ -244,18 +244,15 @@ class _Attempts:
         if self.posted.error is None:
             self.posted.error, self.posted.error_type = reason, "NotSent"
 
-    def timed_out(self) -> float | None:
+    def no_reply(self, exc: BaseException) -> float | None:
+        """An attempt that got no reply (a timeout, a refused or cut connection): retried."""
         posted = self.posted
         posted.status = None
-        posted.error, posted.error_type = f"timeout after {self.target.timeout:g} s", "TimeoutError"
-        posted.unanswered += 1
-        return self._failed(True, None)
-
-    def broke(self, exc: BaseException) -> float | None:
-        posted = self.posted
-        posted.status = None
-        posted.error = f"connection error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}"
-        posted.error_type = "ConnectionError"
+        if isinstance(exc, TimeoutError):
+            posted.error, posted.error_type = f"timeout after {self.target.timeout:g} s", "TimeoutError"
+        else:
+            posted.error = f"connection error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}"
+            posted.error_type = "ConnectionError"
         posted.unanswered += 1
         return self._failed(True, None)
 
@@ -321,13 +318,9 @@ def post_json(connections: Connections, body: dict | bytes, *,
                 break
         attempts.posted.attempts += 1
         try:
-            status, retry_after_header, payload = connections.post(data)
-        except TimeoutError:
-            wait = attempts.timed_out()
+            wait = attempts.replied(*connections.post(data))
         except (OSError, http.client.HTTPException) as exc:
-            wait = attempts.broke(exc)
-        else:
-            wait = attempts.replied(status, retry_after_header, payload)
+            wait = attempts.no_reply(exc)
         if wait is None:
             break
         time.sleep(wait)
@@ -395,13 +388,9 @@ async def apost_json(connections: AsyncConnections, body: dict | bytes, *,
                 break
         attempts.posted.attempts += 1
         try:
-            status, retry_after_header, payload = await connections.post(data)
-        except TimeoutError:
-            wait = attempts.timed_out()
+            wait = attempts.replied(*await connections.post(data))
         except OSError as exc:
-            wait = attempts.broke(exc)
-        else:
-            wait = attempts.replied(status, retry_after_header, payload)
+            wait = attempts.no_reply(exc)
         if wait is None:
             break
         await asyncio.sleep(wait)
