@@ -1,12 +1,17 @@
 """POSTing a chat-completions body to an OpenAI-compatible endpoint: the one HTTP client of the engines.
 
-Used by the live engine's direct route (`binaryeval_dspy.engines.senders.HttpSender`) in
-this process and by the Ray engine's workers, so both send, retry and count the same way.
-Standard library only (``http.client``, one keep-alive connection per thread): measured
-on this project's scripted endpoint with 64 requests in flight, it costs 0.22 CPU-ms per
-request against 2.1 for httpx's client and 4.4 for httpx's async client
-(``benchmarks/http_clients.py``), and the client's CPU is what a large
-run waits for. No proxy support.
+Two drivers of one retry rule (`_Attempts`), so every route sends, retries and counts the
+same way:
+
+* `post_json` (blocking, the standard library's ``http.client``, one keep-alive connection
+  per thread): the Ray engine's workers, a one-at-a-time run and a call made directly.
+  Measured on this project's scripted endpoint with 64 requests in flight it costs 0.22
+  CPU-ms per request against 2.1 for httpx's client and 4.4 for httpx's async client
+  (``benchmarks/http_clients.py``).
+* `apost_json` (aiohttp on an asyncio event loop, its C HTTP parser): the live engine, which
+  keeps all its calls in flight on one thread (`binaryeval_dspy.engines.threads`).
+
+The client's CPU is what a large run waits for. No proxy support.
 
 Retries follow the OpenAI SDK's rule: HTTP 408, 409, 429 and 5xx, timeouts and
 connection errors are retried with exponential backoff and jitter (a ``Retry-After``
@@ -18,6 +23,7 @@ failed calls equal the requests the endpoint received. An attempt can be gated
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import random
@@ -223,6 +229,68 @@ def _dropped(connection: Any) -> bool:
         return True
 
 
+class _Attempts:
+    """The retry rule of one POST (module docstring), the same for `post_json` and `apost_json`:
+    each attempt's outcome is told to it, and it says whether and when to try again."""
+
+    def __init__(self, target: HttpTarget, final: Callable[[int, str], bool] | None) -> None:
+        self.target = target
+        self.final = final
+        self.started = time.monotonic()
+        self.posted = Posted(body=None)
+
+    def refused(self, reason: str) -> None:
+        """The gate refused the next attempt: nothing more is sent."""
+        if self.posted.error is None:
+            self.posted.error, self.posted.error_type = reason, "NotSent"
+
+    def no_reply(self, exc: BaseException) -> float | None:
+        """An attempt that got no reply (a timeout, a refused or cut connection): retried."""
+        posted = self.posted
+        posted.status = None
+        if isinstance(exc, TimeoutError):
+            posted.error, posted.error_type = f"timeout after {self.target.timeout:g} s", "TimeoutError"
+        else:
+            posted.error = f"connection error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}"
+            posted.error_type = "ConnectionError"
+        posted.unanswered += 1
+        return self._failed(True, None)
+
+    def replied(self, status: int, retry_after_header: str | None, payload: bytes) -> float | None:
+        """An HTTP reply; the seconds to wait before the next attempt, or None: done."""
+        posted = self.posted
+        posted.status = status
+        text = payload.decode("utf-8", errors="replace")
+        if 200 <= status < 300:
+            try:
+                reply = json.loads(text)
+            except ValueError:
+                reply = None
+            if isinstance(reply, dict):
+                posted.body, posted.error, posted.error_type = reply, None, None
+                return None
+            posted.error = f"HTTP {status}: reply is not a JSON object: {text[:ERROR_TEXT_CHARS]}"
+            posted.error_type = "ReplyError"
+            return self._failed(False, None)
+        posted.error, posted.error_type = f"HTTP {status}: {text[:ERROR_TEXT_CHARS]}", "HTTPError"
+        retried = status in RETRIED_STATUSES and not (self.final is not None and self.final(status, text))
+        return self._failed(retried, retry_after_seconds(retry_after_header))
+
+    def _failed(self, retried: bool, retry_after: float | None) -> float | None:
+        self.posted.failed_attempts += 1
+        if not retried or self.posted.attempts > self.target.max_retries:
+            return None
+        return retry_wait(self.target, self.posted.attempts, retry_after)
+
+    def done(self) -> Posted:
+        self.posted.seconds = time.monotonic() - self.started
+        return self.posted
+
+
+def _body_bytes(body: dict | bytes) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 def post_json(connections: Connections, body: dict | bytes, *,
               before_attempt: Callable[[int], str | None] | None = None,
               final: Callable[[int, str], bool] | None = None) -> Posted:
@@ -240,54 +308,94 @@ def post_json(connections: Connections, body: dict | bytes, *,
     Returns:
         A `Posted`: the reply's JSON object, or the last attempt's error.
     """
-    target = connections.target
-    started = time.monotonic()
-    data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    posted = Posted(body=None)
+    data = _body_bytes(body)
+    attempts = _Attempts(connections.target, final)
     while True:
         if before_attempt is not None:
-            refused = before_attempt(posted.attempts + 1)
+            refused = before_attempt(attempts.posted.attempts + 1)
             if refused is not None:
-                if posted.error is None:
-                    posted.error, posted.error_type = refused, "NotSent"
+                attempts.refused(refused)
                 break
-        posted.attempts += 1
-        retry_after: float | None = None
+        attempts.posted.attempts += 1
         try:
-            status, retry_after_header, payload = connections.post(data)
-        except TimeoutError:
-            posted.status = None
-            posted.error, posted.error_type, retried = f"timeout after {target.timeout:g} s", "TimeoutError", True
-            posted.unanswered += 1
+            wait = attempts.replied(*connections.post(data))
         except (OSError, http.client.HTTPException) as exc:
-            posted.status = None
-            posted.error = f"connection error: {type(exc).__name__}: {str(exc)[:ERROR_TEXT_CHARS]}"
-            posted.error_type, retried = "ConnectionError", True
-            posted.unanswered += 1
-        else:
-            posted.status = status
-            text = payload.decode("utf-8", errors="replace")
-            if 200 <= status < 300:
-                try:
-                    reply = json.loads(text)
-                except ValueError:
-                    reply = None
-                if isinstance(reply, dict):
-                    posted.body, posted.error, posted.error_type = reply, None, None
-                    break
-                posted.error = f"HTTP {status}: reply is not a JSON object: {text[:ERROR_TEXT_CHARS]}"
-                posted.error_type, retried = "ReplyError", False
-            else:
-                posted.error, posted.error_type = f"HTTP {status}: {text[:ERROR_TEXT_CHARS]}", "HTTPError"
-                retried = status in RETRIED_STATUSES and not (final is not None and final(status, text))
-                retry_after = retry_after_seconds(retry_after_header)
-        posted.failed_attempts += 1
-        if not retried or posted.attempts > target.max_retries:
+            wait = attempts.no_reply(exc)
+        if wait is None:
             break
-        time.sleep(retry_wait(target, posted.attempts, retry_after))
-    posted.seconds = time.monotonic() - started
-    return posted
+        time.sleep(wait)
+    return attempts.done()
 
 
-__all__ = ["Connections", "HttpTarget", "Posted", "RETRIED_STATUSES", "check_number", "post_json",
+class AsyncConnections:
+    """Keep-alive connections to one target for one event loop (aiohttp's client and its C
+    HTTP parser): many requests in flight on one thread, so no thread waits for another's
+    interpreter lock. Make it and use it inside the loop; `close` it there.
+
+    Args:
+        target: where to send.
+        limit: connections kept at most (the calls in flight).
+    """
+
+    def __init__(self, target: HttpTarget, limit: int) -> None:
+        import aiohttp
+
+        self.target = target
+        self.aiohttp = aiohttp
+        self.headers = {"Content-Type": "application/json", **dict(target.headers)}
+        if target.api_key:
+            self.headers["Authorization"] = f"Bearer {target.api_key}"
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit, ssl=ssl.create_default_context()
+                                           if target.url.startswith("https") else False),
+            timeout=aiohttp.ClientTimeout(sock_connect=target.timeout, sock_read=target.timeout),
+            trust_env=False, skip_auto_headers=("User-Agent",))
+
+    async def post(self, data: bytes) -> tuple[int, str | None, bytes]:
+        """POST once (as `Connections.post`); raises TimeoutError or OSError on no response."""
+        try:
+            async with self.session.post(self.target.url, data=data, headers=self.headers) as response:
+                return response.status, response.headers.get("Retry-After"), await response.read()
+        except (asyncio.TimeoutError, self.aiohttp.ServerTimeoutError) as exc:
+            raise TimeoutError(str(exc)) from exc
+        except self.aiohttp.ClientError as exc:
+            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.session.close()
+
+
+async def apost_json(connections: AsyncConnections, body: dict | bytes, *,
+                     before_attempt: Callable[[int], str | None | bool] | None = None,
+                     final: Callable[[int, str], bool] | None = None) -> Posted:
+    """`post_json` on an event loop: the same attempts, retries and counts.
+
+    `before_attempt` returns a reason to stop, None to send, or True to be asked again a
+    little later (a spending limit waiting for a call in flight to settle), so the loop is
+    never blocked.
+    """
+    data = _body_bytes(body)
+    attempts = _Attempts(connections.target, final)
+    while True:
+        if before_attempt is not None:
+            refused = before_attempt(attempts.posted.attempts + 1)
+            while refused is True:
+                await asyncio.sleep(0.02)
+                refused = before_attempt(attempts.posted.attempts + 1)
+            if refused is not None:
+                attempts.refused(refused)
+                break
+        attempts.posted.attempts += 1
+        try:
+            wait = attempts.replied(*await connections.post(data))
+        except OSError as exc:
+            wait = attempts.no_reply(exc)
+        if wait is None:
+            break
+        await asyncio.sleep(wait)
+    return attempts.done()
+
+
+__all__ = ["AsyncConnections", "Connections", "apost_json", "HttpTarget", "Posted", "RETRIED_STATUSES", "check_number", "post_json",
            "retry_after_seconds", "retry_wait"]

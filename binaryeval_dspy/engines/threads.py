@@ -5,21 +5,27 @@
   thread-safe, so its calls are serialized anyway, and consecutive calls of one item share
   the prompt prefix (instructions, input, output) that llama.cpp reuses; interleaving
   items would throw that reuse away (docs/served-models.md has the measured difference).
-* ``live``: `in_flight` worker threads, each sending one call at a time through the run's
-  sender (`binaryeval_dspy.engines.senders`): the next item's questions start while the
-  previous item's are in flight, and each answer is handed back as soon as it is in.
-
-Each worker runs in a copy of the calling thread's `contextvars` context, which is how DSPy
-settings (``dspy.context(lm=..., adapter=...)``) and usage trackers reach it. Workers are
-started once and fed through a queue, and finished calls come back through another, so
-taking the next one costs the same with 2 or 256 in flight and nothing is built per call. DSPy's own ``dspy.Parallel`` runs a fixed list and
-returns only when all of it is done, so it cannot take new calls as answers bring them.
+* ``live``: `in_flight` calls at once; the next item's questions start while the previous
+  item's are in flight, and each answer is handed back as soon as it is in. For a served
+  model reached by base URL (`HttpSender`, whose calls come apart in steps) every step but
+  the POST runs on the calling thread and the POSTs run on one asyncio event loop there
+  (aiohttp), with DSPy's cache used from that thread alone: measured on the scripted
+  endpoint at 64 in flight, sending threads spent about as much CPU waiting for each other
+  and for the interpreter lock as on the work (called from inside a running event loop, a
+  notebook's, it sends on threads as below). Any other LM (DSPy's route, `LMSender`) gets
+  `in_flight` worker threads, each sending one whole call at a time, each in a copy of the
+  calling thread's `contextvars` context (how DSPy settings such as
+  ``dspy.context(lm=..., adapter=...)`` and usage trackers reach it); workers are started
+  once and fed through a queue. DSPy's own ``dspy.Parallel`` runs a fixed list and returns
+  only when all of it is done, so it cannot take new calls as answers bring them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import queue
+from collections import deque
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -70,6 +76,8 @@ class ThreadedEngine:
         """As `binaryeval_dspy.engines.base.Engine.send`."""
         if self.in_flight == 1:
             yield from self._one_at_a_time(source, budget)
+        elif _steps_apart(self._sender()) and not _loop_running():
+            yield from self._exchanges(source, budget)
         else:
             yield from self._pooled(source, budget)
 
@@ -126,11 +134,18 @@ class ThreadedEngine:
                     if source.exhausted:
                         return
                     raise PlanStalled("the plan has calls to come but none is ready and none is in flight")
+                raised: BaseException | None = None
                 for ticket, answer in _next_done(completed):
                     out -= 1
                     if isinstance(answer, BaseException):
-                        raise answer
+                        raised = raised or answer
+                        continue
                     yield ticket, answer
+                if raised is not None:  # the answers already back are taken first: none is lost to the raise
+                    for ticket, answer in _drain(completed):
+                        if not isinstance(answer, BaseException):
+                            yield ticket, answer
+                    raise raised
         finally:
             while True:  # calls not started are dropped; the workers stop after the call they hold
                 try:
@@ -139,6 +154,140 @@ class ThreadedEngine:
                     break
             for _ in workers:
                 todo.put(None)
+
+
+    def _exchanges(self, source: CallSource, budget: Any) -> Iterator[tuple[int, Answer]]:
+        """A sender whose calls come apart in steps (`HttpSender`: ``prepare``, ``apost``,
+        ``complete``): everything runs on this thread, `in_flight` POSTs at once on an event
+        loop (aiohttp), and the cache is used from this thread alone (`InlineCache`: stores
+        written in batches). Profiled on the scripted endpoint at 64 in flight, a call handed
+        whole to a worker thread crossed threads six times and the threads' waits for the
+        interpreter lock cost about as much CPU as the work; here no call crosses a thread.
+
+        Replies come back in waves (a fixed-latency endpoint answers calls sent together
+        together), so the places they free get new calls before any reply is read, and after
+        each reply read the loop takes one pass without waiting: a reply that came in
+        meanwhile frees its place at once instead of after the whole wave is read."""
+        sender = self._sender()
+        cache = sender.inline_cache()
+        loop = asyncio.new_event_loop()
+        finished: deque[tuple[int, Any]] = deque()
+        tasks: set[asyncio.Task] = set()
+        waiter: list[asyncio.Future | None] = [None]
+        connections: list[Any] = []
+        out = 0
+
+        async def post(ticket: int, exchange: Any) -> None:
+            try:
+                await sender.apost(exchange, connections[0], budget)
+                finished.append((ticket, exchange))
+            except Exception as exc:  # noqa: BLE001 - a sender bug becomes the call's error, never a lost item
+                finished.append((ticket, Answer(status="error", reason=error_text(exc))))
+            if waiter[0] is not None and not waiter[0].done():
+                waiter[0].set_result(None)
+
+        def send(ticket: int, exchange: Any) -> None:
+            if not connections:
+                loop.run_until_complete(connect())  # aiohttp's session is made on its loop
+            task = loop.create_task(post(ticket, exchange))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        async def connect() -> None:
+            connections.append(sender.async_connections(self.in_flight))
+
+        async def some_finished() -> None:
+            if not finished:
+                waiter[0] = loop.create_future()
+                await waiter[0]
+                waiter[0] = None
+
+        def step(method: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - a sender bug becomes the call's error, never a lost item
+                return Answer(status="error", reason=error_text(exc))
+
+        def hand_out() -> Iterator[tuple[int, Answer]]:
+            """Fill the free places with new calls; those the cache answers come back at once."""
+            nonlocal out
+            while out < self.in_flight:
+                taken = source.take(self.in_flight - out)
+                if not taken:
+                    return
+                for ticket, call in taken:
+                    exchange = step(sender.prepare, call, budget, cache=cache)
+                    if isinstance(exchange, Answer) or exchange.answer is not None:
+                        yield ticket, exchange if isinstance(exchange, Answer) else exchange.answer
+                        continue
+                    send(ticket, exchange)
+                    out += 1
+
+        try:
+            while True:
+                yield from hand_out()
+                if out == 0:
+                    if source.exhausted:
+                        return
+                    raise PlanStalled("the plan has calls to come but none is ready and none is in flight")
+                if cache is not None:
+                    cache.flush_due()
+                loop.run_until_complete(some_finished())
+                back: deque[tuple[int, Any]] = deque()
+                while True:
+                    if finished:  # the places these replies free get new calls before any reply is read
+                        out -= len(finished)
+                        back.extend(finished)
+                        finished.clear()
+                        yield from hand_out()
+                    if not back:
+                        break
+                    ticket, exchange = back.popleft()
+                    following = exchange if isinstance(exchange, Answer) else step(sender.complete, exchange, budget)
+                    if isinstance(following, Answer) or following.answer is not None:
+                        yield ticket, following if isinstance(following, Answer) else following.answer
+                    else:
+                        send(ticket, following)  # sent again (a refused form, refused log-probabilities)
+                        out += 1
+                    loop.stop()  # one pass of the loop (no wait): replies that came in meanwhile are taken
+                    loop.run_forever()
+        finally:
+            if cache is not None:
+                cache.flush()
+            for task in list(tasks):  # calls still out are dropped (their items are finished by the caller)
+                task.cancel()
+            try:
+                if tasks:
+                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                if connections:
+                    loop.run_until_complete(connections[0].close())
+            finally:
+                loop.close()
+
+
+def _loop_running() -> bool:
+    """Whether this thread is inside a running event loop (a notebook, an async application
+    calling a run synchronously): another loop cannot run here, so the calls go on threads."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _steps_apart(sender: Any) -> bool:
+    """Whether `sender`'s calls come apart in ``prepare`` / ``post`` / ``complete`` steps."""
+    return all(callable(getattr(sender, name, None)) for name in ("prepare", "apost", "complete", "inline_cache"))
+
+
+def _drain(completed: queue.SimpleQueue) -> list[tuple[int, Any]]:
+    """Whatever `completed` holds now, without waiting."""
+    done = []
+    while True:
+        try:
+            done.append(completed.get_nowait())
+        except queue.Empty:
+            return done
 
 
 def _next_done(completed: queue.SimpleQueue) -> list[tuple[int, Any]]:

@@ -8,6 +8,7 @@ cannot script, a plain-text one below; their replies are scripted text, never a 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import Counter
@@ -17,7 +18,7 @@ from typing import ClassVar
 
 import pytest
 
-from binaryeval_dspy.engines.http_client import Connections, HttpTarget, post_json
+from binaryeval_dspy.engines.http_client import AsyncConnections, Connections, HttpTarget, apost_json, post_json
 from binaryeval_dspy.engines.senders import HttpSender, http_spec
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.calls import Answer
@@ -74,9 +75,32 @@ def _sender(base_url: str, model: str, *, retries: int = 2, timeout: float | Non
     return HttpSender(spec, lm=handle.lm, adapter=handle.adapter), BinEval(QUESTIONS, logprobs="off")
 
 
-def _ask(sender: HttpSender, program: BinEval, number: int) -> tuple[Answer, str]:
+@pytest.fixture(params=["blocking", "event-loop"])
+def route(request) -> str:
+    """How the sender's POST goes: `HttpSender.answer` (http.client, the Ray workers' and a
+    one-at-a-time run's way) or `HttpSender.apost` on an event loop (the live engine's)."""
+    return request.param
+
+
+def _on_a_loop(sender: HttpSender, call) -> Answer:
+    """`call`'s answer with its POSTs on an event loop, as the live engine sends them."""
+    async def run() -> Answer:
+        connections = sender.async_connections(4)
+        try:
+            exchange = sender.prepare(call)
+            while exchange.answer is None:
+                await sender.apost(exchange, connections)
+                exchange = sender.complete(exchange)
+            return exchange.answer
+        finally:
+            await connections.close()
+
+    return asyncio.run(run())
+
+
+def _ask(sender: HttpSender, program: BinEval, number: int, route: str = "blocking") -> tuple[Answer, str]:
     call = program.question_call("An article.", "A summary.", QUESTIONS.question(f"q{number}"))
-    answer = sender.answer(call)
+    answer = sender.answer(call) if route == "blocking" else _on_a_loop(sender, call)
     return answer, question_verdict(QUESTIONS.question(f"q{number}"), answer).verdict
 
 
@@ -89,19 +113,19 @@ def test_targets_out_of_range_are_refused_and_keys_never_shown():
     assert SECRET not in repr(HttpTarget("http://127.0.0.1:9/v1", api_key=SECRET))
 
 
-def test_answers_come_back_read_and_counted(endpoint):
+def test_answers_come_back_read_and_counted(endpoint, route):
     sender, program = _sender(endpoint.base_url, endpoint.model)
-    answers = [_ask(sender, program, n) for n in (1, 2)]
+    answers = [_ask(sender, program, n, route) for n in (1, 2)]
     assert [verdict for _, verdict in answers] == ["yes", "no"]
     assert all(a.usage.lm_calls == 1 and a.usage.failed_calls == 0 and a.usage.prompt_tokens > 0 for a, _ in answers)
     assert len(endpoint.requests) == 2
 
 
-def test_rate_limits_and_server_errors_are_retried_and_every_request_is_counted(endpoint):
+def test_rate_limits_and_server_errors_are_retried_and_every_request_is_counted(endpoint, route):
     endpoint.fault = _faults_by_question({"Is point 1 covered?": [RATE_LIMIT],
                                           "Is point 3 covered?": [SERVER_ERROR, UNAVAILABLE]})
     sender, program = _sender(endpoint.base_url, endpoint.model)
-    limited, flaky, fine = (_ask(sender, program, n)[0] for n in (1, 3, 4))
+    limited, flaky, fine = (_ask(sender, program, n, route)[0] for n in (1, 3, 4))
     assert [(a.status, a.usage.lm_calls, a.usage.failed_calls) for a in (limited, flaky, fine)] == [
         ("answered", 1, 1), ("answered", 1, 2), ("answered", 1, 0)]
     assert sorted(endpoint.outcomes) == sorted(["429", "500", "503"] + ["200"] * 3)
@@ -109,12 +133,12 @@ def test_rate_limits_and_server_errors_are_retried_and_every_request_is_counted(
     assert spent == len(endpoint.requests)
 
 
-def test_persistent_failures_are_errors_named_for_the_user_and_a_client_error_is_not_retried(endpoint):
+def test_persistent_failures_are_errors_named_for_the_user_and_a_client_error_is_not_retried(endpoint, route):
     endpoint.fault = _faults_by_question({"Is point 1 covered?": [SERVER_ERROR] * 10,
                                           "Is point 3 covered?": [HttpFault(400, "bad request")],
                                           "Is point 4 covered?": [HttpFault(401, "no key")]})
     sender, program = _sender(endpoint.base_url, endpoint.model)
-    broken, refused, denied = (_ask(sender, program, n) for n in (1, 3, 4))
+    broken, refused, denied = (_ask(sender, program, n, route) for n in (1, 3, 4))
     assert broken[1] == refused[1] == denied[1] == "error"
     assert broken[0].reason.startswith("InternalServerError: HTTP 500: ") and "after 3 attempts" in broken[0].reason
     assert broken[0].usage.failed_calls == 3 and broken[0].usage.lm_calls == 0
@@ -145,15 +169,28 @@ class _TextHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def test_a_text_error_body_and_a_200_that_is_not_json_are_errors_and_the_key_goes_only_in_the_header(monkeypatch):
+def test_a_text_error_body_and_a_200_that_is_not_json_are_errors_and_the_key_goes_only_in_the_header(monkeypatch,
+                                                                                                   route):
     monkeypatch.setenv("BINEVAL_TEST_KEY", SECRET)
     server, thread = serve_in_thread(_TextHandler, "text-endpoint")
     _TextHandler.seen_headers.clear()
+    target = HttpTarget(f"http://127.0.0.1:{server.server_address[1]}/v1", api_key=SECRET, max_retries=1,
+                        backoff=0.01)
+
+    async def on_a_loop(bodies: list[dict]) -> list:
+        connections = AsyncConnections(target, 2)
+        try:
+            return [await apost_json(connections, body) for body in bodies]
+        finally:
+            await connections.close()
+
+    bodies = [{"messages": [{"role": "user", "content": "text-500"}]}, {"messages": [{"role": "user", "content": "other"}]}]
     try:
-        connections = Connections(HttpTarget(f"http://127.0.0.1:{server.server_address[1]}/v1", api_key=SECRET,
-                                             max_retries=1, backoff=0.01))
-        text_500 = post_json(connections, {"messages": [{"role": "user", "content": "text-500"}]})
-        not_json = post_json(connections, {"messages": [{"role": "user", "content": "other"}]})
+        if route == "blocking":
+            connections = Connections(target)
+            text_500, not_json = (post_json(connections, body) for body in bodies)
+        else:
+            text_500, not_json = asyncio.run(on_a_loop(bodies))
     finally:
         server.shutdown()
         server.server_close()
@@ -166,10 +203,10 @@ def test_a_text_error_body_and_a_200_that_is_not_json_are_errors_and_the_key_goe
     assert SECRET not in repr(text_500) and SECRET not in repr(not_json)
 
 
-def test_a_timeout_names_the_setting_and_a_refused_connection_is_an_error(endpoint):
+def test_a_timeout_names_the_setting_and_a_refused_connection_is_an_error(endpoint, route):
     endpoint.fault = _faults_by_question({"Is point 1 covered?": [TimeoutFault(seconds=3.0)] * 3})
     sender, program = _sender(endpoint.base_url, endpoint.model, retries=1, timeout=1.0)
-    stuck, verdict = _ask(sender, program, 1)
+    stuck, verdict = _ask(sender, program, 1, route)
     assert verdict == "error" and stuck.reason.startswith("Timeout: timeout after 1 s after 2 attempts")
     assert "`timeout`" in stuck.reason and stuck.usage.failed_calls == 2
 
@@ -177,11 +214,11 @@ def test_a_timeout_names_the_setting_and_a_refused_connection_is_an_error(endpoi
     base, model = closed.base_url, closed.model
     closed.close()  # nothing listens on that port any more
     sender, program = _sender(base, model, retries=1)
-    answer, verdict = _ask(sender, program, 1)
+    answer, verdict = _ask(sender, program, 1, route)
     assert verdict == "error" and answer.reason.startswith("APIConnectionError: connection error: ")
 
 
-def test_a_server_that_refuses_the_json_schema_form_gets_the_json_object_form_from_then_on(endpoint):
+def test_a_server_that_refuses_the_json_schema_form_gets_the_json_object_form_from_then_on(endpoint, route):
     def refuse_json_schema(body: dict, index: int) -> Fault | None:
         if (body.get("response_format") or {}).get("type") == "json_schema":
             return HttpFault(500, "1 validation error: ('body', 'response_format', 'type') Input should be 'text' "
@@ -190,7 +227,7 @@ def test_a_server_that_refuses_the_json_schema_form_gets_the_json_object_form_fr
 
     endpoint.fault = refuse_json_schema
     sender, program = _sender(endpoint.base_url, endpoint.model)
-    verdicts = [_ask(sender, program, n)[1] for n in (1, 2, 3)]
+    verdicts = [_ask(sender, program, n, route)[1] for n in (1, 2, 3)]
     assert verdicts == ["yes", "no", "yes"]
     types = [body["response_format"]["type"] for body in endpoint.requests]
     assert types == ["json_schema", "json_object", "json_object", "json_object"]  # refused once, then settled

@@ -321,16 +321,16 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
         out = tmp_path / concurrency / "run"
         fake_endpoint.reset()
         fake_endpoint.reply = verdict_replies({QUESTIONS[1]: "no"})
-        original = HttpSender.answer
+        original = HttpSender.prepare  # every route's first step (the live engine never calls `answer`)
         pressed = []
 
-        def answer(self, call, *args, _original=original, _pressed=pressed, **kwargs):
+        def prepare(self, call, *args, _original=original, _pressed=pressed, **kwargs):
             if "Article 1" in call.inputs["input"] and call.key == "q4" and not _pressed:
                 _pressed.append(True)
                 raise KeyboardInterrupt
             return _original(self, call, *args, **kwargs)
 
-        monkeypatch.setattr(HttpSender, "answer", answer)
+        monkeypatch.setattr(HttpSender, "prepare", prepare)
         first = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
         assert first.exit_code == 130, first.output
         records = {r["item_id"]: r for r in stored(out)}
@@ -347,7 +347,7 @@ def test_ctrl_c_keeps_the_answers_of_items_in_flight_and_a_rerun_asks_only_the_r
         else:  # calls of several items were in flight: an item with an answer keeps it
             assert answered >= len(QUESTIONS) - 1
 
-        monkeypatch.setattr(HttpSender, "answer", original)
+        monkeypatch.setattr(HttpSender, "prepare", original)
         second = evaluate(fake_endpoint, qs_path, items, out, "--concurrency", concurrency)
         assert second.exit_code == 0, second.output
         asked_again = len(fake_endpoint.requests) - sent_before
