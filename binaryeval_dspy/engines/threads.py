@@ -208,11 +208,15 @@ class ThreadedEngine:
             except Exception as exc:  # noqa: BLE001 - a sender bug becomes the call's error, never a lost item
                 return Answer(status="error", reason=error_text(exc))
 
+        back: deque[tuple[int, Any]] = deque()  # replies in, not read yet
+
         def hand_out() -> Iterator[tuple[int, Answer]]:
-            """Fill the free places with new calls; those the cache answers come back at once."""
+            """Fill the free places with new calls; those the cache answers come back at once.
+            Replies not read yet count against a second `in_flight` places, so a fast endpoint
+            cannot pile up unread replies (memory) faster than this thread reads them."""
             nonlocal out
-            while out < self.in_flight:
-                taken = source.take(self.in_flight - out)
+            while (room := min(self.in_flight - out, 2 * self.in_flight - out - len(back))) > 0:
+                taken = source.take(room)
                 if not taken:
                     return
                 for ticket, call in taken:
@@ -233,13 +237,12 @@ class ThreadedEngine:
                 if cache is not None:
                     cache.flush_due()
                 loop.run_until_complete(some_finished())
-                back: deque[tuple[int, Any]] = deque()
                 while True:
-                    if finished:  # the places these replies free get new calls before any reply is read
+                    if finished:
                         out -= len(finished)
                         back.extend(finished)
                         finished.clear()
-                        yield from hand_out()
+                    yield from hand_out()  # the places replies free get new calls before the replies are read
                     if not back:
                         break
                     ticket, exchange = back.popleft()
