@@ -163,7 +163,6 @@ class BatchEngine:
             self.state = BatchState.for_target(self.target)
         self.state.run_settings = settings
         self.manifest = manifest
-        manifest.config["mode"] = "batch"
         if self.api is None:
             self.api = BatchAPI.for_handle(self.target, self.handle)
 

@@ -37,6 +37,7 @@ from binaryeval_dspy.runs.results_file import ResultsFile
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import ItemsFile, RunManifest, RunSession, utc_now
+from binaryeval_dspy.settings import LEGACY_CONFIG_KEYS, RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -309,8 +310,13 @@ class RunDirectory(ResultsFile):
                         fix="choose another `out_dir`, or rerun with the original value.",
                     )
             current = existing
-            current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
-                                                     if k not in _CONFIG_MUST_MATCH}}
+            if existing.settings is not None:
+                RunSettings.of_manifest(existing, path=self.manifest_path)  # damaged settings are named, not replaced
+            if manifest.settings is not None:  # this session's settings; an older manifest's copies in config go
+                current.settings = manifest.settings
+                current.config = {k: v for k, v in existing.config.items() if k not in LEGACY_CONFIG_KEYS}
+            current.config = {**current.config, **{k: v for k, v in manifest.config.items()
+                                                    if k not in _CONFIG_MUST_MATCH}}
             if manifest.items_file is not None:  # the (possibly moved or longer) file this run now judges
                 current.items_file, current.items_path = items_file, manifest.items_path
         return current

@@ -382,7 +382,7 @@ def test_manifest_records_batch_mode_and_its_usage(tmp_path, endpoint, files):
     out = tmp_path / "run"
     assert invoke(evaluate_args(files, out, endpoint)).exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["mode"] == "batch"
+    assert manifest["settings"]["engine"] == "batch"
     batch = manifest["config"]["batch"]
     assert batch["provider"] == "openai" and batch["batch_ids"] == list(endpoint.batches)
     assert batch["requests_submitted"] == 9 and batch["usage"]["lm_calls"] == 9

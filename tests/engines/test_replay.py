@@ -74,7 +74,7 @@ def test_replaying_a_runs_own_export_reproduces_its_verdicts_and_scores_with_no_
     assert summary["lm"].startswith("replay(") and summary["lm_calls"] == 0
     assert summary["cost"]["usd"] == 0.0 and summary["cost"]["display"] == "0 (replay)"
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["config"]["engine"] == "replay" and manifest["config"]["replay_verdicts"] == str(exported)
+    assert manifest["settings"]["engine"] == "replay" and manifest["settings"]["replay_verdicts"] == str(exported)
     assert "answers replayed" in " ".join(result.output.split())
 
 
