@@ -250,3 +250,26 @@ def test_rejudge_of_a_panel_run_asks_the_same_judges_by_the_same_rule(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["lm"] == "replay(majority(cheap, mid, strong))"
     assert manifest["settings"]["judges"] == ["cheap", "mid", "strong"] and manifest["settings"]["panel_rule"] == "majority"
+
+
+@pytest.mark.parametrize("bad, said, fix", [
+    ("http://127.0.0.1:9/v1", "it is a base URL, so the served model's name is needed too",
+     "write the judge as http://127.0.0.1:9/v1#NAME"),
+    ("openai/gpt-4o", "the provider's API key is missing", "export OPENAI_API_KEY"),
+])
+def test_a_judge_that_cannot_be_built_is_named_as_a_judge_never_as_lm_or_lm_model(tmp_path, monkeypatch, bad, said,
+                                                                                   fix):
+    """Any error making one judge's LM is said of that --judge value, with the fix in --judge's own
+    terms (URL#MODEL), never of --lm / --lm-model, which the command was not given."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    qs, items = write_inputs(tmp_path)
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--out", str(tmp_path / "run"),
+                                      "--judge", bad, "--judge", "http://127.0.0.1:9/v1#other"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"judge '{bad}' of --judge" in text and said in text and fix in text, text
+    assert "--lm" not in text and "--lm-model" not in text, text
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+    with pytest.raises(Exception, match=r"judge 'http://127.0.0.1:9/v1' of `judges`: .*#NAME"):  # the Python API
+        from binaryeval_dspy.engines.base import judge_handle
+        judge_handle("http://127.0.0.1:9/v1", RunSettings(judges=("http://127.0.0.1:9/v1", "x#y")))
