@@ -161,6 +161,12 @@ class ReplayEngine:
         finally:
             self.notes[:] = [self.note()]
 
+    def describe(self) -> str:
+        """What the run's start line says this engine does (it formats and sends nothing, so
+        it has no adapter and no calls in flight): the verdicts file and the judge it reads."""
+        judges = "judges" if self.verdicts.members else "judge"
+        return f"replay engine: answers read from {self.verdicts.path}, {judges} {self.verdicts.judge}; no LM call"
+
     def note(self) -> str:
         """One line: how many calls each outcome answered, from which file and judge."""
         judges = "judges" if self.verdicts.members else "judge"

@@ -212,3 +212,14 @@ def test_the_embedded_models_recorded_verdicts_keep_its_warnings_and_the_replay_
     assert not other.embedded
     cost = run_cost(prompt_tokens=0, completion_tokens=0, items=1, model=handle.priced_as())
     assert cost_line(cost).startswith("Estimated cost: 0 (replay)")  # as summary.json says, not "0 (local)"
+
+
+def test_the_start_line_of_a_replay_says_what_replay_does_and_nothing_about_sending(tmp_path, fake_endpoint):
+    """Replay formats and sends nothing: its start line names the verdicts file and the judge, never an
+    adapter or calls in flight (it said "(json adapter, replay engine, 1 call(s) in flight)")."""
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=2)
+    result = replay(qs, items, tmp_path / "replayed", exported, "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    start = " ".join(result.output.split()).split("->")[0]
+    assert f"replay engine: answers read from {exported}" in start and "judge " in start and "no LM call" in start
+    assert "adapter" not in start and "in flight" not in start, start
