@@ -50,7 +50,7 @@ from binaryeval_dspy.runs.item_rows import (
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.runs.result_index import ResultIndex
-from binaryeval_dspy.runs.run_summary import RunSummary, SummaryBuilder, write_summary
+from binaryeval_dspy.runs.run_summary import RunSummary, SummaryBuilder, UnusedVerdicts, write_summary
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
@@ -289,6 +289,9 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
                               in_flight=settings.in_flight(lm))
     if wanted is not None:
         summary.items_not_stored = len(wanted) - builder.items  # never reached: said beside the figures
+        replay = getattr(lm, "replay", None)  # a replay: its file's rows for items or questions the run lacks
+        unused = replay.unused(wanted, [q.id for q in question_set.questions]) if replay is not None else None
+        summary.verdicts_unused = UnusedVerdicts(**unused) if unused is not None else None
     write_summary(summary, run_dir.path)
     return summary
 

@@ -223,3 +223,32 @@ def test_the_start_line_of_a_replay_says_what_replay_does_and_nothing_about_send
     start = " ".join(result.output.split()).split("->")[0]
     assert f"replay engine: answers read from {exported}" in start and "judge " in start and "no LM call" in start
     assert "adapter" not in start and "in flight" not in start, start
+
+
+def test_rows_for_items_or_questions_the_run_does_not_have_are_reported_unused(tmp_path, fake_endpoint):
+    """A verdicts file's rows that no call of the run can use (an item the run does not have, a
+    question id it does not ask) are counted, with examples, on the console and in the summary:
+    never dropped without a word."""
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=3)
+    rows = exported.read_text(encoding="utf-8").splitlines()
+    stray = json.loads(rows[0])
+    stray["question_id"] = "q99"  # a question the question set does not have
+    exported.write_text("\n".join([*rows, json.dumps(stray)]) + "\n", encoding="utf-8")
+    out = tmp_path / "replayed"
+    result = replay(qs, items, out, exported, "--limit", "2")  # item-2's 6 rows are for an item not in the run
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    unused = summary["verdicts_unused"]
+    assert (unused["rows"], unused["items"], unused["questions"]) == (7, 1, 1), unused
+    assert any("'item-2'" in e for e in unused["examples"]) and unused["file"] == str(exported)
+    said = " ".join(result.output.split())
+    assert "7 row(s) of the verdicts file" in said and "1 item id(s) and 1 question id(s) this run does not have" in said
+    assert "7 row(s) of the verdicts file" in (out / "summary.md").read_text(encoding="utf-8")
+    assert summary["items"] == 2  # the run itself is unchanged: its two items replayed
+
+
+def test_a_replay_whose_every_row_is_the_runs_reports_nothing_unused(tmp_path, fake_endpoint):
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=2)
+    out = tmp_path / "replayed"
+    assert replay(qs, items, out, exported).exit_code == 0
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["verdicts_unused"] is None
