@@ -142,3 +142,19 @@ def test_a_rerun_after_an_early_stop_never_reports_a_negative_count(tmp_path, fa
     assert "Stopped early" in said and "(-" not in said, said
     assert "3 items stored now (0 complete, 3 incomplete, 3 of them resumed)" in said, said
     assert "1 left incomplete by an earlier session and not asked again now" in said, said
+
+
+def test_a_line_stored_twice_is_warned_about_once_per_run(tmp_path, fake_endpoint, caplog):
+    """A rerun reads its results file several times (resume, summary): each warning about a stored
+    line is said once, not once per reader (the "appears again" line printed twice)."""
+    from tests.engines.test_remote_faults import evaluate, write_inputs
+
+    qs, items = write_inputs(tmp_path)
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs, items, out).exit_code == 0
+    lines = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    (out / "results.jsonl").write_text("\n".join([lines[0], *lines]) + "\n", encoding="utf-8")
+    caplog.clear()
+    assert evaluate(fake_endpoint, qs, items, out).exit_code == 0
+    said = [r.getMessage() for r in caplog.records if "appears again" in r.getMessage()]
+    assert len(said) == 1 and "results.jsonl:2: item 'item-0'" in said[0], said
