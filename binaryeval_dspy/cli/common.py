@@ -52,9 +52,7 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
 
             return replay_handle(replay_verdicts(settings), judge_name=ensemble_name(settings))
         # a panel or cascade: the run is named after it; its first judge stands for the run's LM
-        from binaryeval_dspy.engines.base import ensemble_handle
-
-        from binaryeval_dspy.engines.base import judge_error
+        from binaryeval_dspy.engines.base import ensemble_handle, judge_error
 
         for spec in settings.judges:
             try:

@@ -46,6 +46,7 @@ __all__ = [
     "RunSummary",
     "VerdictSkew",
     "SummaryBuilder",
+    "UnusedVerdicts",
     "judge_notes",
     "results_frame",
     "summarize_results",
