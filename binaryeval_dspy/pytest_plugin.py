@@ -273,6 +273,7 @@ class BinEvalJudge:
         from binaryeval_dspy.runs.run_directory import RunDirectory
         from binaryeval_dspy.schemas.question_set import QuestionSet
         from binaryeval_dspy.schemas.run_manifest import RunManifest
+        from binaryeval_dspy.settings import RunSettings
 
         if not 0.0 <= min_score <= 1.0:
             raise ValueError(f"min_score must be in [0, 1] (a yes-rate), got {min_score!r}")
@@ -292,7 +293,7 @@ class BinEvalJudge:
             command="pytest", lm=handle.name, question_set_hash=question_set.content_hash,
             question_set_path=str(questions if not isinstance(questions, QuestionSet) else "(in the test)"),
             items_path=str(items_path.resolve()), items_file=items_file_identity(items_path),
-            config={"input_field": "input", "output_field": "output", "id_field": "id", "scale": [0.0, 1.0],
+            settings=RunSettings().recorded(handle), config={"input_field": "input", "output_field": "output", "id_field": "id", "scale": [0.0, 1.0],
                     "min_score": min_score, "test_id": test_id},
         )
         outcome = evaluate_items(BinEval(question_set), items, run_dir, manifest, lm=handle)

@@ -17,6 +17,8 @@ them to its flags in one place (`binaryeval_dspy.cli.error_handling`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -26,6 +28,7 @@ from binaryeval_dspy.errors import ConfigError
 if TYPE_CHECKING:
     from binaryeval_dspy.cost.budget import CostBudget
     from binaryeval_dspy.lm.factory import LMHandle
+    from binaryeval_dspy.schemas.run_manifest import RunManifest
 
 #: The engines a judging plan can be executed by (`binaryeval_dspy.engines`).
 ENGINES = ("auto", "local", "live", "batch", "ray", "replay")
@@ -109,8 +112,10 @@ class RunSettings(BaseModel):
             choices = _EXPECTED.get(name, "")
             fix = (f"pass {name} as one of the expected values." if choices.startswith("one of")
                    else f"pass e.g. {name}={_EXAMPLES.get(name, '...')}.")
-            raise ConfigError(f"bad run setting {name}", expected=_EXPECTED.get(name, first["msg"]),
-                              received=repr(first.get("input")), fix=fix) from None
+            error = ConfigError(f"bad run setting {name}", expected=_EXPECTED.get(name, first["msg"]),
+                                received=repr(first.get("input")), fix=fix)
+            error.setting = name  # which field (`of_manifest` names it in the manifest)
+            raise error from None
         if (self.engine == "replay") != (self.replay_verdicts is not None):
             raise ConfigError("the replay engine answers from a verdicts file, and only it does" if self.engine == "replay"
                               else f"replay_verdicts is given but the engine is {self.engine!r}",
@@ -140,6 +145,44 @@ class RunSettings(BaseModel):
     @classmethod
     def _strip(cls, value: str | None) -> str | None:
         return value.strip() or None if isinstance(value, str) else value
+
+    def recorded(self, handle: LMHandle | None) -> dict[str, Any]:
+        """These settings as a run's manifest stores them (``RunManifest.settings``):
+        ``model_dump(mode="json")`` with ``engine`` resolved to the one that runs with `handle`
+        (`engine_for`), so the manifest names the engine the run used. Holds no key (no field
+        of `RunSettings` is one); read back with `of_manifest`."""
+        return self.model_copy(update={"engine": self.engine_for(handle)}).model_dump(mode="json")
+
+    @classmethod
+    def of_manifest(cls, manifest: RunManifest, *, path: str | Path | None = None) -> RunSettings:
+        """The settings a run used, read back from its manifest (rejudge, resume).
+
+        Args:
+            manifest: the run's manifest. Its ``settings`` (what `recorded` wrote) is read
+                with `model_validate`; a manifest written before runs stored it (None) is read
+                from its older ``config`` keys (``concurrency``, or ``threads`` before that;
+                ``adapter``, ``cache_padding``, ``engine`` with ``replay_verdicts`` and
+                ``replay_judge``, ``judges`` with ``panel_rule``, ``cascade`` and
+                ``cascade_band``), what those runs did not record taking its default.
+            path: the manifest's file, named in the error.
+
+        Returns:
+            The `RunSettings` (equal to the object the run was given, its engine resolved).
+
+        Raises:
+            InputError: the stored settings are not valid run settings (file and field named).
+        """
+        data = manifest.settings if manifest.settings is not None else _settings_of_config(manifest.config)
+        try:
+            return cls.model_validate(data)  # through `__init__`: the same checks as any settings
+        except ValidationError as exc:
+            from binaryeval_dspy.errors import InputError
+
+            cause = (exc.errors()[0].get("ctx") or {}).get("error")
+            name = getattr(cause, "setting", None)
+            raise InputError(f"the stored run settings are not valid: {cause or exc}", path=path,
+                             field=f"settings.{name}" if name else "settings",
+                             fix="restore the manifest, or start the run again into a new `out_dir`.") from None
 
     def engine_for(self, handle: LMHandle | None) -> str:
         """The engine that runs with `handle`: ``auto`` resolved (``local`` for an embedded
@@ -176,6 +219,34 @@ class RunSettings(BaseModel):
         budget = CostBudget.for_model(self.max_cost, self.price_model_for(handle))
         budget.batch = self.engine_for(handle) == "batch"
         return budget
+
+
+#: ``config`` keys under which manifests written before ``settings`` was stored kept run
+#: settings (read by `RunSettings.of_manifest`); a manifest that stores ``settings`` has none
+#: of them (``panel`` and ``cascade`` held a panel's or cascade's name).
+LEGACY_CONFIG_KEYS = ("concurrency", "threads", "engine", "cache_padding", "price_model", "replay_verdicts",
+                      "replay_judge", "judges", "panel", "panel_rule", "cascade", "cascade_band")
+
+
+def _settings_of_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`RunSettings` fields from the ``config`` of a manifest written before runs stored their
+    settings (see `RunSettings.of_manifest`)."""
+    data: dict[str, Any] = {}
+    concurrency = config.get("concurrency") or config.get("threads")  # ``threads``: the oldest runs' name
+    if concurrency:
+        data["concurrency"] = int(concurrency)  # type: ignore[call-overload]
+    for key in ("adapter", "cache_padding", "price_model"):
+        if config.get(key):
+            data[key] = config[key]
+    engine = config.get("engine")
+    if engine in ENGINES:
+        data["engine"] = engine
+    if engine == "replay":
+        data.update(replay_verdicts=config.get("replay_verdicts"), replay_judge=config.get("replay_judge"))
+    if config.get("judges"):
+        data.update(judges=list(config["judges"]), panel_rule=config.get("panel_rule") or "majority",  # type: ignore[call-overload]
+                    cascade=bool(config.get("cascade")), cascade_band=config.get("cascade_band") or None)
+    return data
 
 
 _EXPECTED = {

@@ -52,10 +52,13 @@ def build_lm(lm_spec: str, lm_model: str | None, api_key_env: str | None, max_to
 
             return replay_handle(replay_verdicts(settings), judge_name=ensemble_name(settings))
         # a panel or cascade: the run is named after it; its first judge stands for the run's LM
-        from binaryeval_dspy.engines.base import ensemble_handle
+        from binaryeval_dspy.engines.base import ensemble_handle, judge_error
 
         for spec in settings.judges:
-            check_provider_key(spec.partition("#")[0])
+            try:
+                check_provider_key(spec.partition("#")[0])
+            except LMConfigError as exc:
+                raise judge_error(spec, exc) from exc
         return ensemble_handle(settings, name=ensemble_name(settings) or settings.judges[0])
     embedded = lm_spec == "local" or lm_spec.endswith(".gguf")
     threads = settings.llama_threads if embedded else None

@@ -144,9 +144,11 @@ def evaluate_command(question_set_file: Path, items_file: Path, out_dir: Path | 
     n_q = len(question_set.questions)
     n_code = len(question_set.code_checked)
     in_flight = settings.in_flight(handle)
+    describe = getattr(engine, "describe", None)  # an engine that sends nothing live says what it does instead
+    how = (describe() if describe is not None
+           else f"{handle.adapter_name} adapter, {engine.name} engine, {in_flight} call(s) in flight")
     console.print(escape(f"Judging {len(items)} items x {n_q} questions ({n_code} answered by code checks) with "
-                         f"{handle.name} ({handle.adapter_name} adapter, {engine.name} engine, {in_flight} call(s) "
-                         f"in flight), aggregation '{aggregation}' -> {out_dir}"))
+                         f"{handle.name} ({how}), aggregation '{aggregation}' -> {out_dir}"))
     with ItemProgress(console, in_flight=in_flight, speed_check=speed_check_for(handle, in_flight)) as progress:
         # in score mode an item makes at most one call per LM question (verdict modes add a pick and refutations)
         each = (n_q - n_code) or None if aggregation == "score" else None

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from binaryeval_dspy.cli.common import build_lm
-from binaryeval_dspy.runs.file_run import endpoint_config
+from binaryeval_dspy.runs.file_run import endpoint_config, recorded_settings
 from binaryeval_dspy.cli.console import console, out_console, quiet_libraries
 from binaryeval_dspy.cli.error_handling import friendly_errors
 from binaryeval_dspy.cli.options import (
@@ -25,15 +25,15 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.judge_panel import ensemble_config, ensemble_for
+from binaryeval_dspy.programs.judge_panel import ensemble_for
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.items_file import items_file_identity
-from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items
+from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items, rejudge_settings
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.rejudge_report import RejudgeReport
 from binaryeval_dspy.schemas.run_manifest import RunManifest
-from binaryeval_dspy.settings import RunSettings
+from binaryeval_dspy.settings import LEGACY_CONFIG_KEYS, RunSettings
 
 
 def default_rejudge_dir(previous: Path) -> Path:
@@ -162,23 +162,15 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     aggregation = str(config.get("aggregation", "score"))
     pressure_test = str(config.get("pressure_test", "non-pass"))
     scale = tuple(config.get("scale") or (0.0, 1.0))
-    concurrency = concurrency or int(config.get("concurrency") or config.get("threads") or 1)
     explanations = bool(config.get("explanations", True))
     if aggregation == "score":
         program = BinEval(question_set, scale=scale, explanations=explanations)
     else:
         program = VerdictJudge(question_set, aggregation=aggregation, pressure_test=pressure_test, scale=scale,
                                explanations=explanations)
-    replay_verdicts = replay_verdicts or (config.get("replay_verdicts") if config.get("engine") == "replay" else None)
-    replay = ({"engine": "replay", "replay_verdicts": replay_verdicts,
-               "replay_judge": replay_judge or config.get("replay_judge")} if replay_verdicts else {})
-    judges = {"judges": tuple(config["judges"]), "panel_rule": config.get("panel_rule") or "majority",
-              "cascade": bool(config.get("cascade")),
-              "cascade_band": tuple(config["cascade_band"]) if config.get("cascade_band") else None
-              } if config.get("judges") else {}  # a panel or cascade is re-judged by the same judges and rule
-    settings = RunSettings(adapter=adapter or config.get("adapter") or "auto",  # the run's unless --adapter says
-                           concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
-                           cache_padding=config.get("cache_padding") or "auto", **replay, **judges)
+    settings = rejudge_settings(RunSettings.of_manifest(old, path=previous.manifest_path), adapter=adapter,
+                                concurrency=concurrency, fail_on_errors=fail_on_errors, llama_threads=llama_threads,
+                                replay_verdicts=replay_verdicts, replay_judge=replay_judge)
     if aggregation == "score":
         program = ensemble_for(program, settings)
     spec = lm_spec or config.get("lm_spec")
@@ -193,15 +185,16 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
                             fix="use the same --lm, or start a new baseline with `bineval evaluate`.")
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
-    new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
-                  **endpoint_config(handle, settings), **ensemble_config(settings)}
+    new_config = {**{k: v for k, v in config.items() if k not in LEGACY_CONFIG_KEYS},
+                  "previous_run": str(run_dir_path), **endpoint_config(handle)}
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(
         command="rejudge", lm=handle.name, question_set_hash=question_set.content_hash,
         question_set_path=str(previous.frozen_question_set_path if previous.frozen_question_set_path.is_file()
                               else question_set_file),
-        items_path=str(items_file), items_file=items_file_identity(items_file), config=new_config,
+        items_path=str(items_file), items_file=items_file_identity(items_file),
+        settings=recorded_settings(settings, handle), config=new_config,
     )
     if restart and run_dir.path.resolve() != previous.path.resolve():  # RUN_DIR itself is never moved
         moved = run_dir.set_aside()
@@ -221,7 +214,8 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_console.print(changes_table(report))
     console.print(f"{escape(changes_summary(report))} Previous run left untouched; new run: {run_dir.path} "
                   "(rejudge.json lists every item).", highlight=False)
-    exit_for_outcome(outcome.evaluation, fail_on_errors=fail_on_errors)
+    exit_for_outcome(outcome.evaluation, fail_on_errors=settings.fail_on_errors)
+
 
 
 def _warn_changed_checks(recorded: list[dict], loaded: list[dict]) -> None:

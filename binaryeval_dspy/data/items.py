@@ -26,6 +26,45 @@ RESERVED_FIELDS = ("item_id", "line")
 
 
 
+class _MissingField(InputError):
+    """A row lacks a mapped field (`role` ``input``, ``output`` or ``id``, named `name`);
+    `_examples` turns it into the error that says whether the file or the row is wrong."""
+
+    def __init__(self, name: str, role: str, row: dict[str, Any], *, path: Path, line: int) -> None:
+        self.role, self.name, self.present = role, name, sorted(row)
+        super().__init__(f"the {role} field is missing (fields present: {', '.join(self.present) or 'none'})",
+                         path=path, line=line, field=name,
+                         fix=f"pass `{role}_field` with the name this file uses for the {role}.")
+
+
+def _missing_field_error(first: _MissingField, rows: Iterable[tuple[int, dict[str, Any]]], *, seen: int,
+                         path: Path) -> InputError:
+    """The error for rows lacking a mapped field, after counting the rows of the whole file
+    that lack it: when most do, the field name is wrong (pass `<role>_field`); when only some
+    do, those rows are (named by line, a few of them), and the option is not suggested."""
+    lacking, total = [first.line], seen
+    try:
+        for number, row in rows:
+            total += 1
+            if first.name not in row:
+                lacking.append(number)
+    except InputError:
+        pass  # a row further on does not read: count what came before it (its error comes on the next run)
+    shown = ", ".join(str(n) for n in lacking[:5]) + (", ..." if len(lacking) > 5 else "")
+    role, name = first.role, first.name
+    if 2 * len(lacking) > total:
+        other = ", or leave it out to number rows by line" if role == "id" else ""
+        return InputError(f"the {role} field {name!r} is missing on {len(lacking)} of {total} rows (lines {shown}; "
+                          f"fields present on line {first.line}: {', '.join(first.present) or 'none'})",
+                          path=path, line=first.line, field=name,
+                          fix=f"pass `{role}_field` with the name this file uses for the {role}{other}.")
+    return InputError(f"the {role} field {name!r} is missing on {len(lacking)} of {total} rows: line(s) {shown} "
+                      f"(fields present on line {first.line}: {', '.join(first.present) or 'none'}); the other rows "
+                      f"have it, so the field name is right and these rows are incomplete",
+                      path=path, line=first.line, field=name,
+                      fix=f"add the {role} ({name!r}) to those rows, or remove them.")
+
+
 def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str,
                  empty_output: str = "record") -> str:
     """The text of the input or output field of a row (a missing field is an error).
@@ -35,12 +74,7 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
     (the item gets status ``empty_output``, no LM call) and is an error when "fail".
     """
     if name not in row:
-        available = ", ".join(sorted(row)) or "none"
-        raise InputError(
-            f"the {role} field is missing (fields present: {available})",
-            path=path, line=line, field=name,
-            fix=f"pass `{role}_field` with the name this file uses for the {role}.",
-        )
+        raise _MissingField(name, role, row, path=path, line=line)
     value = row[name]
     if value is None:
         value = ""
@@ -83,10 +117,7 @@ def item_from_row(
     output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output)
     if id_field:
         if id_field not in row:
-            available = ", ".join(sorted(row)) or "none"
-            raise InputError(f"the id field is missing (fields present: {available})", path=path, line=line,
-                             field=id_field, fix="pass `id_field` with the name this file uses for the id, or leave "
-                                                 "it out to number rows by line.")
+            raise _MissingField(id_field, "id", row, path=path, line=line)
         if row[id_field] in (None, ""):
             raise InputError("the id field is empty", path=path, line=line, field=id_field,
                              fix="give every row an id, or leave `id_field` out to number rows by line.")
@@ -129,9 +160,13 @@ def _examples(rows: Iterable[tuple[int, dict[str, Any]]], path: Path, *, input_f
               id_field: str | None, limit: int | None, empty_output: str) -> list[dspy.Example]:
     """Items from numbered rows (JSONL or CSV), at most `limit`, ids checked unique, none empty."""
     examples: list[dspy.Example] = []
+    rows = iter(rows)
     for number, row in rows:
-        examples.append(item_from_row(row, path=path, line=number, input_field=input_field,
-                                      output_field=output_field, id_field=id_field, empty_output=empty_output))
+        try:
+            examples.append(item_from_row(row, path=path, line=number, input_field=input_field,
+                                          output_field=output_field, id_field=id_field, empty_output=empty_output))
+        except _MissingField as missing:  # the file's field name, or this row? count the others to tell
+            raise _missing_field_error(missing, rows, seen=len(examples) + 1, path=path) from None
         if limit is not None and len(examples) >= limit:
             break
     check_unique_ids(examples, path, id_field)

@@ -12,6 +12,7 @@ lines themselves and format each line's error with `json_syntax_error` and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -24,7 +25,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def json_syntax_error(exc: ValueError | RecursionError, *, path: str | Path | None, line: int | None = None,
-                      fix: str, what: str | None = None) -> InputError:
+                      fix: str, what: str | None = None, text: str | None = None) -> InputError:
     """The `InputError` for text that does not parse as JSON.
 
     Args:
@@ -36,9 +37,13 @@ def json_syntax_error(exc: ValueError | RecursionError, *, path: str | Path | No
         fix: one sentence telling the user what to do.
         what: what the file should be (``"run manifest"``): the message then starts
             ``not a valid <what>``.
+        text: the JSON text that failed (a JSON Lines row): the error then names the field
+            of its object whose value holds the mistake (`field_at_error`), when there is one.
 
     Returns:
-        The error to raise (``from exc``); its ``line`` is set whenever it is known.
+        The error to raise (``from exc``); its ``line`` is set whenever it is known, its
+        column is the decoder's (1-based, in characters of that line), and its ``field``
+        the top-level field whose value does not parse, when `text` shows one.
     """
     if isinstance(exc, json.JSONDecodeError):
         detail = f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
@@ -46,7 +51,49 @@ def json_syntax_error(exc: ValueError | RecursionError, *, path: str | Path | No
     else:
         detail = f"JSON that cannot be read ({type(exc).__name__}: {str(exc)[:120]})"
     message = f"not a valid {what} ({detail})" if what else detail
-    return InputError(message, path=path, line=line, fix=fix)
+    return InputError(message, path=path, line=line, field=field_at_error(text) if text is not None else None,
+                      fix=fix)
+
+
+_BLANK = re.compile(r"[ \t\n\r]*")
+
+
+def field_at_error(text: str) -> str | None:
+    """The top-level field of the JSON object `text` whose value holds its syntax error.
+
+    Walks the object field by field with the standard decoder (`json.decoder.scanstring`,
+    `json.JSONDecoder.raw_decode`) and stops at the first value that does not decode.
+
+    Args:
+        text: one JSON object that does not parse (a JSON Lines row).
+
+    Returns:
+        The field's name, or None when the mistake is not inside a value (a missing comma
+        or brace, a bad key, text that is not an object).
+    """
+    decoder = json.JSONDecoder()
+    i = _BLANK.match(text, 0).end()  # type: ignore[union-attr]
+    if text[i:i + 1] != "{":
+        return None
+    i = _BLANK.match(text, i + 1).end()  # type: ignore[union-attr]
+    while text[i:i + 1] == '"':
+        try:
+            key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        except ValueError:
+            return None
+        i = _BLANK.match(text, i).end()  # type: ignore[union-attr]
+        if text[i:i + 1] != ":":
+            return None
+        i = _BLANK.match(text, i + 1).end()  # type: ignore[union-attr]
+        try:
+            _value, i = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            return key
+        i = _BLANK.match(text, i).end()  # type: ignore[union-attr]
+        if text[i:i + 1] != ",":
+            return None
+        i = _BLANK.match(text, i + 1).end()  # type: ignore[union-attr]
+    return None
 
 
 def validation_error(exc: ValidationError, *, path: str | Path | None, line: int | None = None,

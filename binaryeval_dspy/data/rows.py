@@ -116,7 +116,7 @@ def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             row = json.loads(text)
         except (ValueError, RecursionError) as exc:  # bad syntax, huge integers, absurd nesting
-            raise json_syntax_error(exc, path=path, line=number,
+            raise json_syntax_error(exc, path=path, line=number, text=text,
                                     fix="each line must be one complete JSON object.") from exc
         if not isinstance(row, dict):
             raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number,

@@ -71,31 +71,37 @@ def _normalized_verdict(row: dict[str, Any], path: Path, line: int) -> None:
                          "(never no).")
 
 
-def _csv_cell(name: str, text: str, path: Path, line: int) -> Any:
-    """A CSV cell as the row's value ('' is absent)."""
+def _csv_cell(name: str, text: str, path: Path, line: int, column: int) -> Any:
+    """A CSV cell as the row's value ('' is absent); a cell that does not read is an error
+    naming the file, the row's line, the field and its column (1-based, as a spreadsheet
+    numbers them)."""
+    def bad(expected: str, fix: str, detail: str = "") -> InputError:
+        return InputError(f"column {column}: expected {expected}, got {text!r}{detail}", path=path, line=line,
+                          field=name, fix=fix)
+
     if name in _NUMBERS:
         try:
             return float(text)
         except ValueError:
-            raise InputError(f"expected a number, got {text!r}", path=path, line=line, field=name,
-                             fix="write a decimal number (0.93), or leave the cell empty.") from None
+            raise bad("a number", "write a decimal number (0.93), or leave the cell empty.") from None
     if name in _BOOLEANS:
         if text.strip().lower() in _TRUE + _FALSE:
             return text.strip().lower() in _TRUE
-        raise InputError(f"expected true or false, got {text!r}", path=path, line=line, field=name,
-                         fix="write true or false, or leave the cell empty.")
+        raise bad("true or false", "write true or false, or leave the cell empty.")
     if name in ("evidence", "flags"):
         try:
             return json.loads(text)
-        except ValueError:
-            raise InputError(f"expected JSON ({'an object' if name == 'evidence' else 'a list'}), got {text!r}",
-                             path=path, line=line, field=name, fix="write the cell as JSON, or leave it empty.") from None
+        except json.JSONDecodeError as exc:  # where in the cell: the cell is not the line, so no line column
+            raise bad(f"JSON ({'an object' if name == 'evidence' else 'a list'})", "write the cell as JSON, or "
+                      "leave it empty.", f" ({exc.msg} at character {exc.pos + 1} of the cell)") from None
+        except (ValueError, RecursionError):
+            raise bad(f"JSON ({'an object' if name == 'evidence' else 'a list'})",
+                      "write the cell as JSON, or leave it empty.") from None
     if name == "schema_version":
         try:
             return int(text)
         except ValueError:
-            raise InputError(f"expected an integer, got {text!r}", path=path, line=line, field=name,
-                             fix="write 1, or leave the cell empty.") from None
+            raise bad("an integer", "write 1, or leave the cell empty.") from None
     return text
 
 
@@ -105,12 +111,13 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if unknown:
         raise InputError(f"unknown column {unknown[0]!r} (columns of a verdicts file: {', '.join(VERDICT_COLUMNS)})",
                          path=path, line=1, field=unknown[0], fix="remove or rename the column on line 1.")
+    columns = {name: number for number, name in enumerate(header, start=1)}
     for line, cells in rows:
         row: dict[str, Any] = {}
         for name, text in cells.items():
             if text is None or text == "":
                 continue
-            row[name] = _csv_cell(name, text, path, line) if name not in REQUIRED_COLUMNS else text
+            row[name] = _csv_cell(name, text, path, line, columns[name]) if name not in REQUIRED_COLUMNS else text
         yield line, row
 
 

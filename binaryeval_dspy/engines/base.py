@@ -172,12 +172,33 @@ def judge_handle(spec: str, settings: RunSettings) -> LMHandle:
     or a base URL and its model as ``URL#MODEL``; made with the run's adapter and timeout.
 
     Raises:
-        LMConfigError: as `binaryeval_dspy.lm.factory.make_lm`.
+        LMConfigError: as `binaryeval_dspy.lm.factory.make_lm`, about this judge of `judges`
+            (`judge_error`: a base URL without ``#MODEL`` is told to name its model there).
     """
+    from binaryeval_dspy.errors import LMConfigError
     from binaryeval_dspy.lm.factory import make_lm
 
     base, _, model = spec.partition("#")
-    return make_lm(base, model=model or None, adapter=settings.adapter, timeout=settings.timeout)
+    try:
+        return make_lm(base, model=model or None, adapter=settings.adapter, timeout=settings.timeout)
+    except LMConfigError as exc:
+        raise judge_error(spec, exc) from exc
+
+
+def judge_error(spec: str, exc: Any) -> Any:
+    """`exc`, an error about an LM given as `spec` and `model` (`make_lm`, `check_provider_key`),
+    said of the judge `spec` of `judges` instead: a judge has no `model` of its own, its model is
+    the ``#MODEL`` part of its spec (``URL#MODEL``). Returns an error of the same type."""
+    base = spec.partition("#")[0]
+
+    def reword(text: str | None) -> str | None:
+        if text is None:
+            return None
+        text = text.replace(f"`spec` {base}: ", "").replace(f"`spec` {base}", "it").replace("add `model` NAME", f"write the judge as {base}#NAME")
+        return text.replace("`spec`", "`judges`").replace("`model`", "#MODEL")
+
+    return type(exc)(f"judge {spec!r} of `judges`: {reword(exc.message)}", expected=reword(exc.expected),
+                     received=exc.received, fix=reword(exc.fix))
 
 
 def engine_sender(handle: Any, *, lm: Any = None) -> Any:

@@ -117,6 +117,13 @@ class BatchEngine:
     #: Its answers come together: stopping after failed items saves nothing (the run goes on).
     answers_at_once = True
 
+    def describe(self) -> str:
+        """What the run's start line says this engine does: its adapter, and that the calls go
+        to the provider's batch API together (none is live, so none is "in flight")."""
+        where = self.target.api_base or self.target.provider
+        return (f"{self.handle.adapter_name} adapter, batch engine: every call submitted to the batch API of {where}, "
+                "answers collected by a rerun")
+
     def __init__(self, handle: LMHandle, settings: RunSettings, *, api: BatchAPI | None = None,
                  api_key_env: str | None = None) -> None:
         self.handle = handle
@@ -163,7 +170,6 @@ class BatchEngine:
             self.state = BatchState.for_target(self.target)
         self.state.run_settings = settings
         self.manifest = manifest
-        manifest.config["mode"] = "batch"
         if self.api is None:
             self.api = BatchAPI.for_handle(self.target, self.handle)
 

@@ -26,7 +26,7 @@ case answered.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,33 @@ class ReplayVerdicts:
             raise ConfigError(f"`replay_judge` {judge!r} has no row in {self.path}", expected=f"one of: {shown}",
                               fix="name a judge of the file with `replay_judge`.")
         self.judge = judge
+
+    def unused(self, item_ids: Iterable[str], question_ids: Iterable[str], *, examples: int = 5
+               ) -> dict[str, Any] | None:
+        """The rows of the replayed judge(s) that no call of a run with these items and
+        questions can use: rows for an item or a question the run does not have (a typo'd or
+        renumbered id, another data set's file, items past a `limit`). Rows of the file's other
+        judges are not the run's and are not counted.
+
+        Args:
+            item_ids: every item id of the run.
+            question_ids: every question id of its question set.
+            examples: how many rows to name.
+
+        Returns:
+            ``{"file", "rows", "items", "questions", "examples"}``: the file, the rows unused,
+            the item ids and question ids among them that the run does not have (distinct),
+            and the first `examples` rows as ``"item 'x', question 'q9'"``; None when every
+            row is for an item and a question of the run.
+        """
+        items, questions = set(item_ids), set(question_ids)
+        judges = set(self.members) if self.members else {self.judge}
+        off = [(i, q) for i, q, j in self.rows if j in judges and (i not in items or q not in questions)]
+        if not off:
+            return None
+        return {"file": str(self.path), "rows": len(off), "items": len({i for i, _ in off if i not in items}),
+                "questions": len({q for _, q in off if q not in questions}),
+                "examples": [f"item {i!r}, question {q!r}" for i, q in off[:examples]]}
 
     def answer(self, call: LMCall) -> tuple[str, Answer]:
         """``(outcome, answer)`` for `call` (`REPLAY_OUTCOMES`; the module docstring)."""
@@ -160,6 +187,12 @@ class ReplayEngine:
                     yield ticket, answer
         finally:
             self.notes[:] = [self.note()]
+
+    def describe(self) -> str:
+        """What the run's start line says this engine does (it formats and sends nothing, so
+        it has no adapter and no calls in flight): the verdicts file and the judge it reads."""
+        judges = "judges" if self.verdicts.members else "judge"
+        return f"replay engine: answers read from {self.verdicts.path}, {judges} {self.verdicts.judge}; no LM call"
 
     def note(self) -> str:
         """One line: how many calls each outcome answered, from which file and judge."""

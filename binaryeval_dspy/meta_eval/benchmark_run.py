@@ -234,11 +234,11 @@ def run_benchmark(
                 config["max_tokens"] = handle.lm.kwargs.get("max_tokens")
         if method == "bineval":
             config.update(adapter=handle.adapter_name, adapter_reason=handle.adapter_reason,  # type: ignore[union-attr]
-                          explanations=explanations, cache_padding=settings.cache_padding)  # type: ignore[union-attr]
+                          explanations=explanations)
             manifest = RunManifest(command="benchmark bineval", lm=handle.name,  # type: ignore[union-attr]
                                    question_set_hash=question_set.content_hash,
                                    question_set_path=str(run.question_set_path), items_path=data_source,
-                                   config=config)
+                                   settings=settings.recorded(handle), config=config)
             program = BinEval(question_set, explanations=explanations)
             if on_method_start:  # the progress clock and the method's wall time start together
                 on_method_start(method, len(items))
@@ -268,7 +268,7 @@ def run_benchmark(
         manifest = RunManifest(command=f"benchmark {method}", lm=handle.name,  # type: ignore[union-attr]
                                question_set_hash=f"rubric-{rubric.content_hash}-logprobs-{logprobs}",
                                question_set_path=str(run.rubric_path), items_path=data_source,
-                               config={**config, "logprobs": logprobs})
+                               settings=baseline_settings.recorded(handle), config={**config, "logprobs": logprobs})
         if on_method_start:
             on_method_start(method, len(items))
         outcomes[method] = run_method(method, judge, items, run.method_dir(method),

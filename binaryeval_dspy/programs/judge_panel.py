@@ -281,15 +281,5 @@ def ensemble_for(program: BinEval, settings: Any) -> BinEval | JudgePanel | Judg
     return JudgePanel(program, settings.judges, rule=settings.panel_rule)
 
 
-def ensemble_config(settings: Any) -> dict[str, Any]:
-    """What a manifest records about a panel or cascade: its judges, and its rule by name; {} for one judge."""
-    if not settings.judges:
-        return {}
-    rule = ({"cascade": ensemble_name(settings), "cascade_band": list(settings.cascade_band)
-             if settings.cascade_band else None} if settings.cascade
-            else {"panel": ensemble_name(settings), "panel_rule": settings.panel_rule})
-    return {"judges": list(settings.judges), **rule}
-
-
 __all__ = ["LIVE_PANEL_RULES", "EnsembleItem", "JudgeCascade", "JudgePanel", "cascade_rule", "decided_verdict",
-           "ensemble_config", "ensemble_for", "ensemble_name"]
+           "ensemble_for", "ensemble_name"]

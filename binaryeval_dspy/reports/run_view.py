@@ -359,6 +359,7 @@ def _summary_data(summary: Any) -> dict[str, Any]:
         judges_line,
         p_yes_header,
         status_line,
+        unused_verdicts_line,
         usage_line,
     )
 
@@ -366,7 +367,7 @@ def _summary_data(summary: Any) -> dict[str, Any]:
         summary = summary.model_copy(update={"warnings": trust_warnings(summary)})
 
     lines = [status_line(summary), usage_line(summary), cost_line(summary.cost), coverage_warning(summary),
-             incomplete_line(summary), flagged_line(summary), judges_line(summary)]
+             incomplete_line(summary), unused_verdicts_line(summary), flagged_line(summary), judges_line(summary)]
     return {
         "lm": summary.lm, "items": summary.items, "scale": list(summary.scale),
         "rows": [{"dimension": d.dimension, "mean_score": _finite(d.mean_score), "mean_scaled": _finite(d.mean_scaled),

@@ -20,6 +20,7 @@ from binaryeval_dspy.runs.rejudge import (
     frozen_question_set,
     plan_rejudge,
     rejudge_items,
+    rejudge_settings,
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
 
@@ -43,6 +44,7 @@ __all__ = [
     "measure_usage",
     "plan_rejudge",
     "rejudge_items",
+    "rejudge_settings",
     "run_items",
     "run_resumable",
     "usage_from_tracker",

@@ -50,7 +50,7 @@ from binaryeval_dspy.runs.item_rows import (
 )
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.runs.result_index import ResultIndex
-from binaryeval_dspy.runs.run_summary import RunSummary, SummaryBuilder, write_summary
+from binaryeval_dspy.runs.run_summary import RunSummary, SummaryBuilder, UnusedVerdicts, write_summary
 from binaryeval_dspy.schemas.item_result import ItemResult, Usage
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
@@ -219,7 +219,7 @@ def evaluate_items(
         outcome.cache_padding = padding.stats()
     if getattr(program, "aggregation", "score") != "verdict":  # a run with scores: its summary
         outcome.summary = record_summary(run_dir, program.question_set, lm=lm, name=manifest.lm, settings=settings,
-                                         item_ids=[str(i.item_id) for i in items],
+                                         item_ids=[str(i.item_id) for i in items], include_stored=True,
                                          batch=outcome.engine_name == "batch")
     return outcome
 
@@ -243,7 +243,7 @@ def endpoint_outcome(lm: LMHandle | None, padding: Any = None) -> dict[str, Any]
 
 def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | None, name: str,
                    settings: RunSettings | None = None, item_ids: Sequence[str] | None = None,
-                   batch: bool = False) -> RunSummary | None:
+                   include_stored: bool = False, batch: bool = False) -> RunSummary | None:
     """Write the run's ``summary.json`` and ``summary.md`` from what ``results.jsonl`` holds,
     reading the file once without holding its results (`SummaryBuilder`).
 
@@ -258,7 +258,11 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
             `settings`, how it is priced and how many calls were in flight.
         name: the LM's display name, as the manifest records it.
         settings: the run's settings (None: the defaults).
-        item_ids: summarize only these items (None: every stored item).
+        item_ids: summarize only these items (None: every stored item); those without a
+            stored result are counted as ``items_not_stored``.
+        include_stored: summarize every stored item, `item_ids` or not (`evaluate_items`: a
+            rerun given fewer items, e.g. a smaller `limit`, still describes every item its
+            run directory holds); `item_ids` then only says which items were given.
         batch: the calls went through a provider's batch API (batch prices).
 
     Returns:
@@ -270,10 +274,13 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
     settings = settings or RunSettings()
     wanted = set(item_ids) if item_ids is not None else None
 
+    seen: set[str] = set()
+
     def build(results: Any) -> SummaryBuilder | None:
-        builder, seen = SummaryBuilder(question_set), set()
+        builder = SummaryBuilder(question_set)
+        seen.clear()
         for result in results:
-            if wanted is not None and result.item_id not in wanted:
+            if wanted is not None and result.item_id not in wanted and not include_stored:
                 continue
             if result.item_id in seen:
                 return None  # stored twice (an interrupted run): the later line counts, read below
@@ -288,7 +295,10 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
                               price_model=settings.price_model_for(lm), batch=batch,
                               in_flight=settings.in_flight(lm))
     if wanted is not None:
-        summary.items_not_stored = len(wanted) - builder.items  # never reached: said beside the figures
+        summary.items_not_stored = len(wanted - seen)  # never reached: said beside the figures
+        replay = getattr(lm, "replay", None)  # a replay: its file's rows for items or questions the run lacks
+        unused = replay.unused(wanted | seen, [q.id for q in question_set.questions]) if replay is not None else None
+        summary.verdicts_unused = UnusedVerdicts(**unused) if unused is not None else None
     write_summary(summary, run_dir.path)
     return summary
 

@@ -17,28 +17,35 @@ from typing import Any
 
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.factory import LMHandle
-from binaryeval_dspy.programs.judge_panel import ensemble_config
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import RunManifest
 from binaryeval_dspy.settings import RunSettings
 
-__all__ = ["endpoint_config", "evaluate_file", "run_manifest"]
+__all__ = ["endpoint_config", "evaluate_file", "recorded_settings", "run_manifest"]
 
 
-def endpoint_config(handle: LMHandle, settings: RunSettings | None = None) -> dict[str, object]:
-    """What a run's manifest records about how its LM is reached (never a key), the engine,
-    the `cache_padding` policy (what it padded is added when the run ends), the verdicts
-    file of a replayed run and, for the embedded model, its llama.cpp thread count and why it was chosen (`ThreadChoice.as_dict`)."""
-    settings = settings or RunSettings()
+
+def endpoint_config(handle: LMHandle) -> dict[str, object]:
+    """What a run's manifest ``config`` records about how its LM is reached (never a key): the
+    adapter its policy chose and why, the cache identity and, for the embedded model, its
+    llama.cpp thread count and why it was chosen (`ThreadChoice.as_dict`). The run settings
+    themselves (engine, concurrency, cache policies, judges, ...) are the manifest's
+    ``settings`` (`RunSettings.recorded`), never copied here."""
     choice = getattr(handle.engine, "thread_choice", None) if handle.engine is not None else None
-    replay = getattr(handle, "replay", None)  # a run answered from a verdicts file (engine ``replay``)
-    replayed = ({"replay_verdicts": str(replay.path), "replay_judge": None if replay.members else replay.judge}
-                if replay is not None else {})
     return {"adapter": handle.adapter_name, "adapter_reason": handle.adapter_reason,
-            "cache_identity": handle.cache_identity, "cache_padding": settings.cache_padding,
-            "engine": settings.engine_for(handle), **replayed, **(choice.as_dict() if choice is not None else {})}
+            "cache_identity": handle.cache_identity, **(choice.as_dict() if choice is not None else {})}
+
+
+def recorded_settings(settings: RunSettings, handle: LMHandle) -> dict[str, object]:
+    """`settings` as the manifest stores them (`RunSettings.recorded`), with what the run
+    resolved from them: the engine that runs, and the judge a replay answers from (the
+    verdicts file's only judge when `replay_judge` was left out)."""
+    replay = getattr(handle, "replay", None)  # a run answered from a verdicts file (engine ``replay``)
+    if replay is not None and settings.replay_judge is None and not replay.members and not settings.judges:
+        settings = settings.model_copy(update={"replay_judge": replay.judge})
+    return settings.recorded(handle)
 
 
 def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, question_set_path: str | Path,
@@ -50,26 +57,28 @@ def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, ques
                  api_key_env: str | None = None, checks_modules: list[dict] | None = None) -> RunManifest:
     """The manifest of a new run of an items file (``bineval evaluate`` and `evaluate_file`).
 
-    Its ``config`` records how the items were read (fields, limit, empty-output policy),
-    the scale, the aggregation, how the LM is reached (`endpoint_config`; the spec, model
-    and key's variable name, never the key) and the checks modules, so a rerun can be
-    checked against it and `bineval rejudge` can rebuild the run.
+    Its ``settings`` is the run's `RunSettings` (`recorded_settings`; read back with
+    `RunSettings.of_manifest`). Its ``config`` records how the items were read (fields,
+    limit, empty-output policy), the scale, the aggregation, how the LM is reached
+    (`endpoint_config`; the spec, model and key's variable name, never the key) and the
+    checks modules, so a rerun can be checked against it and `bineval rejudge` can rebuild
+    the run.
     """
     settings = settings or RunSettings()
     config: dict[str, Any] = {
         "input_field": input_field, "output_field": output_field, "id_field": id_field, "scale": list(scale),
-        "concurrency": settings.concurrency, "limit": limit, "max_tokens": max_tokens,
-        **endpoint_config(handle, settings), "explanations": explanations, "empty_output": empty_output,
+        "limit": limit, "max_tokens": max_tokens, **endpoint_config(handle), "explanations": explanations,
+        "empty_output": empty_output,
     }
     if aggregation != "score":
         config.update(aggregation=aggregation, pressure_test=pressure_test)
     config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
     if checks_modules:
         config["checks_modules"] = checks_modules
-    config.update(ensemble_config(settings))  # a panel's or cascade's judges and rule, by name
     return RunManifest(command=command, lm=handle.name, question_set_hash=question_set.content_hash,
                        question_set_path=str(question_set_path), items_path=str(items_path),
-                       items_file=items_file_identity(items_path), config=config)
+                       items_file=items_file_identity(items_path), settings=recorded_settings(settings, handle),
+                       config=config)
 
 
 def evaluate_file(questions: str | Path, items: str | Path, out_dir: str | Path, *, lm: str,

@@ -100,6 +100,37 @@ def frozen_question_set(previous: RunDirectory, given: QuestionSet | None = None
     return given
 
 
+def rejudge_settings(used: RunSettings, *, adapter: str | None = None, concurrency: int | None = None,
+                     fail_on_errors: bool = False, llama_threads: int | None = None,
+                     replay_verdicts: str | None = None, replay_judge: str | None = None) -> RunSettings:
+    """The settings a re-judge runs with: `used`, the previous run's (`RunSettings.of_manifest`),
+    with what the caller names instead (None / False: the run's).
+
+    A `replay_verdicts` file makes it a replay of that file (keeping the run's `replay_judge`
+    unless one is named; a panel's members name themselves); a run made with the ``batch``
+    engine is re-judged by ``auto`` (a re-judge is a handful of changed items and reports its
+    changes when it ends); `fail_on_errors` holds when either the run or the caller set it.
+
+    Raises:
+        ConfigError: the combination is not valid run settings (`RunSettings`).
+    """
+    update: dict[str, object] = {"fail_on_errors": fail_on_errors or used.fail_on_errors}
+    if adapter:
+        update["adapter"] = adapter
+    if concurrency:
+        update["concurrency"] = concurrency
+    if llama_threads:
+        update["llama_threads"] = llama_threads
+    if replay_verdicts:
+        update.update(engine="replay", replay_verdicts=replay_verdicts,
+                      replay_judge=replay_judge or (None if used.judges else used.replay_judge))
+    elif replay_judge:
+        update["replay_judge"] = replay_judge
+    if used.engine == "batch":
+        update["engine"] = "auto"
+    return RunSettings(**{**used.model_dump(), **update})  # checked as any settings are (`RunSettings`)
+
+
 @dataclass
 class RejudgePlan:
     """Which items a re-judge copies, judges again, and drops.

@@ -109,9 +109,9 @@ class ResultsFile:
         """
         stored = self._scan(repair=repair, strict=True)
         for unreadable in stored.unreadable:
-            logger.warning("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
-                           "will be judged again", self.results_path, unreadable.line,
-                           "dropping" if repair else "skipping", unreadable.size)
+            self._warn_once("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
+                            "will be judged again", self.results_path, unreadable.line,
+                            "dropping" if repair else "skipping", unreadable.size)
         return stored.results
 
     def read_stored_results(self, *, strict: bool = True) -> StoredResults:
@@ -144,9 +144,24 @@ class ResultsFile:
         for _number, result in self._walk(repair=repair, strict=True, unreadable=unreadable):
             yield result
         for line in unreadable:
-            logger.warning("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
-                           "will be judged again", self.results_path, line.line,
-                           "dropping" if repair else "skipping", line.size)
+            self._warn_once("%s:%d: %s an incomplete last line (%d bytes) left by an interrupted write; that item "
+                            "will be judged again", self.results_path, line.line,
+                            "dropping" if repair else "skipping", line.size)
+
+    def _warn_once(self, message: str, *args: Any) -> None:
+        """Log a warning about a line of the results file once for the file as it is now: a run
+        reads its file several times (resume, the summary, the report), and each reader would
+        otherwise say the same thing again. The file's size and modification time are part of
+        what was said, so a file that changed is warned about afresh."""
+        try:
+            stat = self.results_path.stat()
+            state: tuple[Any, ...] = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            state = ()
+        key = (str(self.results_path.resolve()), state, message % args)
+        if key not in _SAID:
+            _SAID.add(key)
+            logger.warning(message, *args)
 
     def _scan(self, *, repair: bool, strict: bool) -> StoredResults:
         stored = StoredResults(path=self.results_path)
@@ -155,8 +170,8 @@ class ResultsFile:
                                          counted=stored):
             item_id = getattr(result, "item_id")
             if item_id in results:
-                logger.warning("%s:%d: item %r appears again; the later line is used",
-                               self.results_path, number, item_id)
+                self._warn_once("%s:%d: item %r appears again; the later line is used",
+                                self.results_path, number, item_id)
                 del results[item_id]
             results[item_id] = result
         stored.results = list(results.values())
@@ -235,6 +250,10 @@ class ResultsFile:
             for r in results:
                 handle.write(r.model_dump_json() + "\n")
         os.replace(tmp, self.results_path)
+
+
+#: Warnings about a results file already logged in this process (`ResultsFile._warn_once`).
+_SAID: set[tuple[str, tuple[Any, ...], str]] = set()
 
 
 def _is_json(line: bytes) -> bool:

@@ -37,6 +37,7 @@ from binaryeval_dspy.runs.results_file import ResultsFile
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.run_manifest import ItemsFile, RunManifest, RunSession, utc_now
+from binaryeval_dspy.settings import LEGACY_CONFIG_KEYS, RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +262,9 @@ class RunDirectory(ResultsFile):
         settings (nothing would be mixed); one holding results may only be resumed
         with the same question set, LM, field mapping, scale and max_tokens, and the
         same items file when `manifest` records one (``items_file``: same SHA-256, or
-        the old bytes a prefix of the new ones; see the module docstring). What was
+        the old bytes a prefix of the new ones; see the module docstring). The resumed
+        manifest takes this session's settings and options, except ``limit``: it keeps the
+        largest range any session asked (None: every item), since the directory holds them. What was
         accepted but should be said (a moved or appended file, an old manifest that
         recorded no file) is logged as a warning and kept in `notes`.
 
@@ -308,9 +311,17 @@ class RunDirectory(ResultsFile):
                         f"{self.path} holds a run with {key}={old!r}, this command has {key}={new!r}.",
                         fix="choose another `out_dir`, or rerun with the original value.",
                     )
+            asked = [config["limit"] for config in (existing.config, manifest.config) if "limit" in config]
             current = existing
-            current.config = {**existing.config, **{k: v for k, v in manifest.config.items()
-                                                     if k not in _CONFIG_MUST_MATCH}}
+            if existing.settings is not None:
+                RunSettings.of_manifest(existing, path=self.manifest_path)  # damaged settings are named, not replaced
+            if manifest.settings is not None:  # this session's settings; an older manifest's copies in config go
+                current.settings = manifest.settings
+                current.config = {k: v for k, v in existing.config.items() if k not in LEGACY_CONFIG_KEYS}
+            current.config = {**current.config, **{k: v for k, v in manifest.config.items()
+                                                    if k not in _CONFIG_MUST_MATCH}}
+            if len(asked) == 2:  # the largest range any session asked (None: every item), not the last one's
+                current.config["limit"] = None if None in asked else max(int(n) for n in asked)  # type: ignore[call-overload]
             if manifest.items_file is not None:  # the (possibly moved or longer) file this run now judges
                 current.items_file, current.items_path = items_file, manifest.items_path
         return current

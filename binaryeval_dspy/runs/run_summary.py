@@ -46,6 +46,7 @@ __all__ = [
     "RunSummary",
     "VerdictSkew",
     "SummaryBuilder",
+    "UnusedVerdicts",
     "judge_notes",
     "results_frame",
     "summarize_results",
@@ -150,6 +151,26 @@ class Discrimination(BaseModel):
     low: bool = False
 
 
+class UnusedVerdicts(BaseModel):
+    """Rows of a replayed verdicts file that answered nothing in the run: rows of the replayed
+    judge(s) for an item or a question the run does not have (`ReplayVerdicts.unused`).
+
+    Attributes:
+        file: the verdicts file.
+        rows: rows unused (>= 1).
+        items / questions: distinct item ids / question ids among them that the run does not have.
+        examples: the first few such rows, as ``"item 'x', question 'q9'"``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    rows: int
+    items: int
+    questions: int
+    examples: list[str] = Field(default_factory=list)
+
+
 class RunSummary(BaseModel):
     """The numbers printed at the end of a run and saved as ``summary.json``.
 
@@ -209,6 +230,9 @@ class RunSummary(BaseModel):
             for a cascade the share escalated and its calls against the last judge's); else None.
         items_not_stored: items given to the run that have no stored result (it stopped
             early or was interrupted before them); the other figures are over the stored items.
+        verdicts_unused: for a replay (engine ``replay``), the rows of its verdicts file that
+            answered nothing because the run has no such item or question (`UnusedVerdicts`);
+            None when every row was the run's, and for runs that are not replays.
         notes: what the summary says about the judge, as printed beside the table.
         warnings: the reasons not to trust the overall score, in a few words each
             (`trust_warnings`), shown in the headline beside it; empty when there are none.
@@ -247,6 +271,7 @@ class RunSummary(BaseModel):
     calls_in_flight: int | None = None
     judges: dict[str, Any] | None = None
     items_not_stored: int = 0
+    verdicts_unused: UnusedVerdicts | None = None
     notes: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 

@@ -138,6 +138,19 @@ def incomplete_line(summary: RunSummary) -> str | None:
     return " ".join(parts) + " Rerun the same command to ask just those again."
 
 
+def unused_verdicts_line(summary: RunSummary) -> str | None:
+    """A warning line when rows of a replayed verdicts file answered nothing because the run has
+    no such item or question (`RunSummary.verdicts_unused`), with a few of them; else None."""
+    unused = getattr(summary, "verdicts_unused", None)
+    if unused is None:
+        return None
+    what = " and ".join(part for part in (f"{unused.items} item id(s)" if unused.items else "",
+                                          f"{unused.questions} question id(s)" if unused.questions else "") if part)
+    return (f"{unused.rows} row(s) of the verdicts file {unused.file} were not used: they are for {what} this run "
+            f"does not have (e.g. {'; '.join(unused.examples)}). Check that the file's item and question ids are "
+            "this run's.")
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return UNDEFINED if not is_defined(value) else f"{value:.{digits}f}"
 
@@ -209,7 +222,7 @@ def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = No
         if soft:
             cells.append(_fmt(d.mean_p_yes))
         table.add_row(Text(d.dimension), *cells, style="bold" if d.dimension == "overall" else None)
-    warnings = [w for w in (coverage_warning(summary), incomplete_line(summary)) if w]
+    warnings = [w for w in (coverage_warning(summary), incomplete_line(summary), unused_verdicts_line(summary)) if w]
     caption = Text(wording(headline(summary)) + "\n", style="bold red" if summary.warnings else "bold")
     caption.append("\n".join(wording(line) for line in [
         status_line(summary), usage_line(summary), *([cost_line(summary.cost)] if summary.cost is not None else []),
@@ -298,7 +311,7 @@ def summary_markdown(summary: RunSummary) -> str:
         lines[-1:] = [text(f"{flagged_line(summary)}."), ""]
     if judges_line(summary):
         lines[-1:] = [text(f"{judges_line(summary)}."), ""]
-    for warning in (coverage_warning(summary), incomplete_line(summary)):
+    for warning in (coverage_warning(summary), incomplete_line(summary), unused_verdicts_line(summary)):
         if warning:
             lines += [f"**Warning:** {text(warning)}", ""]
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.runs.run_directory import RunDirectory
 from binaryeval_dspy.schemas.item_result import ItemResult
 from binaryeval_dspy.schemas.verdict_record import VerdictRecord
+from binaryeval_dspy.settings import RunSettings
 
 
 def _questions(run: RunDirectory) -> dict[str, dict[str, Any]]:
@@ -81,9 +82,9 @@ def run_verdict_records(run_dir: str | Path, *, judge: str | None = None) -> lis
         raise InputError(f"not a run directory (no {missing})", path=run.path,
                          fix="pass the folder that holds manifest.json and results.jsonl (for a benchmark run, "
                              "its bineval/ folder).")
-    config = manifest.config or {}
-    price_model = config.get("price_model") or price_model_for_name(manifest.lm)
-    batch = config.get("engine") == "batch"
+    settings = RunSettings.of_manifest(manifest, path=run.manifest_path)
+    price_model = settings.price_model or price_model_for_name(manifest.lm)
+    batch = settings.engine == "batch"
     questions = _questions(run)
     name = judge or manifest.lm
     records: list[VerdictRecord] = []

@@ -73,7 +73,15 @@ class RunManifest(BaseModel):
         items_file: path, SHA-256 and size of the items file (None for runs made
             before it was recorded, and for runs without one, e.g. the benchmark's
             method directories); a resume with another file is refused.
-        config: the other run options (field names, scale, threads, limit).
+        settings: the run's `binaryeval_dspy.settings.RunSettings` (engine, concurrency,
+            adapter policy, timeout, budget, cache policies, judges, ...) as
+            ``RunSettings.model_dump(mode="json")``, the engine resolved to the one that ran;
+            read back with ``RunSettings.of_manifest`` (rejudge, resume). It holds no key:
+            `RunSettings` has no field for one. None in manifests written before it was
+            recorded: ``RunSettings.of_manifest`` then reads the older ``config`` keys.
+        config: the other run options (field names, scale, limit, max_tokens, aggregation),
+            how the LM is reached, and what the run resolved or learned (the adapter the
+            policy chose, the embedded model's thread count, the adapter's counters).
         packages: versions of the packages that shape results.
         started_at / finished_at: UTC ISO times of the first start and the last finish.
         sessions: one entry per invocation.
@@ -89,6 +97,7 @@ class RunManifest(BaseModel):
     question_set_path: str
     items_path: str
     items_file: ItemsFile | None = None
+    settings: dict[str, object] | None = None
     config: dict[str, object] = Field(default_factory=dict)
     packages: dict[str, str] = Field(default_factory=package_versions)
     started_at: str = Field(default_factory=utc_now)

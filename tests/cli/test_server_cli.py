@@ -163,9 +163,10 @@ def test_evaluate_auto_adapter_one_call_per_question(llama_server, evaluated):
     assert summary["lm"] == lm_name(llama_server)
     assert summary["items"] == 2 and summary["items_incomplete"] == 0
     assert all(d["error"] == 0 for d in summary["dimensions"])
-    config = read_json(out / "manifest.json")["config"]
+    manifest = read_json(out / "manifest.json")
+    config = manifest["config"]
     assert config["adapter"] == "json"  # --adapter auto on a base URL: JSON with the schema
-    assert config["concurrency"] == 2
+    assert manifest["settings"]["concurrency"] == 2 and "concurrency" not in config
     assert config["lm_spec"] == llama_server.base_url and config["lm_model"] == llama_server.model
     assert config["max_tokens"] == MAX_TOKENS
     check_one_call_per_question(llama_server, offset, out, questions=2 * N_QUESTIONS)

@@ -322,8 +322,9 @@ def test_cli_records_the_cache_padding_policy(tmp_path, items_file, small_questi
             "--out", str(out)] + (["--cache-padding", policy] if policy else [])
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    config = json.loads((out / "manifest.json").read_text())["config"]
-    assert config["cache_padding"] == (policy or "auto")
+    manifest = json.loads((out / "manifest.json").read_text())
+    config = manifest["config"]
+    assert manifest["settings"]["cache_padding"] == (policy or "auto") and "cache_padding" not in config
     assert "cache_padding_stats" not in config  # a scripted (not hosted) LM is never padded
     bad = CliRunner().invoke(cli, [*args, "--cache-padding", "always"])
     assert bad.exit_code == 2 and "always" in bad.output

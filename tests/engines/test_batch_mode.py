@@ -380,9 +380,13 @@ def test_the_key_is_never_written_to_the_run_directory(tmp_path, endpoint, files
 
 def test_manifest_records_batch_mode_and_its_usage(tmp_path, endpoint, files):
     out = tmp_path / "run"
-    assert invoke(evaluate_args(files, out, endpoint)).exit_code == 0
+    result = invoke(evaluate_args(files, out, endpoint))
+    assert result.exit_code == 0
+    start = text(result).split("->")[0]  # a batch sends nothing live: no "call(s) in flight" on its start line
+    assert f"batch engine: every call submitted to the batch API of {endpoint.base_url}" in start, start
+    assert "in flight" not in start, start
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["mode"] == "batch"
+    assert manifest["settings"]["engine"] == "batch"
     batch = manifest["config"]["batch"]
     assert batch["provider"] == "openai" and batch["batch_ids"] == list(endpoint.batches)
     assert batch["requests_submitted"] == 9 and batch["usage"]["lm_calls"] == 9

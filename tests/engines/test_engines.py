@@ -112,7 +112,7 @@ def test_the_manifest_records_the_engine_and_a_resume_may_switch_engines(tmp_pat
     out = tmp_path / "run"
     first = evaluate(fake_endpoint, qs, items, out, "--engine", "local", "--limit", "2")
     assert first.exit_code == 0, first.output
-    assert json.loads((out / "manifest.json").read_text())["config"]["engine"] == "local"
+    assert json.loads((out / "manifest.json").read_text())["settings"]["engine"] == "local"
     before = len(fake_endpoint.requests)
     second = evaluate(fake_endpoint, qs, items, out, "--engine", "live", "--concurrency", "4")
     assert second.exit_code == 0, second.output

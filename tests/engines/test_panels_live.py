@@ -80,8 +80,8 @@ def test_a_live_panel_asks_every_judge_and_decides_by_majority_keeping_every_ver
     assert panel["kappa_questions"] == 12  # q3 with its two answering judges
     assert panel["answers_by_judge"][f"{fake_endpoint.base_url}#{fake_endpoint.model}-c"]["unparsed"] == 2
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["config"]["panel"] == summary["lm"] and manifest["config"]["panel_rule"] == "majority"
-    assert len(manifest["config"]["judges"]) == 3
+    assert manifest["lm"] == summary["lm"] and manifest["settings"]["panel_rule"] == "majority"
+    assert len(manifest["settings"]["judges"]) == 3
     said = "split on 4 of 12 questions (q1 2x, q2 2x)"  # the console, summary.md and bineval view say it too
     assert said in " ".join(result.output.split()) and said in (out / "summary.md").read_text(encoding="utf-8")
     from binaryeval_dspy.reports.run_view import _run_data, load_run
@@ -121,7 +121,7 @@ def test_a_live_cascade_asks_the_next_judge_only_where_the_first_gives_no_answer
     said = "4 questions escalated (33%); 16 judge calls against 12 asking the last judge everything"
     assert said in (out / "summary.md").read_text(encoding="utf-8") and said in " ".join(result.output.split())
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["config"]["cascade"].startswith("cascade(") and " > " in manifest["config"]["cascade"]
+    assert manifest["lm"].startswith("cascade(") and " > " in manifest["lm"] and manifest["settings"]["cascade"] is True
 
 
 # --------------------------------------------------------------------------- on recorded verdicts
@@ -248,4 +248,28 @@ def test_rejudge_of_a_panel_run_asks_the_same_judges_by_the_same_rule(tmp_path):
     row = next(r for r in stored(out) if r["item_id"] == "item-0")
     assert {v["verdict"] for v in row["verdicts"]} == {"no"} and all(len(v["judges"]) == 3 for v in row["verdicts"])
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["config"]["panel"] == "majority(cheap, mid, strong)"
+    assert manifest["lm"] == "replay(majority(cheap, mid, strong))"
+    assert manifest["settings"]["judges"] == ["cheap", "mid", "strong"] and manifest["settings"]["panel_rule"] == "majority"
+
+
+@pytest.mark.parametrize("bad, said, fix", [
+    ("http://127.0.0.1:9/v1", "it is a base URL, so the served model's name is needed too",
+     "write the judge as http://127.0.0.1:9/v1#NAME"),
+    ("openai/gpt-4o", "the provider's API key is missing", "export OPENAI_API_KEY"),
+])
+def test_a_judge_that_cannot_be_built_is_named_as_a_judge_never_as_lm_or_lm_model(tmp_path, monkeypatch, bad, said,
+                                                                                   fix):
+    """Any error making one judge's LM is said of that --judge value, with the fix in --judge's own
+    terms (URL#MODEL), never of --lm / --lm-model, which the command was not given."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    qs, items = write_inputs(tmp_path)
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--out", str(tmp_path / "run"),
+                                      "--judge", bad, "--judge", "http://127.0.0.1:9/v1#other"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"judge '{bad}' of --judge" in text and said in text and fix in text, text
+    assert "--lm" not in text and "--lm-model" not in text, text
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+    with pytest.raises(Exception, match=r"judge 'http://127.0.0.1:9/v1' of `judges`: .*#NAME"):  # the Python API
+        from binaryeval_dspy.engines.base import judge_handle
+        judge_handle("http://127.0.0.1:9/v1", RunSettings(judges=("http://127.0.0.1:9/v1", "x#y")))

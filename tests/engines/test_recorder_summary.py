@@ -142,3 +142,47 @@ def test_a_rerun_after_an_early_stop_never_reports_a_negative_count(tmp_path, fa
     assert "Stopped early" in said and "(-" not in said, said
     assert "3 items stored now (0 complete, 3 incomplete, 3 of them resumed)" in said, said
     assert "1 left incomplete by an earlier session and not asked again now" in said, said
+
+
+def test_a_line_stored_twice_is_warned_about_once_per_run(tmp_path, fake_endpoint, caplog):
+    """A rerun reads its results file several times (resume, summary): each warning about a stored
+    line is said once, not once per reader (the "appears again" line printed twice)."""
+    from tests.engines.test_remote_faults import evaluate, write_inputs
+
+    qs, items = write_inputs(tmp_path)
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs, items, out).exit_code == 0
+    lines = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    (out / "results.jsonl").write_text("\n".join([lines[0], *lines]) + "\n", encoding="utf-8")
+    caplog.clear()
+    assert evaluate(fake_endpoint, qs, items, out).exit_code == 0
+    said = [r.getMessage() for r in caplog.records if "appears again" in r.getMessage()]
+    assert len(said) == 1 and "results.jsonl:2: item 'item-0'" in said[0], said
+
+
+def test_a_rerun_with_a_smaller_limit_keeps_describing_every_item_stored(tmp_path, fake_endpoint):
+    """The run directory describes what it holds: a rerun given fewer items (a smaller `limit`)
+    neither shrinks the summary to them nor records its smaller range as the run's."""
+    from tests.engines.test_remote_faults import evaluate, write_inputs
+
+    qs, items = write_inputs(tmp_path, n_items=5)
+    out = tmp_path / "run"
+
+    def run(*extra: str) -> tuple[dict, dict]:
+        result = evaluate(fake_endpoint, qs, items, out, *extra)
+        assert result.exit_code == 0, result.output
+        return (json.loads((out / "summary.json").read_text(encoding="utf-8")),
+                json.loads((out / "manifest.json").read_text(encoding="utf-8")))
+
+    summary, manifest = run("--limit", "3")
+    assert summary["items"] == 3 and manifest["config"]["limit"] == 3
+    summary, manifest = run("--limit", "1")
+    assert summary["items"] == 3 and summary["items_not_stored"] == 0  # the 3 stored, not the 1 given
+    assert manifest["config"]["limit"] == 3  # the largest range asked
+    assert (out / "summary.md").read_text(encoding="utf-8").startswith("# BinEval run summary (3 items")
+    summary, manifest = run("--limit", "4")
+    assert summary["items"] == 4 and manifest["config"]["limit"] == 4
+    summary, manifest = run()
+    assert summary["items"] == 5 and manifest["config"]["limit"] is None  # every item
+    summary, manifest = run("--limit", "2")
+    assert summary["items"] == 5 and manifest["config"]["limit"] is None

@@ -74,7 +74,7 @@ def test_replaying_a_runs_own_export_reproduces_its_verdicts_and_scores_with_no_
     assert summary["lm"].startswith("replay(") and summary["lm_calls"] == 0
     assert summary["cost"]["usd"] == 0.0 and summary["cost"]["display"] == "0 (replay)"
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["config"]["engine"] == "replay" and manifest["config"]["replay_verdicts"] == str(exported)
+    assert manifest["settings"]["engine"] == "replay" and manifest["settings"]["replay_verdicts"] == str(exported)
     assert "answers replayed" in " ".join(result.output.split())
 
 
@@ -212,3 +212,43 @@ def test_the_embedded_models_recorded_verdicts_keep_its_warnings_and_the_replay_
     assert not other.embedded
     cost = run_cost(prompt_tokens=0, completion_tokens=0, items=1, model=handle.priced_as())
     assert cost_line(cost).startswith("Estimated cost: 0 (replay)")  # as summary.json says, not "0 (local)"
+
+
+def test_the_start_line_of_a_replay_says_what_replay_does_and_nothing_about_sending(tmp_path, fake_endpoint):
+    """Replay formats and sends nothing: its start line names the verdicts file and the judge, never an
+    adapter or calls in flight (it said "(json adapter, replay engine, 1 call(s) in flight)")."""
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=2)
+    result = replay(qs, items, tmp_path / "replayed", exported, "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    start = " ".join(result.output.split()).split("->")[0]
+    assert f"replay engine: answers read from {exported}" in start and "judge " in start and "no LM call" in start
+    assert "adapter" not in start and "in flight" not in start, start
+
+
+def test_rows_for_items_or_questions_the_run_does_not_have_are_reported_unused(tmp_path, fake_endpoint):
+    """A verdicts file's rows that no call of the run can use (an item the run does not have, a
+    question id it does not ask) are counted, with examples, on the console and in the summary:
+    never dropped without a word."""
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=3)
+    rows = exported.read_text(encoding="utf-8").splitlines()
+    stray = json.loads(rows[0])
+    stray["question_id"] = "q99"  # a question the question set does not have
+    exported.write_text("\n".join([*rows, json.dumps(stray)]) + "\n", encoding="utf-8")
+    out = tmp_path / "replayed"
+    result = replay(qs, items, out, exported, "--limit", "2")  # item-2's 6 rows are for an item not in the run
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    unused = summary["verdicts_unused"]
+    assert (unused["rows"], unused["items"], unused["questions"]) == (7, 1, 1), unused
+    assert any("'item-2'" in e for e in unused["examples"]) and unused["file"] == str(exported)
+    said = " ".join(result.output.split())
+    assert "7 row(s) of the verdicts file" in said and "1 item id(s) and 1 question id(s) this run does not have" in said
+    assert "7 row(s) of the verdicts file" in (out / "summary.md").read_text(encoding="utf-8")
+    assert summary["items"] == 2  # the run itself is unchanged: its two items replayed
+
+
+def test_a_replay_whose_every_row_is_the_runs_reports_nothing_unused(tmp_path, fake_endpoint):
+    qs, items, _live, exported = live_run_and_export(tmp_path, fake_endpoint, n_items=2)
+    out = tmp_path / "replayed"
+    assert replay(qs, items, out, exported).exit_code == 0
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["verdicts_unused"] is None

@@ -70,3 +70,43 @@ def test_csv_with_mapping_and_errors(tmp_path):
     ok = write(tmp_path, "ok.csv", "doc,summ,id\nThe article.,The summary.,7\n")
     (item,) = load_items(ok, input_field="doc", output_field="summ", id_field="id")
     assert item.item_id == "7" and item.output == "The summary." and item.line == 2
+
+
+def _rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("role, key", [("output", "output"), ("input", "input"), ("id", "id")])
+def test_a_field_only_some_rows_lack_names_those_rows_and_does_not_suggest_another_field(tmp_path, role, key):
+    """The field name is right when most rows have it: the error names the rows that lack it
+    (a few, by line) and says to fix them, never to pass `<role>_field`."""
+    rows = [{"id": f"i{n}", "input": "a text", "output": "a summary"} for n in range(8)]
+    del rows[2][key], rows[6][key]
+    path = _rows(tmp_path / "items.jsonl", rows)
+    with pytest.raises(InputError) as caught:
+        load_items(path, id_field="id")
+    error = caught.value
+    assert error.line == 3 and error.field == key, str(error)
+    assert "missing on 2 of 8 rows: line(s) 3, 7" in str(error), str(error)
+    assert f"{role}_field" not in str(error) and "add the" in str(error), str(error)
+
+
+def test_a_field_most_rows_lack_suggests_naming_the_field(tmp_path):
+    rows = [{"id": f"i{n}", "input": "a text", "summary": "a summary"} for n in range(8)]
+    rows[5]["output"] = "one row has it"
+    path = _rows(tmp_path / "items.jsonl", rows)
+    with pytest.raises(InputError) as caught:
+        load_items(path, id_field="id")
+    error = caught.value
+    assert error.line == 1 and error.field == "output", str(error)
+    assert "missing on 7 of 8 rows (lines 1, 2, 3, 4, 5, ...;" in str(error) and "summary" in str(error)
+    assert "pass `output_field`" in str(error), str(error)
+
+
+def test_a_field_missing_with_a_limit_is_still_judged_against_the_whole_file(tmp_path):
+    rows = [{"id": f"i{n}", "input": "a text", "output": "a summary"} for n in range(8)]
+    del rows[0]["output"]
+    path = _rows(tmp_path / "items.jsonl", rows)
+    with pytest.raises(InputError, match=r"missing on 1 of 8 rows: line\(s\) 1 "):
+        load_items(path, id_field="id", limit=1)

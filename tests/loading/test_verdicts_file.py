@@ -122,3 +122,44 @@ def test_a_missing_verdicts_file_is_named_as_one(tmp_path):
         read_verdicts(tmp_path / "nope.csv")
     with pytest.raises(InputError, match="is a directory"):
         read_verdicts(tmp_path)
+
+
+@pytest.mark.parametrize("cell, column_of", [
+    ('"{bad json"', "evidence"),
+    ('"[1, 2"', "flags"),
+])
+def test_a_csv_cell_that_is_not_json_names_the_line_the_field_and_its_column(tmp_path, cell, column_of):
+    """A CSV cell's JSON error names the row's line, the field and the CSV column it is in (the
+    decoder's own column counts characters of the cell, not of the file's line)."""
+    header = ["item_id", "question_id", "judge", "verdict", "evidence", "flags"]
+    cells = ["a", "q1", "j", "yes", "", ""]
+    cells[header.index(column_of)] = cell
+    path = tmp_path / "verdicts.csv"
+    path.write_text(",".join(header) + "\n" + "a,q0,j,no,,\n" + ",".join(cells) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_verdicts(path)
+    error = caught.value
+    assert error.line == 3 and error.field == column_of, str(error)
+    assert f"column {header.index(column_of) + 1}:" in str(error) and "of the cell" in str(error), str(error)
+
+
+def test_a_jsonl_row_that_is_not_json_names_the_line_the_field_and_the_right_column(tmp_path):
+    good = json.dumps({"item_id": "a", "question_id": "q0", "judge": "j", "verdict": "no"})
+    bad = '{"item_id": "a", "question_id": "q1", "judge": "j", "verdict": "yes", "evidence": {bad}}'
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text(good + "\n" + bad + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_verdicts(path)
+    error = caught.value
+    assert error.line == 2 and error.field == "evidence", str(error)
+    assert f"at column {bad.index('bad') + 1}" in str(error), str(error)  # 1-based: where a key was expected
+
+
+def test_a_jsonl_row_whose_mistake_is_between_fields_names_no_field(tmp_path):
+    path = tmp_path / "verdicts.jsonl"
+    row = '{"item_id": "a" "question_id": "q1"}'  # the comma after "a" is missing
+    path.write_text(row + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_verdicts(path)
+    where = row.index('"question_id"') + 1
+    assert caught.value.line == 1 and caught.value.field is None and f"at column {where}" in str(caught.value)
