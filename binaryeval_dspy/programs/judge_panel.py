@@ -69,6 +69,7 @@ class _Ensemble:
             raise ConfigError("a panel or cascade wraps a BinEval", received=type(program).__name__,
                               fix="pass BinEval(question_set).")
         self.program = program
+        self._last_answer: Answer | None = None  # the answer taken last (a deduplicated request's, see `take`)
 
     name: str = ""
 
@@ -107,8 +108,18 @@ class _Ensemble:
         return self._ask(state)
 
     def take(self, state: EnsembleItem, call: LMCall, answer: Answer) -> QuestionVerdict | None:
-        """Record one member's answer; returns the decided verdict once its question is decided, else None."""
+        """Record one member's answer; returns the decided verdict once its question is decided, else None.
+
+        The member's verdict keeps what its call used (`QuestionVerdict.usage`), so usage and
+        cost are known per judge. A request sent once for several identical calls (the plan
+        runner's dedupe hands its one answer to each caller in turn) is charged to its first
+        caller only, as the item usage is."""
         verdict = question_verdict(state.inner.question_set.question(call.key), answer)
+        if answer is not self._last_answer:
+            self._last_answer = answer
+            used = answer.usage
+            if used.lm_calls or used.failed_calls or used.prompt_tokens or used.completion_tokens:
+                verdict.usage = used.model_dump()
         return self._record(state, call, verdict)
 
     def unsent(self, state: EnsembleItem, call: LMCall, reason: str) -> QuestionVerdict | None:
@@ -281,15 +292,27 @@ def ensemble_for(program: BinEval, settings: Any) -> BinEval | JudgePanel | Judg
     return JudgePanel(program, settings.judges, rule=settings.panel_rule)
 
 
+def judge_price_models(settings: Any) -> dict[str, str | None]:
+    """Judge -> the model its calls are priced as (`binaryeval_dspy.cost.pricing.price_model_for_spec`;
+    ``price_model`` prices the judges without a price of their own); every judge of a replay
+    run is `REPLAY` (nothing is sent). {} for one judge. None for a judge means "price unknown"."""
+    from binaryeval_dspy.cost.pricing import REPLAY, price_model_for_spec
+
+    if settings.engine == "replay":
+        return dict.fromkeys(settings.judges, REPLAY)
+    return {judge: price_model_for_spec(judge, price_model=settings.price_model) for judge in settings.judges}
+
+
 def ensemble_config(settings: Any) -> dict[str, Any]:
-    """What a manifest records about a panel or cascade: its judges, and its rule by name; {} for one judge."""
+    """What a manifest records about a panel or cascade: its judges, its rule by name, and the
+    model each judge is priced as (``judge_prices``, `judge_price_models`); {} for one judge."""
     if not settings.judges:
         return {}
     rule = ({"cascade": ensemble_name(settings), "cascade_band": list(settings.cascade_band)
              if settings.cascade_band else None} if settings.cascade
             else {"panel": ensemble_name(settings), "panel_rule": settings.panel_rule})
-    return {"judges": list(settings.judges), **rule}
+    return {"judges": list(settings.judges), **rule, "judge_prices": judge_price_models(settings)}
 
 
 __all__ = ["LIVE_PANEL_RULES", "EnsembleItem", "JudgeCascade", "JudgePanel", "cascade_rule", "decided_verdict",
-           "ensemble_config", "ensemble_for", "ensemble_name"]
+           "ensemble_config", "ensemble_for", "ensemble_name", "judge_price_models"]

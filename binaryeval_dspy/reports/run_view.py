@@ -332,7 +332,8 @@ def _summary(run: LoadedRun) -> Any:
             run.notes.append(f"{stored_path} could not be read ({str(exc).splitlines()[0]}): the summary was "
                              f"rebuilt from {RESULTS} (the cost is priced by the LM's name).")
     rebuilt = summarize_results(run.results, lm=run.manifest.lm, question_set=run.question_set,
-                                embedded=stored.embedded_lm if stored is not None else None)
+                                embedded=stored.embedded_lm if stored is not None else None,
+                                judge_prices=(run.manifest.config or {}).get("judge_prices"))
     if stored is None:
         if not stored_path.is_file():
             run.notes.append(f"{_SUMMARY_FILE} is missing: the summary was rebuilt from {RESULTS} (the cost is "
