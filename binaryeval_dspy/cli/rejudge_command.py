@@ -173,6 +173,7 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     replay = ({"engine": "replay", "replay_verdicts": replay_verdicts,
                "replay_judge": replay_judge or config.get("replay_judge")} if replay_verdicts else {})
     judges = {"judges": tuple(config["judges"]), "panel_rule": config.get("panel_rule") or "majority",
+              "panel_weights": (config.get("panel_weights_source") or {}).get("path"),
               "cascade": bool(config.get("cascade")),
               "cascade_band": tuple(config["cascade_band"]) if config.get("cascade_band") else None
               } if config.get("judges") else {}  # a panel or cascade is re-judged by the same judges and rule
@@ -195,6 +196,10 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     run_dir = RunDirectory(out_dir)
     new_config = {**config, "previous_run": str(run_dir_path), "concurrency": concurrency,
                   **endpoint_config(handle, settings), **ensemble_config(settings)}
+    if config.get("panel_weights") is not None and new_config.get("panel_weights") != config["panel_weights"]:
+        raise RunStateError(f"{run_dir_path}'s weighted panel voted with {config['panel_weights']}, but its weights "
+                            f"file now gives {new_config.get('panel_weights')}: re-judging would mix two panels.",
+                            fix="restore the weights file, or start a new baseline with `bineval evaluate`.")
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(

@@ -180,7 +180,7 @@ def judges_line(summary: RunSummary) -> str | None:
         parts.append(f"{stats['escalated']} questions escalated ({stats.get('escalated_share', 0):.0%}); "
                      f"{stats.get('calls', 0)} judge calls against {stats.get('strongest_calls', 0)} asking the last "
                      "judge everything" + (f" ({ratio:.2f}x)" if ratio is not None else ""))
-    if stats.get("usage_by_judge"):
+    if any(u.get("lm_calls") or u.get("failed_calls") for u in (stats.get("usage_by_judge") or {}).values()):
         parts.append("per judge: " + ", ".join(judge_cost_phrase(judge, stats) for judge in stats.get("judges") or ()))
     if stats.get("strongest_estimate"):
         parts.append(cascade_cost_phrase(stats))
