@@ -405,6 +405,12 @@ def _verdict_data(v: Any) -> dict[str, Any]:
         data["cut"] = True
     if against_verdict(v.p_yes, v.verdict):
         data["px"] = True  # the verdict points the other way from its own P(yes): the item view says why
+    if v.judges:  # a panel's or cascade's decision: every judge's own verdict, in the order asked
+        data["j"] = [{"n": name, "v": own.verdict, **({"p": own.p_yes} if own.p_yes is not None else {}),
+                      **({"err": own.error} if own.error else {})} for name, own in v.judges.items()]
+        said = {own.verdict for own in v.judges.values()}
+        if "yes" in said and "no" in said:
+            data["split"] = True  # the judges answered both ways: marked in the item view
     return data
 
 
