@@ -20,8 +20,10 @@ is not yes / no, its members split, or its P(yes) lies inside a band. The last s
 answer stands.
 
 `ensemble_statistics` says what a live panel or cascade (`binaryeval_dspy.programs.judge_panel`)
-did in a run: Fleiss' kappa among its judges, the questions they split on, and for a cascade
-the share escalated and its calls against asking the last judge everything.
+did in a run: Fleiss' kappa among its judges, the questions they split on, each judge's
+answers and usage (calls, failed requests, tokens; priced per judge by the run's summary,
+`binaryeval_dspy.runs.run_summary.judge_costs`), and for a cascade the share escalated and
+its calls against asking the last judge everything.
 
 These are pure functions of verdict values, for the live panels and cascades and for
 `simulate_panel` / `simulate_cascade`, which replay them on recorded verdicts (verdicts

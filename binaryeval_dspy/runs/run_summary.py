@@ -206,8 +206,11 @@ class RunSummary(BaseModel):
             (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
             named, and noted.
         judges: for a panel or cascade of judges (`binaryeval_dspy.programs.judge_panel`):
-            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions;
-            for a cascade the share escalated and its calls against the last judge's); else None.
+            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions, each
+            judge's answers and usage; for a cascade the share escalated and its calls against
+            the last judge's) with each judge's cost at its own prices (`judge_costs`:
+            ``cost_by_judge``, ``cost_usd``; for a cascade ``strongest_estimate`` and
+            ``cost_vs_strongest``); else None.
         items_not_stored: items given to the run that have no stored result (it stopped
             early or was interrupted before them); the other figures are over the stored items.
         notes: what the summary says about the judge, as printed beside the table.

@@ -165,3 +165,23 @@ def test_each_judge_is_priced_at_its_own_models_prices():
     assert unknown.judges["cost_by_judge"][big]["usd"] is None and unknown.judges["cost_usd"] is None
     line = judges_line(unknown)
     assert f"{big} price unknown (3 calls; 3,660 tokens)" in line and f"{mini} $" in line
+
+
+def test_the_exported_verdicts_carry_each_judges_own_cost_so_agreement_prices_the_cascade_as_the_run_did(
+        tmp_path, fake_endpoint, second_endpoint):
+    from binaryeval_dspy.panels import CascadeRule, index_by_pair, simulate_cascade
+    from binaryeval_dspy.runs.verdicts_export import run_verdict_records
+
+    fake_endpoint.reply = by_model({"a": {"q2": "garbled"}})
+    a, b = f"{fake_endpoint.base_url}#{fake_endpoint.model}-a", f"{second_endpoint.base_url}#{second_endpoint.model}-b"
+    result, out = run(tmp_path, [a, b], "--cascade", "--price-model", "openai/gpt-4o-mini")
+    assert result.exit_code == 0, result.output
+    records = run_verdict_records(out)
+    for judge, endpoint in ((a, fake_endpoint), (b, second_endpoint)):
+        own = [r.cost_usd for r in records if r.judge == judge]
+        assert None not in own and abs(sum(own) - endpoint.billed_usd("gpt-4o-mini")) < 1e-12
+    stats = summary_of(out)["judges"]
+    decided = [r.cost_usd for r in records if r.judge == summary_of(out)["lm"]]
+    assert abs(sum(decided) - stats["cost_usd"]) < 1e-12
+    _, counts = simulate_cascade(index_by_pair([r for r in records if r.judge in (a, b)]), CascadeRule(((a,), (b,))))
+    assert abs(counts.cost_usd - stats["cost_usd"]) < 1e-12  # the simulation on the export costs what the run did
