@@ -140,7 +140,7 @@ class RunSettings(BaseModel):
             raise ConfigError("the weighted panel rule votes with weights measured beforehand, and only it does",
                               expected="`panel_rule` 'weighted' with `panel_weights` FILE and two or more `judges` "
                                        "(not a cascade)",
-                              fix="write the weights with `bineval agreement --labels ... --verdicts ...` (its "
+                              fix="write the weights with `bineval agreement` on labels and verdicts (its "
                                   "judge_weights.csv) and pass that file as `panel_weights`, or use another rule.")
         if self.replay_judge is not None and self.judges:
             raise ConfigError("replay_judge names one judge, but the run has `judges`",

@@ -2,15 +2,15 @@
 
 A weighted panel (`binaryeval_dspy.panels.panel_vote`, rule ``weighted``) counts each judge's
 vote with a weight from that judge's measured agreement with labels. A run has no labels, so
-the weights come from a measurement made earlier: ``bineval agreement --labels ... --verdicts
-...`` writes ``judge_weights.csv`` into its report directory (`write_judge_weights`), one row
-per judge it compared, and a run reads it with the `panel_weights` setting
+the weights come from a measurement made earlier: ``bineval agreement`` (its `labels` and
+`verdicts`) writes ``judge_weights.csv`` into its report directory (`write_judge_weights`),
+one row per judge it compared, and a run reads it with the `panel_weights` setting
 (`read_judge_weights`). The manifest records the weights used and where they came from
 (`JudgeWeights.manifest_entry`).
 
 Format (CSV with a header row, or JSON Lines with the same keys):
 
-* ``judge`` (required): the judge's name exactly as the run names it (a ``--judge`` value);
+* ``judge`` (required): the judge's name exactly as the run names it (one of its `judges`);
 * ``weight`` (required): a finite number >= 0 (0: the judge has no say);
 * optional, written by ``bineval agreement`` and recorded in the manifest: ``accuracy``,
   ``kappa`` (Cohen's), ``agree`` and ``answered`` (labelled questions), ``labels`` (the labels
@@ -123,14 +123,14 @@ def read_judge_weights(path: str | Path, judges: Sequence[str]) -> JudgeWeights:
         judge = str(row.get("judge") or "").strip()
         if not judge:
             raise InputError("the row names no judge", path=file, line=line, field="judge",
-                             fix="write the judge's name as the run names it (its --judge value).")
+                             fix="write the judge's name as the run names it (one of its `judges`).")
         if judge in lines:
             raise InputError(f"judge {judge!r} is listed twice (first on line {lines[judge]})", path=file, line=line,
                              field="judge", fix="keep one row per judge.")
         if judge not in wanted:
             raise InputError(f"judge {judge!r} is not a judge of this run (its judges: {', '.join(judges)})",
                              path=file, line=line, field="judge",
-                             fix="remove the row, or name the judges exactly as the run's --judge values.")
+                             fix="remove the row, or name the judges exactly as the run's `judges`.")
         numbers = {name: _number(row.get(name), path=file, line=line, name=name) for name in _NUMBERS}
         weight = numbers["weight"]
         if weight is None:
@@ -150,7 +150,7 @@ def read_judge_weights(path: str | Path, judges: Sequence[str]) -> JudgeWeights:
     if missing:
         raise InputError(f"no weight for judge {missing[0]!r}" + (f" (and {len(missing) - 1} more)" if missing[1:] else "")
                          + f"; the file lists {', '.join(weights) or 'no judge'}", path=file, field="judge",
-                         fix="measure every judge of the run with `bineval agreement --labels ... --verdicts ...` "
+                         fix="measure every judge of the run with `bineval agreement` on labels and verdicts "
                              "and pass the judge_weights.csv it writes, or add a row for it.")
     return JudgeWeights(path=file, sha256=hashlib.sha256(file.read_bytes()).hexdigest(),
                         weights={j: weights[j] for j in judges}, measured={j: measured[j] for j in judges})

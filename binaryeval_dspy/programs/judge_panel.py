@@ -208,7 +208,7 @@ class JudgePanel(_Ensemble):
             if missing:
                 raise ConfigError(f"the weighted rule needs each judge's weight measured against labels; none (>= 0) "
                                   f"for {missing[0]!r}", fix="pass `panel_weights` FILE (the judge_weights.csv that "
-                                                             "`bineval agreement --labels` writes).")
+                                                             "`bineval agreement` writes).")
         elif weights is not None:
             raise ConfigError(f"weights are for the weighted rule, not {rule!r}", fix="leave the weights out.")
         self.members, self.rule = members, rule
