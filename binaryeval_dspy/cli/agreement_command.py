@@ -19,7 +19,8 @@ and cascades simulated on the recorded verdicts:
     bineval agreement --labels labels.csv --verdicts judges.jsonl --verdicts runs/my-run \
         --panel majority=a,b,c --cascade 'cheap>strong' --band 0.3,0.7
 
-Writes report.md, report.html, agreement.json and figures/reliability.png
+Writes report.md, report.html, agreement.json, judge_weights.csv (each judge's weight for
+``bineval evaluate --panel-rule weighted --panel-weights``) and figures/reliability.png
 (`binaryeval_dspy.meta_eval.label_agreement`, `binaryeval_dspy.reports.label_agreement_report`).
 """
 
@@ -94,7 +95,8 @@ def agreement_command(target: str | None, prediction_options: tuple[str, ...], l
                       constant_predictions: str, no_figures: bool) -> None:
     """Correlate your prediction files with human scores: a bundled benchmark (summeval, topical_chat,
     qags, qags_cnndm, qags_xsum), a `bineval benchmark` run (--run) or your own human-scored file;
-    or, with --labels, compare judges' verdicts with question-level labels."""
+    or, with --labels, compare judges' verdicts with question-level labels (also writing judge_weights.csv,
+    each judge's weight for a run's --panel-rule weighted --panel-weights)."""
     if labels_file is not None:
         if prediction_options or target or run_dir:
             raise InputError("--labels compares verdicts question by question; --predictions, --run and a "
