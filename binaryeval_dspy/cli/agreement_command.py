@@ -95,8 +95,7 @@ def agreement_command(target: str | None, prediction_options: tuple[str, ...], l
                       constant_predictions: str, no_figures: bool) -> None:
     """Correlate your prediction files with human scores: a bundled benchmark (summeval, topical_chat,
     qags, qags_cnndm, qags_xsum), a `bineval benchmark` run (--run) or your own human-scored file;
-    or, with --labels, compare judges' verdicts with question-level labels (also writing judge_weights.csv,
-    each judge's weight for a run's --panel-rule weighted --panel-weights)."""
+    or, with --labels, compare judges' verdicts with question-level labels."""
     if labels_file is not None:
         if prediction_options or target or run_dir:
             raise InputError("--labels compares verdicts question by question; --predictions, --run and a "
