@@ -20,8 +20,10 @@ is not yes / no, its members split, or its P(yes) lies inside a band. The last s
 answer stands.
 
 `ensemble_statistics` says what a live panel or cascade (`binaryeval_dspy.programs.judge_panel`)
-did in a run: Fleiss' kappa among its judges, the questions they split on, and for a cascade
-the share escalated and its calls against asking the last judge everything.
+did in a run: Fleiss' kappa among its judges, the questions they split on, each judge's
+answers and usage (calls, failed requests, tokens; priced per judge by the run's summary,
+`binaryeval_dspy.runs.run_summary.judge_costs`), and for a cascade the share escalated and
+its calls against asking the last judge everything.
 
 These are pure functions of verdict values, for the live panels and cascades and for
 `simulate_panel` / `simulate_cascade`, which replay them on recorded verdicts (verdicts
@@ -41,6 +43,9 @@ from binaryeval_dspy.schemas.verdict import QuestionVerdict
 from binaryeval_dspy.schemas.verdict_record import VerdictRecord
 
 PANEL_RULES = ("majority", "any-no", "weighted")
+#: The `Usage` counts summed per judge by `ensemble_statistics` (calls, failed requests, tokens).
+USAGE_COUNTS = ("lm_calls", "failed_calls", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
+                "cache_write_tokens")
 #: Why a cascade stage passed a question on (`escalation_reason`).
 ESCALATION_REASONS = ("no answer", "panel split", "P(yes) in band")
 
@@ -369,7 +374,11 @@ def ensemble_statistics(verdicts: Iterable[QuestionVerdict], *, cascade: bool = 
         None when no verdict has judges; else a dict: ``judges`` (in order),
         ``questions`` (decided by the judges), ``decided`` (outcome -> questions:
         yes / no / unparsed for no decision / error), ``answers_by_judge`` (judge ->
-        {yes, no, unparsed, error}), ``fleiss_kappa`` (over the questions at least two
+        {yes, no, unparsed, error}: every question asked of it, a failed call counted as
+        ``error``), ``usage_by_judge`` (judge -> summed `QuestionVerdict.usage` of its own
+        verdicts: ``lm_calls``, ``failed_calls`` (requests answered with an error),
+        ``prompt_tokens``, ``completion_tokens``, ``cached_prompt_tokens``,
+        ``cache_write_tokens``; counts and tokens), ``fleiss_kappa`` (over the questions at least two
         judges answered yes / no; None when undefined), ``kappa_questions`` (how many),
         ``split_questions`` (questions where judges answered both ways) and ``splits``
         (question id -> times split, most first, at most `top`); with `cascade` also
@@ -384,6 +393,7 @@ def ensemble_statistics(verdicts: Iterable[QuestionVerdict], *, cascade: bool = 
         return None
     judges = list(dict.fromkeys(j for v in rows for j in v.judges or {}))
     by_judge = {j: {"yes": 0, "no": 0, "unparsed": 0, "error": 0} for j in judges}
+    usage = {j: dict.fromkeys(USAGE_COUNTS, 0) for j in judges}
     decided = {"yes": 0, "no": 0, "unparsed": 0, "error": 0}
     ratings, splits = [], {}
     for v in rows:
@@ -391,6 +401,11 @@ def ensemble_statistics(verdicts: Iterable[QuestionVerdict], *, cascade: bool = 
         members = v.judges or {}
         for judge, answer in members.items():
             by_judge[judge][answer.verdict] += 1
+            if answer.usage:
+                sums = usage[judge]
+                for name, value in answer.usage.items():
+                    if name in sums:
+                        sums[name] += value
         yes = sum(1 for a in members.values() if a.verdict == "yes")
         no = sum(1 for a in members.values() if a.verdict == "no")
         if yes + no >= 2:
@@ -400,6 +415,7 @@ def ensemble_statistics(verdicts: Iterable[QuestionVerdict], *, cascade: bool = 
     kappa = fleiss_kappa(ratings) if ratings else math.nan
     out: dict[str, Any] = {
         "judges": judges, "questions": len(rows), "decided": decided, "answers_by_judge": by_judge,
+        "usage_by_judge": usage,
         "fleiss_kappa": None if math.isnan(kappa) else kappa, "kappa_questions": len(ratings),
         "split_questions": sum(splits.values()),
         "splits": dict(sorted(splits.items(), key=lambda kv: (-kv[1], kv[0]))[:top]),

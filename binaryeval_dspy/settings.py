@@ -73,7 +73,12 @@ class RunSettings(BaseModel):
             as ``URL#MODEL``), for the replay engine judge names of `replay_verdicts`;
             () : one judge, the run's LM (docs/panels.md).
         panel_rule: how a panel decides a question (`binaryeval_dspy.panels.panel_vote`):
-            ``majority`` or ``any-no`` (one "no" decides a fatal question).
+            ``majority``, ``any-no`` (one "no" decides a fatal question) or ``weighted`` (each
+            judge's vote counts with its weight from `panel_weights`).
+        panel_weights: for the ``weighted`` rule, the judge weights file
+            (`binaryeval_dspy.data.judge_weights`: ``judge_weights.csv`` as ``bineval
+            agreement`` writes it, one weight per judge measured against labels); required by
+            that rule, refused by the others.
         cascade: the `judges` are a cascade's stages, in order (the first asked every
             question, the next only where the one before is unsure), not a panel.
         cascade_band: (low, high) in [0, 1]: a cascade stage whose P(yes) lies in it passes
@@ -99,7 +104,8 @@ class RunSettings(BaseModel):
     replay_verdicts: str | None = None
     replay_judge: str | None = None
     judges: tuple[str, ...] = ()
-    panel_rule: Literal["majority", "any-no"] = "majority"
+    panel_rule: Literal["majority", "any-no", "weighted"] = "majority"
+    panel_weights: str | None = None
     cascade: bool = False
     cascade_band: tuple[float, float] | None = None
 
@@ -134,6 +140,13 @@ class RunSettings(BaseModel):
         if self.judges and self.engine in ("ray", "batch"):
             raise ConfigError(f"panels and cascades run on the live, local or replay engine, not {self.engine}",
                               fix="use `engine` live (or local, or replay).")
+        if (self.panel_rule == "weighted") != (self.panel_weights is not None) or (
+                self.panel_weights is not None and (not self.judges or self.cascade)):
+            raise ConfigError("the weighted panel rule votes with weights measured beforehand, and only it does",
+                              expected="`panel_rule` 'weighted' with `panel_weights` FILE and two or more `judges` "
+                                       "(not a cascade)",
+                              fix="write the weights with `bineval agreement` on labels and verdicts (its "
+                                  "judge_weights.csv) and pass that file as `panel_weights`, or use another rule.")
         if self.replay_judge is not None and self.judges:
             raise ConfigError("replay_judge names one judge, but the run has `judges`",
                               fix="leave `replay_judge` out: each judge's rows answer its own calls.")
@@ -141,7 +154,7 @@ class RunSettings(BaseModel):
             raise ConfigError("replay_judge names whose recorded answers to replay, but no `replay_verdicts` is given",
                               fix="give `replay_verdicts` FILE with engine 'replay', or leave `replay_judge` out.")
 
-    @field_validator("price_model", "ray_address", "replay_verdicts", "replay_judge")
+    @field_validator("price_model", "ray_address", "replay_verdicts", "replay_judge", "panel_weights")
     @classmethod
     def _strip(cls, value: str | None) -> str | None:
         return value.strip() or None if isinstance(value, str) else value

@@ -19,7 +19,8 @@ and cascades simulated on the recorded verdicts:
     bineval agreement --labels labels.csv --verdicts judges.jsonl --verdicts runs/my-run \
         --panel majority=a,b,c --cascade 'cheap>strong' --band 0.3,0.7
 
-Writes report.md, report.html, agreement.json and figures/reliability.png
+Writes report.md, report.html, agreement.json, judge_weights.csv (each judge's weight for
+``bineval evaluate --panel-rule weighted --panel-weights``) and figures/reliability.png
 (`binaryeval_dspy.meta_eval.label_agreement`, `binaryeval_dspy.reports.label_agreement_report`).
 """
 

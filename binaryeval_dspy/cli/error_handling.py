@@ -21,7 +21,7 @@ SETTING_FLAGS = {
     "fail_on_errors": "--fail-on-errors", "timeout": "--timeout", "adapter": "--adapter",
     "llama_threads": "--llama-threads", "max_cost": "--max-cost", "price_model": "--price-model",
     "warm_prefix": "--warm-prefix", "cache_padding": "--cache-padding", "replay_verdicts": "--verdicts",
-    "replay_judge": "--replay-judge", "judges": "--judge", "panel_rule": "--panel-rule", "cascade": "--cascade",
+    "replay_judge": "--replay-judge", "judges": "--judge", "panel_rule": "--panel-rule", "panel_weights": "--panel-weights", "cascade": "--cascade",
     "cascade_band": "--band",
 }
 

@@ -25,7 +25,7 @@ SETTING_PARAMS = {
     "fail_on_errors": "fail_on_errors", "request_timeout": "timeout", "adapter": "adapter",
     "llama_threads": "llama_threads", "max_cost": "max_cost", "warm_prefix": "warm_prefix",
     "cache_padding": "cache_padding", "price_model": "price_model", "replay_verdicts": "replay_verdicts",
-    "replay_judge": "replay_judge", "judges": "judges", "panel_rule": "panel_rule", "cascade": "cascade",
+    "replay_judge": "replay_judge", "judges": "judges", "panel_rule": "panel_rule", "panel_weights": "panel_weights", "cascade": "cascade",
     "cascade_band": "cascade_band",
 }
 
@@ -123,7 +123,7 @@ def _band(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
 
 def judging_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add the replay options (--verdicts, --replay-judge) and the panel and cascade options
-    (--judge, repeatable; --panel-rule; --cascade; --band), gathered by `with_run_settings`."""
+    (--judge, repeatable; --panel-rule; --panel-weights; --cascade; --band), gathered by `with_run_settings`."""
     decorators = [
         click.option("--verdicts", "replay_verdicts", default=None, metavar="FILE",
                      help="With --engine replay: the verdicts file (.jsonl, .jsonl.gz, .csv; docs/verdicts.md) whose "
@@ -136,9 +136,16 @@ def judging_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "or URL#MODEL for a base URL; with --engine replay, a judge of --verdicts. Every question "
                           "is asked of every judge and decided by --panel-rule; every judge's verdict is kept "
                           "(docs/panels.md). --lm is then not used."),
-        click.option("--panel-rule", "panel_rule", type=click.Choice(["majority", "any-no"]), default=None,
+        click.option("--panel-rule", "panel_rule", type=click.Choice(["majority", "any-no", "weighted"]),
+                     default=None,
                      help="How a panel decides a question: 'majority' (a tie is no decision: unparsed, never 'no'), "
-                          "or 'any-no' (one 'no' decides a fatal question). Default: majority."),
+                          "'any-no' (one 'no' decides a fatal question) or 'weighted' (each judge's vote counts "
+                          "with its weight from --panel-weights). Default: majority."),
+        click.option("--panel-weights", "panel_weights", default=None, metavar="FILE",
+                     help="With --panel-rule weighted: the judge weights file (.csv or .jsonl; judge, weight) that "
+                          "`bineval agreement --labels ... --verdicts ...` writes as judge_weights.csv: each judge's "
+                          "weight measured against labels. It must list every --judge, and no other; the weights "
+                          "and the file's hash go into the manifest."),
         click.option("--cascade", "cascade", is_flag=True, default=None,
                      help="The --judge LMs are a cascade, cheapest first: the first answers every question, the next "
                           "only those where the one before gave no yes/no answer (or its P(yes) is inside --band)."),

@@ -25,7 +25,7 @@ from binaryeval_dspy.data.items import load_items
 from binaryeval_dspy.errors import QuestionSetError, RunStateError
 from binaryeval_dspy.lm.adapters import ADAPTER_POLICIES
 from binaryeval_dspy.programs.bineval import BinEval
-from binaryeval_dspy.programs.judge_panel import ensemble_for
+from binaryeval_dspy.programs.judge_panel import ensemble_for, ensemble_record
 from binaryeval_dspy.programs.verdict_judge import VerdictJudge
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.runs.rejudge import frozen_question_set, rejudge_items, rejudge_settings
@@ -186,7 +186,11 @@ def rejudge_command(run_dir_path: Path, items_file: Path, question_set_file: Pat
     out_dir = out_dir or default_rejudge_dir(run_dir_path)
     run_dir = RunDirectory(out_dir)
     new_config = {**{k: v for k, v in config.items() if k not in LEGACY_CONFIG_KEYS},
-                  "previous_run": str(run_dir_path), **endpoint_config(handle)}
+                  "previous_run": str(run_dir_path), **endpoint_config(handle), **ensemble_record(settings)}
+    if config.get("panel_weights") is not None and new_config.get("panel_weights") != config["panel_weights"]:
+        raise RunStateError(f"{run_dir_path}'s weighted panel voted with {config['panel_weights']}, but its weights "
+                            f"file now gives {new_config.get('panel_weights')}: re-judging would mix two panels.",
+                            fix="restore the weights file, or start a new baseline with `bineval evaluate`.")
     if loaded_checks:
         new_config["checks_modules"] = loaded_checks
     manifest = RunManifest(

@@ -49,6 +49,31 @@ def price_model_for_name(lm_name: str | None, *, embedded: bool | None = None) -
     return lm_name.strip()
 
 
+def price_model_for_spec(spec: str, *, price_model: str | None = None) -> str | None:
+    """The model to price one judge of a panel or cascade as, from its spec (`RunSettings.judges`).
+
+    Args:
+        spec: ``local`` or a ``.gguf`` path (the embedded model), a base URL and its model as
+            ``URL#MODEL``, or a LiteLLM id (``openai/gpt-4o-mini``).
+        price_model: the run's ``price_model`` (a LiteLLM id), or None.
+
+    Returns:
+        `LOCAL` for the embedded model; for a LiteLLM id that LiteLLM's map prices, the id
+        itself; otherwise (a base URL, an id without a price) `price_model` when given, else
+        the id or None, which `run_cost` reports as unknown (never 0). So `price_model` prices
+        the judges that have no price of their own and leaves the others at theirs.
+    """
+    spec = spec.strip()
+    if spec == LOCAL or spec.endswith(".gguf"):
+        return LOCAL
+    base = spec.partition("#")[0]
+    if base.lower().startswith(("http://", "https://")):
+        return price_model
+    if model_price(spec) is not None:
+        return spec
+    return price_model or spec
+
+
 def estimate_cost(n_calls: int, prompt_tokens_per_call: float, completion_tokens_per_call: float, model: str,
                   batch: bool = True, *, cached_tokens_per_call: float = 0.0) -> float | None:
     """Estimated USD of `n_calls` calls of one size to `model`, before any is made.
@@ -215,5 +240,6 @@ __all__ = [
     "estimate_cost",
     "format_usd",
     "price_model_for_name",
+    "price_model_for_spec",
     "run_cost",
 ]

@@ -2,7 +2,9 @@
 
 `JudgePanel` asks every LM question of every member (one round: one call per question and
 member, `LMCall.judge` naming the member) and decides each question by a rule of
-`binaryeval_dspy.panels` (`panel_vote`: ``majority``, or ``any-no`` on fatal questions).
+`binaryeval_dspy.panels` (`panel_vote`: ``majority``, ``any-no`` on fatal questions, or
+``weighted`` with each member's weight measured beforehand against labels, read from a judge
+weights file, `binaryeval_dspy.data.judge_weights`).
 `JudgeCascade` asks its first stage every question, and a question whose stage is unsure
 (`panels.escalation_reason`: no yes / no, a split stage, P(yes) inside the band) goes to the
 next stage in a further round of calls; the last stage asked decides.
@@ -27,7 +29,7 @@ killed while a question's members are still out asks that question's members aga
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +49,7 @@ from binaryeval_dspy.programs.bineval import BinEval, ItemJudging, question_verd
 from binaryeval_dspy.schemas.question_set import QuestionSet
 from binaryeval_dspy.schemas.verdict import QuestionVerdict
 
-#: The panel rules a live panel can use: ``weighted`` needs each judge's measured agreement
-#: with labels, which a run does not have (use it in `bineval agreement` on recorded verdicts).
+#: The rules a cascade's stage can vote by in a run (a weighted stage is not offered).
 LIVE_PANEL_RULES = ("majority", "any-no")
 
 
@@ -69,6 +70,7 @@ class _Ensemble:
             raise ConfigError("a panel or cascade wraps a BinEval", received=type(program).__name__,
                               fix="pass BinEval(question_set).")
         self.program = program
+        self._last_answer: Answer | None = None  # the answer taken last (a deduplicated request's, see `take`)
 
     name: str = ""
 
@@ -107,8 +109,18 @@ class _Ensemble:
         return self._ask(state)
 
     def take(self, state: EnsembleItem, call: LMCall, answer: Answer) -> QuestionVerdict | None:
-        """Record one member's answer; returns the decided verdict once its question is decided, else None."""
+        """Record one member's answer; returns the decided verdict once its question is decided, else None.
+
+        The member's verdict keeps what its call used (`QuestionVerdict.usage`), so usage and
+        cost are known per judge. A request sent once for several identical calls (the plan
+        runner's dedupe hands its one answer to each caller in turn) is charged to its first
+        caller only, as the item usage is."""
         verdict = question_verdict(state.inner.question_set.question(call.key), answer)
+        if answer is not self._last_answer:
+            self._last_answer = answer
+            used = answer.usage
+            if used.lm_calls or used.failed_calls or used.prompt_tokens or used.completion_tokens:
+                verdict.usage = used.model_dump()
         return self._record(state, call, verdict)
 
     def unsent(self, state: EnsembleItem, call: LMCall, reason: str) -> QuestionVerdict | None:
@@ -169,28 +181,38 @@ class JudgePanel(_Ensemble):
     Args:
         program: the BinEval whose questions, checks and scoring are used.
         members: the judges' names (at least two, different).
-        rule: ``majority`` or ``any-no`` (`LIVE_PANEL_RULES`; any-no: one "no" decides a
-            fatal question, `BinaryQuestion.fatal`).
+        rule: ``majority``, ``any-no`` (one "no" decides a fatal question,
+            `BinaryQuestion.fatal`) or ``weighted`` (each member's vote counts with its
+            weight; the sign of the weighted sum decides, 0 is a tie: no decision).
+        weights: for ``weighted``: member -> weight (>= 0), measured beforehand against labels
+            (`binaryeval_dspy.data.judge_weights.read_judge_weights`); refused by the other rules.
 
     Attributes:
         name: ``rule(member, ...)`` (`panels.panel_name`), the run's judge name.
 
     Raises:
-        ConfigError: fewer than two members, a repeated member, or another rule.
+        ConfigError: fewer than two members, a repeated member, an unknown rule, ``weighted``
+            without a weight (>= 0) for every member, or weights with another rule.
     """
 
-    def __init__(self, program: BinEval, members: Sequence[str], *, rule: str = "majority") -> None:
+    def __init__(self, program: BinEval, members: Sequence[str], *, rule: str = "majority",
+                 weights: Mapping[str, float] | None = None) -> None:
         super().__init__(program)
         members = tuple(members)
         if len(members) < 2 or len(set(members)) != len(members):
             raise ConfigError("a panel needs at least two different judges", received=repr(list(members)),
                               fix="name two or more judges.")
         check_rule(rule)
-        if rule not in LIVE_PANEL_RULES:
-            raise ConfigError(f"the {rule!r} rule needs each judge's measured agreement with labels",
-                              expected=" or ".join(LIVE_PANEL_RULES),
-                              fix="use majority or any-no in a run; simulate weighted panels with `bineval agreement`.")
+        if rule == "weighted":
+            missing = [m for m in members if weights is None or not (weights.get(m, -1.0) >= 0)]
+            if missing:
+                raise ConfigError(f"the weighted rule needs each judge's weight measured against labels; none (>= 0) "
+                                  f"for {missing[0]!r}", fix="pass `panel_weights` FILE (the judge_weights.csv that "
+                                                             "`bineval agreement` writes).")
+        elif weights is not None:
+            raise ConfigError(f"weights are for the weighted rule, not {rule!r}", fix="leave the weights out.")
         self.members, self.rule = members, rule
+        self.weights = [float(weights[m]) for m in members] if weights is not None else None
         self.name = panel_name(rule, members)
         self._fatal = {q.id for q in program.question_set.questions if q.fatal}
 
@@ -200,7 +222,7 @@ class JudgePanel(_Ensemble):
     def _decide(self, question_set: QuestionSet, qid: str, have: dict[str, QuestionVerdict]) -> QuestionVerdict:
         answers = {m: have[m] for m in self.members if m in have}
         vote = panel_vote([have[m].verdict if m in have else None for m in self.members], rule=self.rule,
-                          fatal=qid in self._fatal)
+                          fatal=qid in self._fatal, weights=self.weights)
         return decided_verdict(qid, vote, answers, _vote_text(vote))
 
 
@@ -278,8 +300,50 @@ def ensemble_for(program: BinEval, settings: Any) -> BinEval | JudgePanel | Judg
         return program
     if settings.cascade:
         return JudgeCascade(program, cascade_rule(settings))
-    return JudgePanel(program, settings.judges, rule=settings.panel_rule)
+    weights = panel_weights(settings)
+    return JudgePanel(program, settings.judges, rule=settings.panel_rule,
+                      weights=weights.weights if weights is not None else None)
+
+
+def panel_weights(settings: Any) -> Any:
+    """The weighted panel's `JudgeWeights` read from `settings.panel_weights` (None without one).
+
+    Raises:
+        InputError: as `binaryeval_dspy.data.judge_weights.read_judge_weights` (file, line, field).
+    """
+    if not settings.panel_weights:
+        return None
+    from binaryeval_dspy.data.judge_weights import read_judge_weights
+
+    return read_judge_weights(settings.panel_weights, settings.judges)
+
+
+def judge_price_models(settings: Any) -> dict[str, str | None]:
+    """Judge -> the model its calls are priced as (`binaryeval_dspy.cost.pricing.price_model_for_spec`;
+    ``price_model`` prices the judges without a price of their own); every judge of a replay
+    run is `REPLAY` (nothing is sent). {} for one judge. None for a judge means "price unknown"."""
+    from binaryeval_dspy.cost.pricing import REPLAY, price_model_for_spec
+
+    if settings.engine == "replay":
+        return dict.fromkeys(settings.judges, REPLAY)
+    return {judge: price_model_for_spec(judge, price_model=settings.price_model) for judge in settings.judges}
+
+
+def ensemble_record(settings: Any) -> dict[str, Any]:
+    """What a manifest's ``config`` records about a panel or cascade beyond its settings (the
+    judges and the rule are in the manifest's ``settings``): the model each judge is priced as
+    (``judge_prices``, `judge_price_models`) and, for a weighted panel, the weights it voted
+    with and where they came from (``panel_weights``, ``panel_weights_source``:
+    `JudgeWeights.manifest_entry`); {} for one judge.
+
+    Raises:
+        InputError: a weights file that cannot be read (`panel_weights`).
+    """
+    if not settings.judges:
+        return {}
+    weights = panel_weights(settings)
+    return {"judge_prices": judge_price_models(settings), **(weights.manifest_entry() if weights is not None else {})}
 
 
 __all__ = ["LIVE_PANEL_RULES", "EnsembleItem", "JudgeCascade", "JudgePanel", "cascade_rule", "decided_verdict",
-           "ensemble_for", "ensemble_name"]
+           "ensemble_for", "ensemble_name", "ensemble_record", "judge_price_models", "panel_weights"]

@@ -6,8 +6,9 @@
 the labels, the worst questions of each, calibration with a reliability diagram where a
 judge gave P(yes), the panels' inter-judge agreement, the cascades' escalations, cost and
 band sweep. Every row names its judge; a panel or cascade names its rule and members.
-`write_agreement_report` writes ``report.md``, ``report.html``, ``agreement.json`` and
-``figures/reliability.png``.
+`write_agreement_report` writes ``report.md``, ``report.html``, ``agreement.json``,
+``judge_weights.csv`` (each recorded judge's weight for a weighted panel in a run,
+`binaryeval_dspy.data.judge_weights`) and ``figures/reliability.png``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from binaryeval_dspy.data.judge_weights import JUDGE_WEIGHTS_FILE, write_judge_weights
 from binaryeval_dspy.meta_eval.label_agreement import AgreementResult
+from binaryeval_dspy.panels import log_odds_weight
 from binaryeval_dspy.reports.formatting import fmt, plural
 from binaryeval_dspy.render import Document, Figure, Section, Table, to_html, to_markdown
 
@@ -150,8 +153,9 @@ def agreement_document(result: AgreementResult, *, labels_path: str, verdict_sou
 def write_agreement_report(result: AgreementResult, out_dir: str | Path, *, labels_path: str,
                            verdict_sources: list[str], n_resamples: int, seed: int, items: str | None = None,
                            figures: bool = True) -> tuple[Path, Path, Path]:
-    """Write ``report.md``, ``report.html``, ``agreement.json`` (every figure, all questions)
-    and, with `figures` and a judge that gave P(yes), ``figures/reliability.png``.
+    """Write ``report.md``, ``report.html``, ``agreement.json`` (every figure, all questions),
+    ``judge_weights.csv`` (`judge_weight_rows`: what a run's weighted panel reads with
+    `panel_weights`) and, with `figures` and a judge that gave P(yes), ``figures/reliability.png``.
 
     Returns:
         (report.md, report.html, agreement.json) paths.
@@ -180,4 +184,18 @@ def write_agreement_report(result: AgreementResult, out_dir: str | Path, *, labe
             "report": document.model_dump(mode="json")}
     path = out / AGREEMENT_JSON
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    write_judge_weights(judge_weight_rows(result, labels_path=labels_path), out / JUDGE_WEIGHTS_FILE)
     return md, html, path
+
+
+def judge_weight_rows(result: AgreementResult, *, labels_path: str) -> list[dict[str, Any]]:
+    """One row per recorded judge (not the simulated panels and cascades) for the judge weights
+    file (`binaryeval_dspy.data.judge_weights`): its weight `log_odds_weight(agree, answered)`
+    (>= 0), accuracy, Cohen's kappa, the counts and the labels file they were measured against."""
+    rows = []
+    for name, j in result.judges.items():
+        if j.get("kind") != "judge":
+            continue
+        rows.append({"judge": name, "weight": log_odds_weight(j["agree"], j["answered"]), "accuracy": j["accuracy"],
+                     "kappa": j["kappa"], "agree": j["agree"], "answered": j["answered"], "labels": labels_path})
+    return rows

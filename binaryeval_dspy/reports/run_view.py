@@ -332,7 +332,8 @@ def _summary(run: LoadedRun) -> Any:
             run.notes.append(f"{stored_path} could not be read ({str(exc).splitlines()[0]}): the summary was "
                              f"rebuilt from {RESULTS} (the cost is priced by the LM's name).")
     rebuilt = summarize_results(run.results, lm=run.manifest.lm, question_set=run.question_set,
-                                embedded=stored.embedded_lm if stored is not None else None)
+                                embedded=stored.embedded_lm if stored is not None else None,
+                                judge_prices=(run.manifest.config or {}).get("judge_prices"))
     if stored is None:
         if not stored_path.is_file():
             run.notes.append(f"{_SUMMARY_FILE} is missing: the summary was rebuilt from {RESULTS} (the cost is "
@@ -405,6 +406,12 @@ def _verdict_data(v: Any) -> dict[str, Any]:
         data["cut"] = True
     if against_verdict(v.p_yes, v.verdict):
         data["px"] = True  # the verdict points the other way from its own P(yes): the item view says why
+    if v.judges:  # a panel's or cascade's decision: every judge's own verdict, in the order asked
+        data["j"] = [{"n": name, "v": own.verdict, **({"p": own.p_yes} if own.p_yes is not None else {}),
+                      **({"err": own.error} if own.error else {})} for name, own in v.judges.items()]
+        said = {own.verdict for own in v.judges.values()}
+        if "yes" in said and "no" in said:
+            data["split"] = True  # the judges answered both ways: marked in the item view
     return data
 
 

@@ -39,6 +39,7 @@ from binaryeval_dspy.engines.in_process import run_in_process
 from binaryeval_dspy.engines.plan_runner import ItemOutcome, PlanRunner, StopRun
 from binaryeval_dspy.lm.calls import error_text
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.judge_panel import judge_price_models
 from binaryeval_dspy.runs.answer_journal import ANSWERS, AnswerJournal, merge_answers
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.item_rows import (
@@ -293,7 +294,8 @@ def record_summary(run_dir: RunDirectory, question_set: Any, *, lm: LMHandle | N
         return None
     summary = builder.summary(lm=name, embedded=lm.embedded if lm is not None else None,
                               price_model=settings.price_model_for(lm), batch=batch,
-                              in_flight=settings.in_flight(lm))
+                              in_flight=settings.in_flight(lm),
+                              judge_prices=judge_price_models(settings) if settings.judges else None)
     if wanted is not None:
         summary.items_not_stored = len(wanted - seen)  # never reached: said beside the figures
         replay = getattr(lm, "replay", None)  # a replay: its file's rows for items or questions the run lacks

@@ -17,6 +17,7 @@ from typing import Any
 
 from binaryeval_dspy.errors import ConfigError
 from binaryeval_dspy.lm.factory import LMHandle
+from binaryeval_dspy.programs.judge_panel import ensemble_record
 from binaryeval_dspy.runs.evaluation_outcome import EvaluationOutcome
 from binaryeval_dspy.runs.items_file import items_file_identity
 from binaryeval_dspy.schemas.question_set import QuestionSet
@@ -60,8 +61,8 @@ def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, ques
     Its ``settings`` is the run's `RunSettings` (`recorded_settings`; read back with
     `RunSettings.of_manifest`). Its ``config`` records how the items were read (fields,
     limit, empty-output policy), the scale, the aggregation, how the LM is reached
-    (`endpoint_config`; the spec, model and key's variable name, never the key) and the
-    checks modules, so a rerun can be checked against it and `bineval rejudge` can rebuild
+    (`endpoint_config`; the spec, model and key's variable name, never the key), the
+    checks modules and a panel's or cascade's prices per judge and weights (`ensemble_record`), so a rerun can be checked against it and `bineval rejudge` can rebuild
     the run.
     """
     settings = settings or RunSettings()
@@ -75,6 +76,7 @@ def run_manifest(command: str, handle: LMHandle, question_set: QuestionSet, ques
     config.update(lm_spec=lm_spec, lm_model=lm_model, api_key_env=api_key_env)
     if checks_modules:
         config["checks_modules"] = checks_modules
+    config.update(ensemble_record(settings))  # a panel's or cascade's prices per judge and weights
     return RunManifest(command=command, lm=handle.name, question_set_hash=question_set.content_hash,
                        question_set_path=str(question_set_path), items_path=str(items_path),
                        items_file=items_file_identity(items_path), settings=recorded_settings(settings, handle),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from binaryeval_dspy.analysis.explanation_flags import (
     SAYS_YES,
     explanation_flags,
 )
-from binaryeval_dspy.cost.pricing import RunCost, price_model_for_name, run_cost
+from binaryeval_dspy.cost.pricing import RunCost, format_usd, price_model_for_name, run_cost
 from binaryeval_dspy.lm.logprobs import AGAINST_VERDICT_WHY, against_verdict
 from binaryeval_dspy.panels import ensemble_statistics
 from binaryeval_dspy.runs.run_summary_tables import is_defined, item_status, summary_markdown
@@ -47,6 +47,7 @@ __all__ = [
     "VerdictSkew",
     "SummaryBuilder",
     "UnusedVerdicts",
+    "judge_costs",
     "judge_notes",
     "results_frame",
     "summarize_results",
@@ -226,8 +227,11 @@ class RunSummary(BaseModel):
             (``"yes, but ..."``; ``QuestionVerdict.qualified``): counted as the verdict
             named, and noted.
         judges: for a panel or cascade of judges (`binaryeval_dspy.programs.judge_panel`):
-            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions;
-            for a cascade the share escalated and its calls against the last judge's); else None.
+            `binaryeval_dspy.panels.ensemble_statistics` (Fleiss' kappa, split questions, each
+            judge's answers and usage; for a cascade the share escalated and its calls against
+            the last judge's) with each judge's cost at its own prices (`judge_costs`:
+            ``cost_by_judge``, ``cost_usd``; for a cascade ``strongest_estimate`` and
+            ``cost_vs_strongest``); else None.
         items_not_stored: items given to the run that have no stored result (it stopped
             early or was interrupted before them); the other figures are over the stored items.
         verdicts_unused: for a replay (engine ``replay``), the rows of its verdicts file that
@@ -419,7 +423,8 @@ class SummaryBuilder:
                 self._by_question.setdefault(question_id, [0, 0])[verdict == "no"] += 1
 
     def summary(self, *, lm: str, embedded: bool | None = None, price_model: str | None = None,
-                batch: bool = False, in_flight: int | None = None) -> RunSummary:
+                batch: bool = False, in_flight: int | None = None,
+                judge_prices: Mapping[str, str | None] | None = None) -> RunSummary:
         """The `RunSummary` of every result added so far (arguments as in `summarize_results`)."""
         low, high = scale = self._scale or (0.0, 1.0)
         out = []
@@ -460,6 +465,10 @@ class SummaryBuilder:
                                 cached_prompt_tokens=summary.cached_prompt_tokens,
                                 cache_write_tokens=summary.cache_write_tokens, items=n, model=price_model,
                                 batch=batch)
+        if summary.judges is not None and judge_prices is not None:
+            total = judge_costs(summary.judges, judge_prices, batch=batch, items=n)
+            if total is not None:  # the sum of each judge's cost at its own prices
+                summary.cost = total
         return summary
 
     def _discrimination(self) -> Discrimination | None:
@@ -486,9 +495,82 @@ class SummaryBuilder:
                               score_sd=round(pstdev(overall), 4) if overall else None, low=bool(is_low))
 
 
+def judge_costs(stats: dict[str, Any], judge_prices: Mapping[str, str | None], *, batch: bool = False,
+                items: int = 0) -> RunCost | None:
+    """Price a panel's or cascade's usage per judge, in place in `stats` (`ensemble_statistics`).
+
+    Each judge's summed usage (``usage_by_judge``: its own calls' tokens) is priced at its
+    own model's prices (`run_cost`; `judge_prices`: judge -> LiteLLM id, ``local``,
+    ``replay``, or None for a price unknown). Adds to `stats`:
+
+    * ``cost_by_judge``: judge -> `RunCost` as JSON (``status`` ``unknown`` with no ``usd``
+      when its price is unknown: never 0);
+    * ``cost_usd``: the USD of every judge's calls, None when any judge's price is unknown;
+    * for a cascade (``escalated`` in `stats`), ``strongest_estimate``: what asking the last
+      judge every question would cost, from that judge's own measured cost per question
+      asked of it: ``judge``, ``asked`` (questions it was asked), ``questions`` (every
+      question the cascade decided), ``usd_per_call`` / ``usd`` (None when its price is
+      unknown or it was never asked), ``tokens_per_call`` / ``tokens`` (prompt + completion),
+      and ``cost_vs_strongest`` (``cost_usd / strongest_estimate.usd``, None when either is
+      unknown).
+
+    Args:
+        stats: the summary's ``judges`` dict (changed in place).
+        judge_prices: judge -> the model to price it as (`judge_price_models`).
+        batch: price at batch prices.
+        items: the run's items, for the per-item figure of the total.
+
+    Returns:
+        The run's total as a `RunCost` (the sum over judges, each at its own prices) when
+        every judge is priced (or local, or replayed); None when any judge's price is unknown
+        (the run's cost stays as priced by its LM name).
+    """
+    usage = stats.get("usage_by_judge") or {}
+    costs: dict[str, RunCost] = {}
+    for judge in stats.get("judges") or ():
+        used = usage.get(judge) or {}
+        costs[judge] = run_cost(prompt_tokens=used.get("prompt_tokens", 0),
+                                completion_tokens=used.get("completion_tokens", 0),
+                                cached_prompt_tokens=used.get("cached_prompt_tokens", 0),
+                                cache_write_tokens=used.get("cache_write_tokens", 0),
+                                model=judge_prices.get(judge), batch=batch)
+    stats["cost_by_judge"] = {judge: cost.model_dump(mode="json") for judge, cost in costs.items()}
+    known = all(cost.usd is not None for cost in costs.values())
+    stats["cost_usd"] = sum(cost.usd for cost in costs.values()) if known and costs else None
+    if stats.get("escalated") is not None and costs:
+        last = stats["judges"][-1]
+        asked = sum((stats.get("answers_by_judge") or {}).get(last, {}).values())
+        used = usage.get(last) or {}
+        tokens = used.get("prompt_tokens", 0) + used.get("completion_tokens", 0)
+        questions = stats.get("strongest_calls") or stats.get("questions", 0)
+        per_call = costs[last].usd / asked if asked and costs[last].usd is not None else None
+        estimate = {"judge": last, "asked": asked, "questions": questions,
+                    "usd_per_call": per_call, "usd": per_call * questions if per_call is not None else None,
+                    "tokens_per_call": tokens / asked if asked else None,
+                    "tokens": round(tokens / asked * questions) if asked else None}
+        stats["strongest_estimate"] = estimate
+        stats["cost_vs_strongest"] = (stats["cost_usd"] / estimate["usd"]
+                                      if stats["cost_usd"] is not None and estimate["usd"] else None)
+    if not known or not costs:
+        return None
+    total = stats["cost_usd"]
+    priced = [c for c in costs.values() if c.status == "priced"]
+    if not priced:  # every judge local or replayed: the first one's display (0 (local), 0 (replay))
+        first = next(iter(costs.values()))
+        return first.model_copy(update={"usd_per_item": 0.0})
+    parts = {name: sum(getattr(c, name) or 0.0 for c in priced)
+             for name in ("input_usd", "cached_input_usd", "cache_write_usd", "output_usd")}
+    return RunCost(status="priced", display=format_usd(total), usd=total, usd_per_item=total / items if items else None,
+                   model=None, price_key=", ".join(dict.fromkeys(c.price_key or "" for c in priced)),
+                   mode="batch" if batch else "live", **parts,
+                   source=f"the sum of each judge's calls at its own prices; {priced[0].source}",
+                   note="per judge in the summary's judges.cost_by_judge")
+
+
 def summarize_results(results: Iterable[ItemResult], *, lm: str, embedded: bool | None = None,
                       question_set: QuestionSet | None = None, price_model: str | None = None,
-                      batch: bool = False, in_flight: int | None = None) -> RunSummary:
+                      batch: bool = False, in_flight: int | None = None,
+                      judge_prices: Mapping[str, str | None] | None = None) -> RunSummary:
     """Aggregate stored item results into a `RunSummary` (mean of per-item yes-rates), in one
     pass over `results` (`SummaryBuilder`: a generator over ``results.jsonl`` is read
     without holding the items).
@@ -515,11 +597,16 @@ def summarize_results(results: Iterable[ItemResult], *, lm: str, embedded: bool 
         batch: the calls went through a provider's batch API: priced at batch prices.
         in_flight: LM calls kept in flight at once (`RunSettings.in_flight`); None when
             unknown (the seconds-per-item line then says items may overlap).
+        judge_prices: for a panel or cascade, judge -> the model its calls are priced as
+            (`binaryeval_dspy.programs.judge_panel.judge_price_models`, recorded in the
+            manifest as ``judge_prices``): each judge's usage is priced at its own prices
+            (`judge_costs`); None leaves the judges unpriced.
     """
     builder = SummaryBuilder(question_set)
     for result in results:
         builder.add(result)
-    return builder.summary(lm=lm, embedded=embedded, price_model=price_model, batch=batch, in_flight=in_flight)
+    return builder.summary(lm=lm, embedded=embedded, price_model=price_model, batch=batch, in_flight=in_flight,
+                           judge_prices=judge_prices)
 
 
 def verdict_skew(yes: int, answered: int, *, judged_items: int) -> VerdictSkew | None:

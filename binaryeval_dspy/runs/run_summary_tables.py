@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from binaryeval_dspy.cost.pricing import cost_line
+from binaryeval_dspy.cost.pricing import cost_line, format_usd
 from binaryeval_dspy.render import markdown_paragraph, markdown_table
 from binaryeval_dspy.schemas.item_result import ITEM_STATUSES
 
@@ -193,7 +193,60 @@ def judges_line(summary: RunSummary) -> str | None:
         parts.append(f"{stats['escalated']} questions escalated ({stats.get('escalated_share', 0):.0%}); "
                      f"{stats.get('calls', 0)} judge calls against {stats.get('strongest_calls', 0)} asking the last "
                      "judge everything" + (f" ({ratio:.2f}x)" if ratio is not None else ""))
+    if any(u.get("lm_calls") or u.get("failed_calls") for u in (stats.get("usage_by_judge") or {}).values()):
+        parts.append("per judge: " + ", ".join(judge_cost_phrase(judge, stats) for judge in stats.get("judges") or ()))
+    if stats.get("strongest_estimate"):
+        parts.append(cascade_cost_phrase(stats))
     return "; ".join(parts)
+
+
+def _usd_or_unknown(cost: dict | None) -> str:
+    """A judge's cost as shown: ``$0.0012``, ``0 (local)``, ``0 (replay)`` or ``price unknown`` (never 0 for
+    an unknown price)."""
+    if not cost or cost.get("usd") is None:
+        return "price unknown"
+    return cost.get("display") or format_usd(cost["usd"])
+
+
+def judge_cost_phrase(judge: str, stats: dict) -> str:
+    """One judge of a panel or cascade: ``a $0.0012 (12 calls, 1 failed; 1,234 tokens; 1 question with a
+    failed call)``; ``price unknown`` with the token counts when its price is not known."""
+    used = (stats.get("usage_by_judge") or {}).get(judge) or {}
+    cost = (stats.get("cost_by_judge") or {}).get(judge)
+    calls = used.get("lm_calls", 0)
+    failed = used.get("failed_calls", 0)
+    tokens = used.get("prompt_tokens", 0) + used.get("completion_tokens", 0)
+    errors = ((stats.get("answers_by_judge") or {}).get(judge) or {}).get("error", 0)
+    detail = f"{calls + failed:,} calls" + (f", {failed:,} failed" if failed else "") + f"; {tokens:,} tokens"
+    if errors:
+        detail += f"; {errors:,} question{'s' if errors != 1 else ''} with a failed call"
+    shown = _usd_or_unknown(cost) if "cost_by_judge" in stats else "cost not priced"
+    return f"{judge} {shown} ({detail})"
+
+
+def cascade_cost_phrase(stats: dict) -> str:
+    """A cascade's cost against asking its last judge every question, estimated from that judge's own
+    measured cost per question asked: ``cost $0.0030 against an estimated $0.0100 asking b every question
+    (0.30x; b's $0.00083 per call x 12 questions)``; with a price unknown, the tokens instead."""
+    e = stats["strongest_estimate"]
+    judge, questions = e["judge"], e.get("questions", 0)
+    total = stats.get("cost_usd")
+    mine = "price unknown" if total is None else format_usd(total)
+    costs = (stats.get("cost_by_judge") or {}).values()
+    if costs and all(c.get("status") == "local" for c in costs):  # the embedded model or a replay: no bill
+        return f"cascade cost {next(iter(costs)).get('display')}: no per-token bill to compare"
+    if e.get("usd") is not None:
+        ratio = stats.get("cost_vs_strongest")
+        return (f"cascade cost {mine} against an estimated {format_usd(e['usd'])} asking {judge} every question"
+                + (f" ({ratio:.2f}x;" if ratio is not None else " (")
+                + f" {judge}'s {format_usd(e['usd_per_call'])} per call x {questions} questions)")
+    usage = stats.get("usage_by_judge") or {}
+    tokens = sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0) for u in usage.values())
+    if e.get("tokens") is None:
+        return f"cascade cost {mine}; {judge} was never asked, so asking it every question cannot be estimated"
+    why = "price unknown" if e.get("asked") else "never asked"
+    return (f"cascade cost {mine} ({tokens:,} tokens) against an estimated {e['tokens']:,} tokens asking {judge} "
+            f"every question ({why} for {judge}: {e['tokens_per_call']:,.0f} tokens per call x {questions} questions)")
 
 
 def summary_table(summary: RunSummary, wording: Callable[[str], str] | None = None) -> Table:

@@ -10,9 +10,12 @@ texts and dimensions) without calling any LM, and returns one `VerdictRecord` pe
 Non-answers keep their outcome (``unparsed``, ``error``), never "no". An item without
 verdicts (status ``empty_output``: no question was asked) has no rows. A run judged by a
 panel or cascade also gives each judge's own answer as a row of its own (judge = the
-member's name; its cost unknown, as the item's cost is not split by judge), beside the
-decided row (judge = the panel's or cascade's name, the cost of all its judges' calls), so `bineval agreement` can score
-every member and the rule.
+member's name; its cost is its own call's usage, `QuestionVerdict.usage`, at the prices the
+manifest's ``judge_prices`` names for it, unknown when it names none), beside the decided
+row (judge = the panel's or cascade's name; its cost the sum of its judges' rows, unknown
+when one is; a run made before ``judge_prices`` was recorded keeps the item's cost shared
+among its questions), so `bineval agreement` can score every member and the rule, and price a
+cascade on the costs the run measured.
 """
 
 from __future__ import annotations
@@ -88,18 +91,37 @@ def run_verdict_records(run_dir: str | Path, *, judge: str | None = None) -> lis
     questions = _questions(run)
     name = judge or manifest.lm
     records: list[VerdictRecord] = []
+    judge_prices = (manifest.config or {}).get("judge_prices")
     for result in run.read_results(repair=False):
         share = item_answer_costs(result, price_model=price_model if isinstance(price_model, str) else None,
                                   batch=batch)
         for verdict in result.verdicts:
             question = questions.get(verdict.question_id, {})
+            members = [(member, answer, member_cost(answer, judge_prices, member, batch=batch))
+                       for member, answer in (verdict.judges or {}).items()]
+            cost = 0.0 if verdict.source == "code" else share
+            if members and isinstance(judge_prices, dict):  # a decision costs what its judges' calls cost
+                cost = None if any(c is None for _, _, c in members) else sum(c for _, _, c in members)
             records.append(VerdictRecord.from_question_verdict(
-                verdict, item_id=result.item_id, judge=name,
-                cost_usd=(0.0 if verdict.source == "code" else share),
+                verdict, item_id=result.item_id, judge=name, cost_usd=cost,
                 question_text=question.get("text"), dimension=question.get("dimension"),
                 output_hash=result.output_hash))
-            for member, answer in (verdict.judges or {}).items():  # a panel's or cascade's judges, one row each
+            for member, answer, own in members:  # a panel's or cascade's judges, one row each
                 records.append(VerdictRecord.from_question_verdict(
-                    answer, item_id=result.item_id, judge=member, question_text=question.get("text"),
+                    answer, item_id=result.item_id, judge=member, cost_usd=own, question_text=question.get("text"),
                     dimension=question.get("dimension"), output_hash=result.output_hash))
     return records
+
+
+def member_cost(answer: Any, judge_prices: Any, member: str, *, batch: bool = False) -> float | None:
+    """USD of one panel or cascade judge's own answer: its call's usage (`QuestionVerdict.usage`;
+    none recorded: 0 tokens) at the prices `judge_prices` (the manifest's, judge -> model) names
+    for `member`; None when the run recorded no prices (made before they were recorded) or
+    the judge's price is unknown."""
+    if not isinstance(judge_prices, dict) or member not in judge_prices:
+        return None
+    used = answer.usage or {}
+    return run_cost(prompt_tokens=used.get("prompt_tokens", 0), completion_tokens=used.get("completion_tokens", 0),
+                    cached_prompt_tokens=used.get("cached_prompt_tokens", 0),
+                    cache_write_tokens=used.get("cache_write_tokens", 0), model=judge_prices[member],
+                    batch=batch).usd

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 VerdictValue = Literal["yes", "no", "unparsed", "error"]
 VerdictSource = Literal["lm", "code"]
@@ -54,6 +54,12 @@ class QuestionVerdict(BaseModel):
             on this question, in the order they were asked (a cascade's later stages only
             where it escalated). The verdict above is the rule's decision. Omitted from JSON
             when None (a single judge).
+        usage: on a judge's own verdict inside `judges`: what the call that gave it used,
+            as `Usage` fields (``lm_calls``, ``failed_calls``, ``prompt_tokens``,
+            ``completion_tokens``, ``cached_prompt_tokens``, ``cache_write_tokens``; counts,
+            tokens), so a panel's or cascade's usage and cost are known per judge. None (and
+            omitted from JSON) elsewhere, and for a call that used nothing (a cache hit, a
+            replayed answer, a call never sent): a single judge's usage is its item's.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,6 +76,7 @@ class QuestionVerdict(BaseModel):
     reply_cut: bool = Field(default=False, exclude_if=lambda v: not v)
     qualified: bool = Field(default=False, exclude_if=lambda v: not v)
     judges: dict[str, QuestionVerdict] | None = Field(default=None, exclude_if=lambda v: v is None)
+    usage: dict[str, NonNegativeInt] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def parsed(self) -> bool:

@@ -196,7 +196,7 @@ def test_panel_settings_are_checked():
         RunSettings(judges=("a", "b"), cascade=True, cascade_band=(0.8, 0.2))
     with pytest.raises(ConfigError, match="not ray"):
         RunSettings(judges=("a", "b"), engine="ray")
-    with pytest.raises(ConfigError, match="measured agreement"):
+    with pytest.raises(ConfigError, match="weight measured against labels"):  # without weights
         JudgePanel(BinEval(question_set()), ["a", "b"], rule="weighted")
 
 
