@@ -212,11 +212,11 @@ class ThreadedEngine:
 
         def hand_out() -> Iterator[tuple[int, Answer]]:
             """Fill the free places with new calls; those the cache answers come back at once.
-            Replies not read yet count against a second `in_flight` places, so a fast endpoint
+            Nothing is handed out while `in_flight` replies wait to be read, so a fast endpoint
             cannot pile up unread replies (memory) faster than this thread reads them."""
             nonlocal out
-            while (room := min(self.in_flight - out, 2 * self.in_flight - out - len(back))) > 0:
-                taken = source.take(room)
+            while out < self.in_flight and len(back) < self.in_flight:
+                taken = source.take(self.in_flight - out)
                 if not taken:
                     return
                 for ticket, call in taken:
@@ -238,11 +238,11 @@ class ThreadedEngine:
                     cache.flush_due()
                 loop.run_until_complete(some_finished())
                 while True:
-                    if finished:
+                    if finished or len(back) == self.in_flight - 1:  # new replies, or room again after a full backlog
                         out -= len(finished)
                         back.extend(finished)
                         finished.clear()
-                    yield from hand_out()  # the places replies free get new calls before the replies are read
+                        yield from hand_out()  # the places replies free get new calls before the replies are read
                     if not back:
                         break
                     ticket, exchange = back.popleft()
