@@ -201,6 +201,7 @@ class PlanRunner:
             for ticket, answer in answers:
                 self.answer(ticket, answer)
         except KeyboardInterrupt:
+            self._salvage(answers)
             self.interrupt("interrupted (Ctrl-C) before this call finished")
             raise
         except StopRun as stop:
@@ -210,6 +211,21 @@ class PlanRunner:
             close = getattr(answers, "close", None)
             if close is not None:
                 close()
+
+    def _salvage(self, answers: Iterator[tuple[int, Answer]]) -> None:
+        """After an interrupt: take the answers the engine holds already (replies read but not
+        handed over; the engine sends nothing more): the interrupt is thrown into the engine's
+        generator, which hands them over, then ends. A second interrupt stops this at once."""
+        throw = getattr(answers, "throw", None)
+        if throw is None:
+            return
+        try:
+            item = throw(KeyboardInterrupt())
+            while True:
+                self.answer(*item)
+                item = next(answers)
+        except (KeyboardInterrupt, StopIteration, StopRun, RuntimeError):
+            return
 
     def _drain(self, answers: Iterator[tuple[int, Answer]]) -> None:
         """After a stop: take the answers of the calls still out (the engine sends no more)."""

@@ -46,7 +46,8 @@ from binaryeval_dspy.engines.http_client import (AsyncConnections, Connections, 
                                                   post_json)
 from binaryeval_dspy.lm.cache_identity import ATTEMPT_GATE
 from binaryeval_dspy.lm.dspy_internals import openai_schema_format
-from binaryeval_dspy.lm.calls import Answer, LMCall, Prepared, format_call, hinted, read_failure, read_outputs
+from binaryeval_dspy.lm.calls import (Answer, LMCall, Prepared, error_text, format_call, hinted, read_failure,
+                                      read_outputs)
 from binaryeval_dspy.lm.schema_format import as_json_object, is_openai_schema, rejects_response_format
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -454,9 +455,14 @@ class HttpSender:
                       if posted.error_type == "NotSent" and not posted.attempts
                       else Answer(status="error", reason=_posted_error(posted), usage=usage))
         else:
-            if exchange.key is not None and _has_text(posted.body):
-                _cache_put(exchange.cache, exchange.key, posted.body)
-            answer = self._read(exchange.call, exchange.prepared, posted.body, usage)
+            try:
+                answer = self._read(exchange.call, exchange.prepared, posted.body, usage)
+            except Exception as exc:  # noqa: BLE001 - a reply our reader cannot take is the call's error, still counted
+                answer = Answer(status="error", reason=hinted("ReplyError", f"the reply could not be read: {error_text(exc)}"),
+                                usage=usage)
+            else:
+                if exchange.key is not None and _has_text(posted.body):
+                    _cache_put(exchange.cache, exchange.key, posted.body)
         if not exchange.refused and _logprobs_refused(answer, exchange.call):
             logger.warning("%s refused log-probabilities (%s); asking without them from now on", self.name,
                            answer.reason)
@@ -498,11 +504,13 @@ class HttpSender:
         return f"bineval-reply-{digest.hexdigest()}"
 
     def _switch_to_json_object(self) -> None:
+        """A request refused for its ``json_schema`` form is sent again as ``json_object``:
+        each such request is counted (``format_retries``); the switch is said once."""
+        stats = getattr(self.adapter, "stats", None)
+        if stats is not None:
+            stats.add("format_retries")
         if getattr(self.lm, "schema_dialect", None) != "json_object":
             self.lm.schema_dialect = "json_object"
-            stats = getattr(self.adapter, "stats", None)
-            if stats is not None:
-                stats.add("format_retries")
             logger.warning("%s rejected a JSON schema in OpenAI's response_format form; sending "
                            "{'type': 'json_object', 'schema': ...} from now on.", self.spec.lm_model)
 
@@ -534,13 +542,24 @@ def reply_outputs(body: dict) -> list[dict[str, Any]]:
         if not isinstance(choice, dict):
             continue
         message = choice.get("message") or {}
-        output: dict[str, Any] = {"text": message.get("content") if isinstance(message, dict) else None}
+        output: dict[str, Any] = {"text": _content_text(message.get("content")) if isinstance(message, dict) else None}
         if choice.get("logprobs"):
             output["logprobs"] = choice["logprobs"]
         if choice.get("finish_reason") == CUT_REPLY[1]:
             output[CUT_REPLY[0]] = CUT_REPLY[1]
         outputs.append(output)
     return outputs or [{"text": None}]
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's ``content`` as text: a string as it is, a list of content parts (OpenAI's
+    ``[{"type": "text", "text": ...}]``) as their texts joined; anything else None (no text)."""
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):
+        texts = [part.get("text") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
+        return "".join(texts) if texts else None
+    return None
 
 
 def _has_text(body: dict) -> bool:

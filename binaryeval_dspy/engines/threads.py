@@ -76,7 +76,7 @@ class ThreadedEngine:
         """As `binaryeval_dspy.engines.base.Engine.send`."""
         if self.in_flight == 1:
             yield from self._one_at_a_time(source, budget)
-        elif _steps_apart(self._sender()) and not _loop_running():
+        elif _steps_apart(self._sender_if_any()) and not _loop_running():
             yield from self._exchanges(source, budget)
         else:
             yield from self._pooled(source, budget)
@@ -86,6 +86,14 @@ class ThreadedEngine:
         if self.sender is None:
             self.sender = engine_sender(self.handle, lm=self.lm)
         return self.sender
+
+    def _sender_if_any(self) -> Any:
+        """The run's sender, or None when no LM is configured (a plan without LM calls, such
+        as a ROUGE baseline, needs none; a call that does raises when it is taken)."""
+        try:
+            return self._sender()
+        except Exception:  # noqa: BLE001 - raised again by the first call that needs an LM
+            return None
 
     def _one_at_a_time(self, source: CallSource, budget: Any) -> Iterator[tuple[int, Answer]]:
         while True:
@@ -135,12 +143,21 @@ class ThreadedEngine:
                         return
                     raise PlanStalled("the plan has calls to come but none is ready and none is in flight")
                 raised: BaseException | None = None
-                for ticket, answer in _next_done(completed):
+                try:
+                    done = _next_done(completed)
+                except KeyboardInterrupt:
+                    yield from _answers_back(completed)  # replies already read are handed over, then the stop
+                    raise
+                for ticket, answer in done:
                     out -= 1
                     if isinstance(answer, BaseException):
                         raised = raised or answer
                         continue
-                    yield ticket, answer
+                    try:
+                        yield ticket, answer
+                    except KeyboardInterrupt:  # thrown in by the runner (`PlanRunner._salvage`)
+                        yield from _answers_back(completed)
+                        raise
                 if raised is not None:  # the answers already back are taken first: none is lost to the raise
                     for ticket, answer in _drain(completed):
                         if not isinstance(answer, BaseException):
@@ -227,6 +244,17 @@ class ThreadedEngine:
                     send(ticket, exchange)
                     out += 1
 
+        def read_back() -> Iterator[tuple[int, Answer]]:
+            """After an interrupt: the replies in memory already (read, not handed over), read
+            and handed over without sending anything more."""
+            held = [*back, *finished]
+            back.clear()
+            finished.clear()
+            for ticket, exchange in held:
+                following = exchange if isinstance(exchange, Answer) else step(sender.complete, exchange, budget)
+                if isinstance(following, Answer) or following.answer is not None:
+                    yield ticket, following if isinstance(following, Answer) else following.answer
+
         try:
             while True:
                 yield from hand_out()
@@ -254,6 +282,9 @@ class ThreadedEngine:
                         out += 1
                     loop.stop()  # one pass of the loop (no wait): replies that came in meanwhile are taken
                     loop.run_forever()
+        except KeyboardInterrupt:  # raised here, or thrown in by the runner (`PlanRunner._salvage`)
+            yield from read_back()
+            raise
         finally:
             if cache is not None:
                 cache.flush()
@@ -281,6 +312,13 @@ def _loop_running() -> bool:
 def _steps_apart(sender: Any) -> bool:
     """Whether `sender`'s calls come apart in ``prepare`` / ``post`` / ``complete`` steps."""
     return all(callable(getattr(sender, name, None)) for name in ("prepare", "apost", "complete", "inline_cache"))
+
+
+def _answers_back(completed: queue.SimpleQueue) -> Iterator[tuple[int, Answer]]:
+    """The answers `completed` holds now (no waiting), for a run being interrupted."""
+    for ticket, answer in _drain(completed):
+        if not isinstance(answer, BaseException):
+            yield ticket, answer
 
 
 def _drain(completed: queue.SimpleQueue) -> list[tuple[int, Any]]:

@@ -234,3 +234,17 @@ def test_a_server_that_refuses_the_json_schema_form_gets_the_json_object_form_fr
     assert sender.dialect == "json_object" and sender.lm.schema_dialect == "json_object"
     schema = endpoint.requests[1]["response_format"]["schema"]
     assert set(schema["properties"]) == {"verdict", "explanation"}
+
+
+def test_a_reply_in_content_parts_is_read_as_its_text():
+    """OpenAI-style ``content`` as a list of parts is the joined text; a list without text parts
+    or a number is no text (an empty reply), never a crash in the reader."""
+    from binaryeval_dspy.engines.senders import reply_outputs
+
+    def body(content):
+        return {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+
+    parts = [{"type": "text", "text": '{"explanation": "ok", '}, {"type": "text", "text": '"verdict": "yes"}'}]
+    assert reply_outputs(body(parts))[0]["text"] == '{"explanation": "ok", "verdict": "yes"}'
+    assert reply_outputs(body([{"type": "image_url", "image_url": {}}]))[0]["text"] is None
+    assert reply_outputs(body(5))[0]["text"] is None
