@@ -170,8 +170,10 @@ def lm_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-tokens", default=512, show_default=True, type=click.IntRange(min=16),
                      help="Completion cap per LM call."),
         click.option("--timeout", "request_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds one request to a served or hosted model may take before it fails (it is then "
-                          "retried; a call that still fails is an 'error' verdict). Default: LiteLLM's, 600."),
+                     help="Seconds to wait for a served or hosted model to connect and, after that, for each "
+                          "next part of its reply (a reply that keeps arriving is not cut); an attempt that waits "
+                          "longer fails and is retried, and a call that still fails is an 'error' verdict. "
+                          "Default: 600."),
         click.option("--adapter", type=click.Choice(ADAPTER_POLICIES), default="auto", show_default=True,
                      help="How prompts and replies are formatted. 'auto': JSON with schema-constrained output "
                           "where the endpoint supports it (OpenAI, vLLM, llama.cpp server, embedded models), "
