@@ -281,14 +281,6 @@ class CostBudget:
                 per_call = self.cost_of(usage) / usage.lm_calls
                 self.largest_call_usd = max(self.largest_call_usd or 0.0, per_call)
 
-    def charge(self, usage: Usage) -> None:
-        """Record usage of LM calls that were not reserved (an item's finish step)."""
-        cost = self.cost_of(usage)
-        with self._lock:
-            self.spent_usd += cost
-            if usage.lm_calls:
-                self.largest_call_usd = max(self.largest_call_usd or 0.0, cost / usage.lm_calls)
-
 
 def _text(content: Any) -> str:
     """The text of a message's content: a string, or the ``text`` of its blocks."""

@@ -38,8 +38,6 @@ from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import endpoint_identity
 from binaryeval_dspy.lm.factory import OPENAI_COMPATIBLE, LMHandle
 
-#: Providers whose batches can be created here (LiteLLM provider names).
-BATCH_PROVIDERS = ("openai",)
 #: The endpoint every request line targets.
 CHAT_ENDPOINT = "/v1/chat/completions"
 #: OpenAI's only completion window.

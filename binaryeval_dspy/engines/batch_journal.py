@@ -248,11 +248,6 @@ class RequestOutcome:
 NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
 
 
-def request_tag(custom_id: str) -> str:
-    """The mark an ``error`` verdict from batch request `custom_id` carries (how a rerun knows it is recorded)."""
-    return f"[batch request {custom_id}]"
-
-
 def _outcome_from_line(entry: dict) -> RequestOutcome:
     error = entry.get("error")
     response = entry.get("response") or {}

@@ -27,7 +27,6 @@ import asyncio
 import atexit
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -370,7 +369,6 @@ class LlamaCppEngine:
         self.choice_shortcut = choice_shortcut
         self.choice_answers = 0  # calls answered by the closed-choice shortcut
         self._lock = threading.Lock()
-        self.seconds_in_model = 0.0
 
     @property
     def llama(self) -> Any:
@@ -407,7 +405,6 @@ class LlamaCppEngine:
         field = choice_field(schema) if self.choice_shortcut and kwargs["temperature"] == 0.0 else None
         llama = self.llama
         with self._lock:
-            started = time.perf_counter()
             picked = None
             if field is not None:
                 picked = answer_choice(llama, messages, field, recorder or LogprobRecorder(0))
@@ -425,7 +422,6 @@ class LlamaCppEngine:
                 logprobs = recorder.token_logprobs(llama, text) if recorder is not None else None
                 usage = out.get("usage") or {}
                 finish = choice.get("finish_reason") or "stop"
-            self.seconds_in_model += time.perf_counter() - started
         return Response(
             id=out.get("id"),
             model=Path(self.model_path).name,

@@ -228,18 +228,6 @@ def locate_value(logprobs: Any, field: str, keys: Sequence[str], *, allow_bare: 
     return ValueDistribution({k: v / total for k, v in mass.items()}, fmt, position, chosen)
 
 
-def value_distribution(logprobs: Any, field: str, keys: Sequence[str], *,
-                       allow_bare: bool = False) -> dict[str, float] | None:
-    """P(value = key) for each allowed key of one output field, renormalized over the keys.
-
-    The distribution of `locate_value` (JSON or chat format; bare only with
-    `allow_bare`): key -> probability summing to 1, or None when there are no
-    log-probabilities, the value cannot be located, or no alternative matches a key.
-    Use `locate_value` to learn which of these happened.
-    """
-    return locate_value(logprobs, field, keys, allow_bare=allow_bare).distribution
-
-
 def p_yes(logprobs: Any, field: str = "verdict", *, allow_bare: bool = False) -> float | None:
     """P(yes) renormalized over {yes, no} at `field`'s value position, in any reply format.
 

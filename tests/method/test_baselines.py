@@ -10,7 +10,7 @@ from dspy.lm15 import TokenLogprob, TopLogprob
 
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.lm.llama_engine import LogprobRecorder
-from binaryeval_dspy.lm.logprobs import expected_value, value_distribution
+from binaryeval_dspy.lm.logprobs import expected_value, locate_value
 from binaryeval_dspy.programs.geval import GEvalJudge
 from binaryeval_dspy.programs.rouge import RougeL
 from binaryeval_dspy.programs.unieval import UniEvalJudge
@@ -39,11 +39,11 @@ def test_value_distribution_and_expected_score():
     logprobs = {"content": [{"token": t.token, "logprob": t.logprob,
                              "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top]}
                             for t in tokens]}
-    dist = value_distribution(logprobs, "score", ["1", "2", "3", "4", "5"])
+    dist = locate_value(logprobs, "score", ["1", "2", "3", "4", "5"]).distribution
     assert dist["4"] == pytest.approx(0.5 / 0.9) and dist["1"] == 0.0  # "x" is not a score: renormalized
     assert expected_value(dist) == pytest.approx((3 * 0.3 + 4 * 0.5 + 5 * 0.1) / 0.9)
-    assert value_distribution(logprobs, "verdict", ["yes", "no"]) is None  # field absent
-    assert value_distribution(None, "score", ["1"]) is None
+    assert locate_value(logprobs, "verdict", ["yes", "no"]).distribution is None  # field absent
+    assert locate_value(None, "score", ["1"]).distribution is None
 
 
 def test_yes_no_prefix_tokens_count_for_their_answer():
@@ -52,7 +52,7 @@ def test_yes_no_prefix_tokens_count_for_their_answer():
                                 {"token": "y", "logprob": math.log(0.6)}, {"token": "Yes", "logprob": math.log(0.1)},
                                 {"token": "no", "logprob": math.log(0.3)}]},
                             {"token": 'es"}', "logprob": 0.0, "top_logprobs": []}]}
-    dist = value_distribution(logprobs, "answer", ["yes", "no"])
+    dist = locate_value(logprobs, "answer", ["yes", "no"]).distribution
     assert dist["yes"] == pytest.approx(0.7) and dist["no"] == pytest.approx(0.3)
 
 
