@@ -42,7 +42,6 @@ from collections.abc import Generator
 from typing import Any
 
 import dspy
-import pydantic
 from dspy.utils.exceptions import AdapterParseError
 
 from binaryeval_dspy.errors import LMConfigError
@@ -57,6 +56,7 @@ from binaryeval_dspy.lm.prompt_cache import (
     native_cache_config,
     split_at_shared_prefix,
 )
+from binaryeval_dspy.lm.schema_format import is_openai_schema
 
 ADAPTER_POLICIES = ("auto", "json", "chat")
 
@@ -342,7 +342,7 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 
     def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         super()._prepare_response_format(lm, lm_kwargs, signature)
-        enforced = _carries_schema(lm_kwargs.get("response_format"))
+        enforced = is_openai_schema(lm_kwargs.get("response_format"))
         self._schema_state().enforced = enforced
         if not enforced:
             self.stats.add("schema_not_sent")
@@ -352,12 +352,6 @@ class CountingJSONAdapter(_CountingAdapter, dspy.JSONAdapter):
 #: A context variable, not a thread-local: under ``acall`` the reply is parsed after an
 #: ``await``, while other tasks on the same thread format their own calls.
 _SHOWN_TEXTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("bineval_shown_texts", default=())
-
-
-def _carries_schema(response_format: Any) -> bool:
-    if isinstance(response_format, type) and issubclass(response_format, pydantic.BaseModel):
-        return True
-    return isinstance(response_format, dict) and response_format.get("type") == "json_schema"
 
 
 def schema_support(lm: Any) -> bool:
