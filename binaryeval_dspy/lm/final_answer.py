@@ -31,7 +31,7 @@ import json
 import re
 import typing
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import json_repair
@@ -245,6 +245,21 @@ def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str
                                 message=f"failed to parse field {name!r}: {exc}") from exc
 
 
+def _refuse_conflicts(signature: Any, name: str, seen: set[str], values: Iterable[Any], adapter: str,
+                      completion: str) -> None:
+    """Raise `AdapterParseError` when the reply gives decision field `name` two readable values:
+    `seen` (reprs of the values already read) plus each of `values` that `_coerce` reads
+    (unreadable ones are passed over)."""
+    for value in values:
+        try:
+            seen.add(repr(_coerce(signature, name, value, adapter, completion)))
+        except AdapterParseError:
+            pass
+    if len(seen) > 1:
+        raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                                message=f"the reply gives conflicting values for {name!r}")
+
+
 def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
     """What the parsed labels leave out, as keys beside the fields: ``qualified`` (field ->
     reservation, for each label field whose text qualifies its label, see `reservation`) and
@@ -339,17 +354,8 @@ def parse_chat_reply(signature: Any, completion: str, adapter: str = "ChatAdapte
     for name in _decision_fields(signature):
         # Every readable value of the field anywhere in the reply, partial sets included: a
         # quoted stray "[[ ## verdict ## ]] yes" next to the judge's "no" is a conflict.
-        seen = {repr(p.get(name)) for p in parsed}
-        for answer_set in sets:
-            if name in answer_set:
-                try:
-                    seen.add(repr(_coerce(signature, name, "\n".join(answer_set[name]).strip(), adapter,
-                                          completion)))
-                except AdapterParseError:
-                    pass
-        if len(seen) > 1:
-            raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
-                                    message=f"the reply gives conflicting values for {name!r}")
+        _refuse_conflicts(signature, name, {repr(p.get(name)) for p in parsed},
+                          ("\n".join(s[name]).strip() for s in sets if name in s), adapter, completion)
     notes = _label_notes(signature, {name: "\n".join(lines).strip() for name, lines in complete[-1].items()}, final)
     final.update(notes)
     if extra or len(sets) > 1 or "qualified" in notes:
@@ -425,16 +431,8 @@ def parse_json_reply(signature: Any, completion: str, adapter: str = "JSONAdapte
         # Every readable value of the field in any object of the reply, partial ones included:
         # a quoted {"verdict": "yes"} after the judge's own {"verdict": "no", ...} is a
         # conflict, not a later answer (as in `parse_chat_reply`).
-        seen = {repr(final.get(name))}
-        for _s, _e, obj in objects:
-            if name in obj:
-                try:
-                    seen.add(repr(_coerce(signature, name, obj[name], adapter, completion)))
-                except AdapterParseError:
-                    pass
-        if len(seen) > 1:
-            raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
-                                    message=f"the reply gives conflicting values for {name!r}")
+        _refuse_conflicts(signature, name, {repr(final.get(name))},
+                          (obj[name] for _s, _e, obj in objects if name in obj), adapter, completion)
     notes = _label_notes(signature, {name: chosen[name] for name in _outputs(signature) if name in chosen}, final)
     final.update(notes)
     outside = _FENCE_LINE.sub("", completion[:start] + completion[end:]).strip()
