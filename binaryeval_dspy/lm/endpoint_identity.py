@@ -29,7 +29,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -148,25 +147,6 @@ def _object_token(engine: Any) -> str:
     return token
 
 
-def _llama_identity(engine: Any) -> str | None:
-    """Model file (resolved path, size, mtime) and decoding settings of a `LlamaCppEngine`."""
-    from binaryeval_dspy.lm.llama_engine import LlamaCppEngine
-
-    if not isinstance(engine, LlamaCppEngine):
-        return None
-    path = Path(engine.model_path).expanduser()
-    try:
-        resolved = path.resolve()
-        stat = resolved.stat()
-        file_part = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    except OSError:
-        file_part = {"path": str(path), "missing": True}
-    settings = {"n_ctx": engine.n_ctx, "max_string_chars": engine.max_string_chars,
-                "default_max_tokens": engine.default_max_tokens,
-                "choice_shortcut": getattr(engine, "choice_shortcut", False)}
-    return json.dumps({"file": file_part, "settings": settings}, sort_keys=True)
-
-
 def engine_identity(engine: Any) -> str:
     """The identity of a custom engine object (see the module docstring).
 
@@ -175,8 +155,8 @@ def engine_identity(engine: Any) -> str:
 
     Returns:
         ``engine=<module:Class>|<identity>``; the identity is the engine's declared
-        ``cache_identity`` (string, or JSON-able data serialized with sorted keys),
-        `LlamaCppEngine`'s file and settings, or a per-object random token
+        ``cache_identity`` (string, or JSON-able data serialized with sorted keys;
+        `LlamaCppEngine.cache_identity`: its file and settings), or a per-object random token
         (``object#<hex>``, with a RuntimeWarning the first time).
 
     Raises:
@@ -200,9 +180,6 @@ def engine_identity(engine: Any) -> str:
         if not text.strip():
             raise LMConfigError(f"engine {kind}: its cache_identity is empty.", fix="name the model file and settings.")
         return f"engine={kind}|{text}"
-    llama = _llama_identity(engine)
-    if llama is not None:
-        return f"engine={kind}|{llama}"
     return f"engine={kind}|object#{_object_token(engine)}"
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -369,6 +370,23 @@ class LlamaCppEngine:
         self.choice_shortcut = choice_shortcut
         self.choice_answers = 0  # calls answered by the closed-choice shortcut
         self._lock = threading.Lock()
+
+    @property
+    def cache_identity(self) -> str:
+        """What DSPy's cache key holds for this engine (`binaryeval_dspy.lm.endpoint_identity.engine_identity`):
+        the model file (resolved path, size, mtime; ``missing`` when unreadable) and the decoding
+        settings, as JSON with sorted keys."""
+        path = Path(self.model_path).expanduser()
+        try:
+            resolved = path.resolve()
+            stat = resolved.stat()
+            file_part = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        except OSError:
+            file_part = {"path": str(path), "missing": True}
+        settings = {"n_ctx": self.n_ctx, "max_string_chars": self.max_string_chars,
+                    "default_max_tokens": self.default_max_tokens,
+                    "choice_shortcut": getattr(self, "choice_shortcut", False)}
+        return json.dumps({"file": file_part, "settings": settings}, sort_keys=True)
 
     @property
     def llama(self) -> Any:
