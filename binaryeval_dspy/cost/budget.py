@@ -37,7 +37,7 @@ from typing import Any
 
 from binaryeval_dspy.cost.price_map import LOCAL, ModelPrice, model_price, price_source
 from binaryeval_dspy.cost.pricing import format_usd
-from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD
+from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, content_text
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -155,7 +155,7 @@ class CostBudget:
             from binaryeval_dspy.cost.provider_tokenizer import ProviderTokenizer
 
             self._tokenizer = ProviderTokenizer(self.price.model if self.price is not None else "gpt-4o-mini")
-        counted = _REPLY_PRIMING + sum(MESSAGE_OVERHEAD + self._tokenizer.count(_text(m.get("content")))
+        counted = _REPLY_PRIMING + sum(MESSAGE_OVERHEAD + self._tokenizer.count(content_text(m.get("content")))
                                        for m in messages)
         return counted if getattr(self._tokenizer, "exact", False) else math.ceil(counted * (1 + APPROXIMATE_MARGIN))
 
@@ -280,10 +280,3 @@ class CostBudget:
                 self.calls += 1
                 per_call = self.cost_of(usage) / usage.lm_calls
                 self.largest_call_usd = max(self.largest_call_usd or 0.0, per_call)
-
-
-def _text(content: Any) -> str:
-    """The text of a message's content: a string, or the ``text`` of its blocks."""
-    if isinstance(content, str):
-        return content
-    return "".join(block.get("text", "") for block in content or () if isinstance(block, dict))

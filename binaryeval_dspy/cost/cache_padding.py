@@ -45,7 +45,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from binaryeval_dspy.cost.price_map import ModelPrice, model_price
-from binaryeval_dspy.cost.provider_tokenizer import MESSAGE_OVERHEAD, ProviderTokenizer
+from binaryeval_dspy.cost.provider_tokenizer import (
+    MESSAGE_OVERHEAD,
+    ProviderTokenizer,
+    content_text,
+)
 from binaryeval_dspy.errors import ConfigError, LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import provider_of
 from binaryeval_dspy.lm.prompt_cache import (
@@ -175,12 +179,6 @@ def decide_padding(prefix_tokens: int, padded_tokens: int, *, calls: int, rules:
     return no(f"padding would cost ${with_:.6g} instead of ${without:.6g} over {calls} calls", without, with_)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(block.get("text", "") for block in content or () if isinstance(block, dict))
-
-
 def _judge_fields() -> tuple[str, ...]:
     from binaryeval_dspy.signatures.binary_judgment import JudgeBinaryQuestion
 
@@ -237,7 +235,7 @@ class CachePadding:
         if at <= 0:
             return messages
         head = content[:at]
-        before = sum(MESSAGE_OVERHEAD + self.tokenizer.count(_text(m.get("content"))) for m in messages[:-1])
+        before = sum(MESSAGE_OVERHEAD + self.tokenizer.count(content_text(m.get("content"))) for m in messages[:-1])
         filler, _decision = self._plan(head, before, messages[:-1])
         if filler is None:
             return messages
@@ -247,7 +245,7 @@ class CachePadding:
     def _key(earlier: Sequence[dict[str, Any]], head: str) -> str:
         digest = hashlib.sha256()
         for message in earlier:
-            digest.update(f"{message.get('role')}\0{_text(message.get('content'))}\0".encode())
+            digest.update(f"{message.get('role')}\0{content_text(message.get('content'))}\0".encode())
         digest.update(head.encode())
         return digest.hexdigest()
 

@@ -8,9 +8,17 @@ count cache minimums in the provider's own tokens.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 #: Tokens per chat message besides its text (role and separators; OpenAI's chat format).
 MESSAGE_OVERHEAD = 4
+
+
+def content_text(content: Any) -> str:
+    """The text of a chat message's ``content``, as counted: a string, or the ``text`` of its blocks joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or () if isinstance(block, dict))
 
 
 class ProviderTokenizer:
