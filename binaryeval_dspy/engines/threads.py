@@ -159,9 +159,7 @@ class ThreadedEngine:
                         yield from _answers_back(completed)
                         raise
                 if raised is not None:  # the answers already back are taken first: none is lost to the raise
-                    for ticket, answer in _drain(completed):
-                        if not isinstance(answer, BaseException):
-                            yield ticket, answer
+                    yield from _answers_back(completed)
                     raise raised
         finally:
             while True:  # calls not started are dropped; the workers stop after the call they hold
@@ -340,9 +338,4 @@ def _next_done(completed: queue.SimpleQueue) -> list[tuple[int, Any]]:
             break
         except queue.Empty:
             continue
-    done = [first]
-    while True:
-        try:
-            done.append(completed.get_nowait())
-        except queue.Empty:
-            return done
+    return [first, *_drain(completed)]
