@@ -38,6 +38,7 @@ drops below the rest of the call's.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import logging
 import threading
@@ -360,20 +361,14 @@ def memoize_response_schemas(maxsize: int = 512) -> None:
         if found is None:
             return
         json_adapter, original = found
-        built: dict[tuple, Any] = {}
+        built = functools.lru_cache(maxsize=maxsize)(original)
 
         def response_format(signature: Any, use_native_function_calling: bool = True) -> Any:
             try:
-                key = (signature, bool(use_native_function_calling))
-                return built[key]
-            except KeyError:
-                value = original(signature, use_native_function_calling)
-                if len(built) >= maxsize:
-                    built.clear()
-                built[key] = value
-                return value
+                hash(signature)
             except TypeError:  # an unhashable signature: build it every time
                 return original(signature, use_native_function_calling)
+            return built(signature, bool(use_native_function_calling))
 
         response_format.__doc__ = original.__doc__
         json_adapter._get_structured_outputs_response_format = response_format
@@ -398,18 +393,11 @@ def memoize_input_serializers(maxsize: int = 256) -> None:
 
         if getattr(adapter_utils, "TypeAdapter", None) is not TypeAdapter:
             return  # not the implementation this replacement mirrors
-        adapters: dict[type, Any] = {}
+        adapter_for = functools.lru_cache(maxsize=maxsize)(TypeAdapter)
 
         def serialize_for_json(value: Any) -> Any:
-            kind = type(value)
             try:
-                adapter = adapters.get(kind)
-                if adapter is None:
-                    adapter = TypeAdapter(kind)
-                    if len(adapters) >= maxsize:
-                        adapters.clear()
-                    adapters[kind] = adapter
-                return adapter.dump_python(value, mode="json", fallback=str)
+                return adapter_for(type(value)).dump_python(value, mode="json", fallback=str)
             except Exception:  # noqa: BLE001 - DSPy's own fallback, kept as is
                 return str(value)
 
