@@ -776,7 +776,7 @@ def _cache_put(cache: CacheAccess | None, key: str | None, value: Any) -> None:
         cache.put(key, value)
 
 
-def sender_for(handle: Any, *, judge_lm: Any = None) -> Sender:
+def sender_for(handle: Any) -> Sender:
     """The sender for a run's LM handle: `HttpSender` for a served model reached by base URL,
     `LMSender` (DSPy's route) for everything else."""
     from binaryeval_dspy.lm.adapters import judging_adapter
