@@ -45,6 +45,16 @@ def _litellm() -> Any:
     return litellm_module()
 
 
+def litellm_version() -> str:
+    """The installed LiteLLM's version (e.g. ``1.110.2``), or ``unknown version``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("litellm")
+    except PackageNotFoundError:  # pragma: no cover - litellm is a dependency of dspy
+        return "unknown version"
+
+
 @functools.lru_cache(maxsize=1)
 def price_source() -> str:
     """The price table in use, named for reports: LiteLLM's version and which copy of its map.
@@ -52,12 +62,7 @@ def price_source() -> str:
     E.g. ``"LiteLLM 1.110.2 model price map (bundled copy, git blob c8f11f1)"`` or
     ``"LiteLLM model price map fetched from GitHub on 2026-12-01 (litellm 1.110.2)"``.
     """
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        litellm_version = version("litellm")
-    except PackageNotFoundError:  # pragma: no cover - litellm is a dependency of dspy
-        litellm_version = "unknown version"
+    version = litellm_version()
     _litellm()  # the map is loaded at import
     try:
         from litellm.litellm_core_utils.get_model_cost_map import get_model_cost_map_source_info
@@ -69,8 +74,8 @@ def price_source() -> str:
     if info.get("source") == "remote":
         loaded = (info.get("loaded_at") or "")[:10]
         return (f"LiteLLM model price map fetched from GitHub on {loaded or 'an unknown date'} "
-                f"(litellm {litellm_version}{', git blob ' + revision if revision else ''})")
-    return (f"LiteLLM {litellm_version} model price map (bundled copy"
+                f"(litellm {version}{', git blob ' + revision if revision else ''})")
+    return (f"LiteLLM {version} model price map (bundled copy"
             f"{', git blob ' + revision if revision else ''})")
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from binaryeval_dspy.cost.price_map import litellm_version
 from binaryeval_dspy.errors import LMConfigError
 from binaryeval_dspy.lm.endpoint_identity import endpoint_identity
 from binaryeval_dspy.lm.factory import OPENAI_COMPATIBLE, LMHandle
@@ -102,7 +103,7 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None, engine: st
         return BatchTarget(provider="openai", api_base=api_base, endpoint=endpoint_identity(model, kwargs),
                            model=wire, api_key_env="OPENAI_API_KEY")
     extra = (" LiteLLM can read Anthropic Message Batches but cannot create them (not implemented in LiteLLM "
-             f"{_litellm_version()})." if provider == "anthropic" else "")
+             f"{litellm_version()})." if provider == "anthropic" else "")
     if engine != "batch":
         raise LMConfigError(
             f"the {engine} engine: {handle.name} has no OpenAI-compatible endpoint it can reach. Supported: an "
@@ -113,15 +114,6 @@ def batch_target(handle: LMHandle, *, api_key_env: str | None = None, engine: st
         "openai/<model> id (OpenAI's Batch API), or an OpenAI-compatible base URL with a model name whose server "
         "implements /v1/files and /v1/batches (e.g. a LiteLLM proxy).",
         fix="use one of those, or the live engine.")
-
-
-def _litellm_version() -> str:
-    try:
-        import importlib.metadata
-
-        return importlib.metadata.version("litellm")
-    except Exception:  # noqa: BLE001 - only for a message
-        return "(unknown version)"
 
 
 @dataclass(frozen=True)
