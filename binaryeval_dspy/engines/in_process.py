@@ -20,7 +20,7 @@ import dspy
 from binaryeval_dspy.engines.base import engine_sender
 from binaryeval_dspy.engines.plan_runner import ItemOutcome, PlanRunner
 from binaryeval_dspy.engines.threads import ThreadedEngine
-from binaryeval_dspy.lm.calls import Answer, LMCall, answer_from_values, read_failure
+from binaryeval_dspy.lm.calls import Answer, LMCall, answer_from_outputs, read_failure
 from binaryeval_dspy.lm.usage import usage_from_entries
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -78,7 +78,6 @@ async def aanswer(sender: Any, call: LMCall) -> Answer:
         except Exception as exc:  # noqa: BLE001 - a failed call is an answer's outcome
             answer = read_failure(call, exc)
         else:
-            answer = (answer_from_values(call, values[0]) if values
-                      else read_failure(call, ValueError("the LM returned no output")))
+            answer = answer_from_outputs(call, values)
         answer.usage = usage_from_entries(dict(tracker.usage_data))
     return answer

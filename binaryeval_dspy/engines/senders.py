@@ -41,13 +41,13 @@ from typing import Any, Protocol
 import dspy
 
 from binaryeval_dspy.cost.budget import CallRequest
-from binaryeval_dspy.lm.usage import record_failed_request, usage_from_entries, usage_from_tracker
+from binaryeval_dspy.lm.usage import record_failed_request, usage_from_entries
 from binaryeval_dspy.engines.http_client import (AsyncConnections, Connections, HttpTarget, Posted, apost_json,
                                                   post_json)
 from binaryeval_dspy.lm.cache_identity import ATTEMPT_GATE
 from binaryeval_dspy.lm.dspy_internals import openai_schema_format
-from binaryeval_dspy.lm.calls import (Answer, LMCall, Prepared, error_text, format_call, hinted, read_failure,
-                                      read_outputs)
+from binaryeval_dspy.lm.calls import (Answer, LMCall, Prepared, answer_from_outputs, error_text, format_call, hinted,
+                                      read_failure, read_outputs)
 from binaryeval_dspy.lm.schema_format import as_json_object, is_openai_schema, rejects_response_format
 from binaryeval_dspy.schemas.item_result import Usage
 
@@ -158,8 +158,7 @@ class LMSender:
                 except Exception as exc:  # noqa: BLE001 - a failed call is an answer's outcome, never a crash
                     answer = read_failure(call, exc)
                 else:
-                    answer = (_first_answer(call, values) if values
-                              else read_failure(call, ValueError("the LM returned no output")))
+                    answer = answer_from_outputs(call, values)
                 usage = usage_from_entries(dict(tracker.usage_data))
         finally:
             ATTEMPT_GATE.reset(token)
@@ -169,12 +168,6 @@ class LMSender:
         if budget is not None:
             budget.settle(usage, request, unanswered=gate.unanswered if gate is not None else 0)
         return answer
-
-
-def _first_answer(call: LMCall, values: list[dict[str, Any]]) -> Answer:
-    from binaryeval_dspy.lm.calls import answer_from_values
-
-    return answer_from_values(call, values[0])
 
 
 class _AttemptGate:

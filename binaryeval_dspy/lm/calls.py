@@ -256,6 +256,14 @@ def answer_from_values(call: LMCall, value: Mapping[str, Any], usage: Usage | No
                   distribution=distribution, located=located, usage=usage or Usage())
 
 
+def answer_from_outputs(call: LMCall, values: list[Mapping[str, Any]]) -> Answer:
+    """The `Answer` of an adapter call's parsed outputs: the first one's (`answer_from_values`),
+    or an ``error`` answer when the LM returned none."""
+    if not values:
+        return read_failure(call, ValueError("the LM returned no output"))
+    return answer_from_values(call, values[0])
+
+
 def read_failure(call: LMCall, exc: BaseException, usage: Usage | None = None) -> Answer:
     """The `Answer` of a call that raised instead of answering.
 
@@ -381,5 +389,5 @@ def hinted(name: str, message: str, *, status: int | None = None, limit: int = 2
     return (f"{name}: {message}" + (f" ({hint})" if hint else ""))[:limit]
 
 
-__all__ = ["EMPTY_REPLY", "Answer", "LMCall", "Prepared", "answer_from_values", "error_text", "format_call",
-           "hinted", "read_failure", "read_outputs", "reply_notes"]
+__all__ = ["EMPTY_REPLY", "Answer", "LMCall", "Prepared", "answer_from_outputs", "answer_from_values", "error_text",
+           "format_call", "hinted", "read_failure", "read_outputs", "reply_notes"]
