@@ -272,9 +272,14 @@ class _Attempts:
         self.posted = Posted(body=None)
 
     def refused(self, reason: str) -> None:
-        """The gate refused the next attempt: nothing more is sent."""
-        if self.posted.error is None:
-            self.posted.error, self.posted.error_type = reason, "NotSent"
+        """The gate refused the next attempt: nothing more is sent. A refused retry is said as
+        what it is (``retry not sent: <reason>``, e.g. a spending limit), with what the last
+        attempt got after it, so it is not read as the endpoint's last word (a rate limit's
+        advice to lower the concurrency, when it was the limit that stopped it)."""
+        posted = self.posted
+        if posted.error is not None:
+            reason = f"retry not sent: {reason}; the last attempt got {posted.error}"
+        posted.error, posted.error_type = reason, "NotSent"
 
     def no_reply(self, exc: BaseException) -> float | None:
         """An attempt that got no reply (a timeout, a refused or cut connection): retried."""

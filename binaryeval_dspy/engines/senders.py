@@ -403,7 +403,7 @@ class HttpSender:
         retries, each attempt reserved with `budget` first; sets ``exchange.posted``."""
         def before_attempt(number: int) -> str | None:
             if not wait_for_reservation(budget, exchange.request):
-                return budget.stop_reason or "stopped by the spending limit"
+                return budget.stop_reason or _NO_ROOM
             return None
 
         exchange.posted = post_json(self.connections, exchange.data,
@@ -418,7 +418,7 @@ class HttpSender:
             go = budget.reserve(exchange.request)
             if go is None:
                 return True  # wait for a call in flight to settle, then ask again
-            return None if go else (budget.stop_reason or "stopped by the spending limit")
+            return None if go else (budget.stop_reason or _NO_ROOM)
 
         exchange.posted = await apost_json(connections, exchange.data,
                                            before_attempt=before_attempt if budget is not None else None,
@@ -525,6 +525,10 @@ class HttpSender:
     def close(self) -> None:
         """Close the connections."""
         self.connections.close()
+
+
+#: Why a retry was not sent when the spending limit had no room for it while other calls were in flight.
+_NO_ROOM = "spending limit (`max_cost`): no room for it while other calls are in flight"
 
 
 def _refuses_the_form(status: int, text: str) -> bool:
