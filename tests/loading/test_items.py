@@ -137,3 +137,14 @@ def test_a_number_where_text_is_expected_is_judged_as_its_text_with_one_warning(
     assert len(said) == 2, said  # one per field, not one per row
     assert any("x.jsonl:1: field 'output' holds a number, not text, on 2 row(s) (line(s) 1, 3)" in s for s in said)
     assert any("x.jsonl:3: field 'input'" in s for s in said)
+
+
+def test_a_line_missing_its_closing_brace_is_reported_where_it_ends(tmp_path):
+    path = write(tmp_path, "x.jsonl", json.dumps({"input": "a", "output": "b"}) + "\n" + '{"input": "a", "output": "b"\n')
+    with pytest.raises(InputError) as err:
+        load_items(path)
+    said = str(err.value)
+    assert err.value.line == 2 and "at column 29" in said and "the line ends before its JSON is closed" in said, said
+    path = write(tmp_path, "y.jsonl", '{"input": "a" "output": "b"}\n')
+    with pytest.raises(InputError, match=r"at column 15\)"):
+        load_items(path)
