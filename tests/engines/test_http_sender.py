@@ -248,3 +248,27 @@ def test_a_reply_in_content_parts_is_read_as_its_text():
     assert reply_outputs(body(parts))[0]["text"] == '{"explanation": "ok", "verdict": "yes"}'
     assert reply_outputs(body([{"type": "image_url", "image_url": {}}]))[0]["text"] is None
     assert reply_outputs(body(5))[0]["text"] is None
+
+
+@pytest.mark.parametrize("text", ["unknown field json_schema", "Unknown field: `json_schema`",
+                                  "JSON schema output is not supported by this model",
+                                  "invalid responseFormat", "'json_schema' is not one of ['text', 'json_object']"])
+def test_every_wording_of_a_refused_schema_form_is_recognised(text):
+    from binaryeval_dspy.lm.schema_format import rejects_response_format
+
+    assert rejects_response_format(RuntimeError(text))
+    assert not rejects_response_format(RuntimeError("unknown field temperature_jsonschemax"))
+
+
+def test_a_422_unknown_field_json_schema_gets_the_json_object_form(endpoint, route):
+    def refuse_json_schema(body: dict, index: int) -> Fault | None:
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return HttpFault(422, "unknown field json_schema")
+        return None
+
+    endpoint.fault = refuse_json_schema
+    sender, program = _sender(endpoint.base_url, endpoint.model)
+    verdicts = [_ask(sender, program, n, route)[1] for n in (1, 2)]
+    assert verdicts == ["yes", "no"]
+    assert [body["response_format"]["type"] for body in endpoint.requests] == ["json_schema", "json_object",
+                                                                              "json_object"]
