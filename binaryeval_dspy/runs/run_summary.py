@@ -666,7 +666,7 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     notes = []
     skew = summary.verdict_skew
     low = summary.discrimination is not None and summary.discrimination.low
-    fix = ("Try a larger model (`spec` provider/model or a served model's URL)"
+    fix = ("Try a larger model (a provider's model id or a served model's URL as the LM)"
            if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
     if skew is not None and skew.count == skew.answered:
         other = "no" if skew.verdict == "yes" else "yes"
