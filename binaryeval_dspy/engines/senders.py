@@ -383,6 +383,9 @@ class HttpSender:
         if refused:
             call = _without_logprobs(call)
         prepared = format_call(call, self.lm, self.adapter)
+        stats = getattr(self.adapter, "stats", None)
+        if stats is not None and carried is None:  # one adapter invocation per call, as on DSPy's route
+            stats.add("calls")
         data = _encoded(self.body(prepared))
         key = self._cache_key(data)
         exchange = Exchange(call=call, prepared=prepared, data=data, key=key, refused=refused,

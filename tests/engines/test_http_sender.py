@@ -272,3 +272,17 @@ def test_a_422_unknown_field_json_schema_gets_the_json_object_form(endpoint, rou
     assert verdicts == ["yes", "no"]
     assert [body["response_format"]["type"] for body in endpoint.requests] == ["json_schema", "json_object",
                                                                               "json_object"]
+
+
+def test_adapter_stats_count_the_calls_of_the_direct_route(tmp_path, fake_endpoint):
+    """The live engine's straight HTTP route formats each call with the run's adapter: its
+    ``adapter_stats.calls`` in the manifest count them, as DSPy's route does (it said 0)."""
+    import json
+
+    from tests.engines.test_remote_faults import evaluate, write_inputs
+
+    qs, items = write_inputs(tmp_path, n_items=3)
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs, items, out, "--engine", "live").exit_code == 0
+    stats = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["config"]["adapter_stats"]
+    assert stats["calls"] == 3 * 6 == len(fake_endpoint.requests)
