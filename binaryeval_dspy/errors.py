@@ -28,8 +28,13 @@ from typing import Any
 
 def _render(message: str, expected: str | None, received: str | None, fix: str | None) -> str:
     """``<message>: expected <expected>, received <received>. Fix: <fix>``, unknown parts left out
-    (a message without its own closing punctuation gets a full stop before ``Fix:``)."""
+    (a message without its own closing punctuation gets a full stop before ``Fix:``). A
+    message that already ends in another error's ``Fix: ...`` keeps one ``Fix:``: that
+    advice, then `fix`."""
     text = message
+    if fix and " Fix: " in text:  # a message that quotes another error whole: one "Fix:", its advice first
+        text, inner = text.split(" Fix: ", 1)
+        fix = f"{inner.rstrip()} {fix[:1].upper()}{fix[1:]}" if inner.strip() else fix
     wanted = ", ".join(part for part in (f"expected {expected}" if expected is not None else "",
                                           f"received {received}" if received is not None else "") if part)
     if wanted:

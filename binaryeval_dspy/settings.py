@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from binaryeval_dspy.errors import ConfigError
+from binaryeval_dspy.errors import BinEvalError, ConfigError
 
 if TYPE_CHECKING:
     from binaryeval_dspy.cost.budget import CostBudget
@@ -115,6 +115,13 @@ class RunSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             name = ".".join(str(part) for part in first["loc"]) or "settings"
+            if first["type"] == "extra_forbidden":  # a key this version has no setting for
+                error = ConfigError(f"unknown run setting {name!r}",
+                                    expected=f"one of {', '.join(type(self).model_fields)}",
+                                    received=f"{name}={first.get('input')!r}",
+                                    fix=f"leave {name!r} out (a misspelt name, or a setting of another version).")
+                error.setting = name
+                raise error from None
             choices = _EXPECTED.get(name, "")
             fix = (f"pass {name} as one of the expected values." if choices.startswith("one of")
                    else f"pass e.g. {name}={_EXAMPLES.get(name, '...')}.")
@@ -193,6 +200,13 @@ class RunSettings(BaseModel):
 
             cause = (exc.errors()[0].get("ctx") or {}).get("error")
             name = getattr(cause, "setting", None)
+            if isinstance(cause, BinEvalError):  # its parts, so its own fix is not said twice
+                raise InputError(f"the stored run settings are not valid: {cause.message}", path=path,
+                                 field=f"settings.{name}" if name else "settings", expected=cause.expected,
+                                 received=cause.received,
+                                 fix=f"{cause.fix.rstrip('.')} in the manifest's settings, or start the run again "
+                                     "into a new `out_dir`." if cause.fix and cause.message.startswith("unknown")
+                                 else "restore the manifest, or start the run again into a new `out_dir`.") from None
             raise InputError(f"the stored run settings are not valid: {cause or exc}", path=path,
                              field=f"settings.{name}" if name else "settings",
                              fix="restore the manifest, or start the run again into a new `out_dir`.") from None

@@ -125,4 +125,27 @@ def load_question_set_and_items(question_set_file: Path, items_file: Path, **ite
         if swapped is not None:
             raise swapped from exc
         raise
+    if item_options.get("id_field") is None:
+        id_field_hint(items_file, items)
     return question_set, items
+
+
+#: Row fields that look like an item's own id (a row's ``item_id`` is kept as ``row_item_id``).
+ID_LIKE_FIELDS = ("id", "row_item_id", "uid", "ID", "Id", "example_id", "doc_id")
+
+
+def id_field_hint(items_file: Path, items: list) -> None:
+    """Print one hint when the items carry an id-like field but ``--id-field`` was not given:
+    they are numbered by line, so a reordered or edited file would not keep its answers."""
+    from rich.markup import escape
+
+    from binaryeval_dspy.cli.console import console
+
+    first = items[0] if items else None
+    name = next((f for f in ID_LIKE_FIELDS if first is not None and f in first), None)
+    if name is None:
+        return
+    shown = "item_id" if name == "row_item_id" else name
+    console.print(escape(f"Hint: the rows of {items_file} have an {shown!r} field, but without --id-field the items "
+                         f"are numbered by line (line-1, line-2, ...): pass --id-field {shown} to match results to "
+                         "items by their ids, so a reordered or edited file keeps its answers."), highlight=False)

@@ -76,9 +76,20 @@ class SpeedCheck:
         slower = (f"LM calls take {seconds_per_call:.1f} s each, {seconds_per_call / self.expected:.0f}x the "
                   f"{self.expected:.1f} s expected")
         if not self.embedded:
+            if self.in_flight > 1:
+                # seconds_per_call is (wall time / calls) x calls in flight: a server that answers one request
+                # at a time finishes one every `each` seconds, and the rest of each call's time is its queue
+                each = seconds_per_call / self.in_flight
+                return (f"{slower} for a short reply, counting the wait of {self.in_flight} calls in flight: one "
+                        f"finishes every {each:.1f} s. If the server answers one request at a time (llama.cpp's "
+                        "server without --parallel, one Ollama or vLLM slot), each call takes about "
+                        f"{each:.1f} s and waits in its queue for the rest: more --concurrency only lengthens the "
+                        "queue; give the server more parallel slots or use a faster model. If it answers many "
+                        "at once, it is slow (load, a rate limit or a large model): check its load.")
             return (f"{slower} for a short reply: the endpoint is slow (a loaded server, a rate limit or a large "
-                    f"model). Check the server's load; with {self.in_flight} call(s) in flight, --concurrency can "
-                    "keep more going if the server has room.")
+                    "model). Check the server's load; with 1 call in flight, --concurrency N keeps more going if "
+                    "the server answers several requests at once (one that answers one at a time is not faster "
+                    "with more).")
         load, cores = machine_load()
         busy = f"load average {load:.1f} on {cores} cores" if load is not None else f"{cores} cores"
         # the load counts this run's own threads; more than the cores (with a margin) is oversubscribed

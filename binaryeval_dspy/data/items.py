@@ -9,6 +9,7 @@ file, the line and the field.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import dspy
 from binaryeval_dspy.data.rows import check_encodable, existing_file, read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.data.text_checks import EMPTY_OUTPUT_POLICIES, is_empty_output
 from binaryeval_dspy.errors import InputError
+
+logger = logging.getLogger(__name__)
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
 #: Names the loader sets itself; a row's own field of that name is kept as ``row_<name>``.
@@ -66,7 +69,7 @@ def _missing_field_error(first: _MissingField, rows: Iterable[tuple[int, dict[st
 
 
 def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role: str,
-                 empty_output: str = "record") -> str:
+                 empty_output: str = "record", text_only: bool = True) -> str:
     """The text of the input or output field of a row (a missing field is an error).
 
     An empty input is an error. An empty output (nothing but whitespace and invisible
@@ -78,8 +81,19 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
     value = row[name]
     if value is None:
         value = ""
+    if not text_only and isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False)  # a dataset's structured field, as JSON text
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        kind = {bool: "true/false", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+        shown = json.dumps(value, ensure_ascii=False)
+        raise InputError(
+            f"the {role} must be text, got {kind} ({shown[:60]}{'...' if len(shown) > 60 else ''})",
+            path=path, line=line, field=name,
+            fix=f"write the {role} as a JSON string (in quotes), or pass `{role}_field` with the field that holds "
+                "the text.",
+        )
     if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+        value = str(value)  # a number: judged as its text, said once per file (`_warn_numbers`)
     if role == "output" and is_empty_output(value):
         if empty_output == "fail":
             raise InputError(
@@ -99,7 +113,7 @@ def _field_value(row: dict[str, Any], name: str, *, path: Path, line: int, role:
 
 def item_from_row(
     row: dict[str, Any], *, path: Path, line: int, input_field: str, output_field: str, id_field: str | None,
-    empty_output: str = "record",
+    empty_output: str = "record", text_only: bool = True,
 ) -> dspy.Example:
     """One item (`dspy.Example` with ``item_id``, ``input``, ``output``, ``line`` and the row's other
     fields; inputs ``input`` and ``output``) from a row read at `path`, `line`.
@@ -107,14 +121,18 @@ def item_from_row(
     The row's own ``input`` / ``output`` keys give way to the mapped fields; reserved names
     among the extra fields are kept as ``row_<name>``. Without `id_field` the id is
     ``line-<line>``. `empty_output`: ``record`` keeps an empty output (the item gets status
-    ``empty_output``, no LM call); ``fail`` makes it an error.
+    ``empty_output``, no LM call); ``fail`` makes it an error. `text_only` False (a dataset
+    from the hub, whose fields may be structured) judges a list or an object as its JSON text.
 
     Raises:
-        InputError: a mapped field or the id is missing, empty or of the wrong type, or
-            holds text that is not valid Unicode (naming file, line and field).
+        InputError: a mapped field or the id is missing, empty or of the wrong type (an
+            input or output that is true/false, a list or an object, not text; a number is
+            taken as its text), or holds text that is not valid Unicode (naming file, line
+            and field).
     """
-    input_text = _field_value(row, input_field, path=path, line=line, role="input")
-    output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output)
+    input_text = _field_value(row, input_field, path=path, line=line, role="input", text_only=text_only)
+    output_text = _field_value(row, output_field, path=path, line=line, role="output", empty_output=empty_output,
+                               text_only=text_only)
     if id_field:
         if id_field not in row:
             raise _MissingField(id_field, "id", row, path=path, line=line)
@@ -160,8 +178,13 @@ def _examples(rows: Iterable[tuple[int, dict[str, Any]]], path: Path, *, input_f
               id_field: str | None, limit: int | None, empty_output: str) -> list[dspy.Example]:
     """Items from numbered rows (JSONL or CSV), at most `limit`, ids checked unique, none empty."""
     examples: list[dspy.Example] = []
+    numbers: dict[str, list[int]] = {}  # field -> lines where it holds a number, not text
     rows = iter(rows)
     for number, row in rows:
+        for name in (input_field, output_field):
+            value = row.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                numbers.setdefault(name, []).append(number)
         try:
             examples.append(item_from_row(row, path=path, line=number, input_field=input_field,
                                           output_field=output_field, id_field=id_field, empty_output=empty_output))
@@ -171,7 +194,17 @@ def _examples(rows: Iterable[tuple[int, dict[str, Any]]], path: Path, *, input_f
             break
     check_unique_ids(examples, path, id_field)
     _check_not_empty(examples, path)
+    _warn_numbers(numbers, path)
     return examples
+
+
+def _warn_numbers(numbers: dict[str, list[int]], path: Path) -> None:
+    """Say once per field that some rows hold a number where text is expected (judged as its text)."""
+    for name, lines in numbers.items():
+        shown = ", ".join(str(n) for n in lines[:5]) + (", ..." if len(lines) > 5 else "")
+        logger.warning("%s:%d: field %r holds a number, not text, on %d row(s) (line(s) %s); each is judged as "
+                       "its text (e.g. 42 as '42'). Write it as a JSON string to silence this.",
+                       path, lines[0], name, len(lines), shown)
 
 
 def load_jsonl(
@@ -202,7 +235,9 @@ def load_jsonl(
 
     Raises:
         InputError: missing file, text that is not UTF-8, a line that is not a JSON
-            object, a missing input/output field, an empty input, an empty output with
+            object, a missing input/output field, an input or output that is not text
+            (true/false, a list, an object; a number is judged as its text, with a warning
+            naming file, line and field), an empty input, an empty output with
             ``empty_output="fail"``, an id that is not a string or integer, a duplicate
             id, an unknown `empty_output`, or no items at all; names file, line and field.
     """

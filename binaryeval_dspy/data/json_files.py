@@ -46,7 +46,12 @@ def json_syntax_error(exc: ValueError | RecursionError, *, path: str | Path | No
         the top-level field whose value does not parse, when `text` shows one.
     """
     if isinstance(exc, json.JSONDecodeError):
-        detail = f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
+        column = exc.colno
+        if text is not None and line is not None:  # one JSON Lines row: its column is the character in that line
+            column = min(exc.pos, len(text.rstrip("\r\n"))) + 1
+        ended = text is not None and exc.pos >= len(text.rstrip())
+        detail = f"not valid JSON ({exc.msg.removesuffix(' at')} at column {column}" + (
+            ", the end of the line: the line ends before its JSON is closed; a missing }, ] or \"?)" if ended else ")")
         line = line if line is not None else exc.lineno
     else:
         detail = f"JSON that cannot be read ({type(exc).__name__}: {str(exc)[:120]})"

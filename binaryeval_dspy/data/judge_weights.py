@@ -28,16 +28,14 @@ does not list, a judge the file lists that is not in the run.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from binaryeval_dspy.data.rows import existing_file, read_csv_rows, read_jsonl_rows
+from binaryeval_dspy.data.rows import csv_text, existing_file, read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 
 #: The name ``bineval agreement`` gives the file in its report directory.
@@ -158,17 +156,8 @@ def read_judge_weights(path: str | Path, judges: Sequence[str]) -> JudgeWeights:
 
 def judge_weights_text(rows: Iterable[Mapping[str, Any]]) -> str:
     """The CSV text of a judge weights file: the header `COLUMNS`, one row per mapping
-    (missing or None cells empty, floats with 6 decimals)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        cells = []
-        for name in COLUMNS:
-            value = row.get(name)
-            cells.append("" if value is None else f"{value:.6f}" if isinstance(value, float) else str(value))
-        writer.writerow(cells)
-    return out.getvalue()
+    (missing or None cells empty, floats with 6 decimals; `binaryeval_dspy.data.rows.csv_text`)."""
+    return csv_text(COLUMNS, rows, float_cell=lambda value: f"{value:.6f}")
 
 
 def write_judge_weights(rows: Iterable[Mapping[str, Any]], path: str | Path) -> Path:

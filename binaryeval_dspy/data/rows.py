@@ -6,9 +6,10 @@ files use these."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,31 @@ def existing_file(path: str | Path, kind: str = "file") -> Path:
         what = "is a directory, not a file" if path.is_dir() else "file not found"
         raise InputError(what, path=path, fix=f"check the path of the {kind}.")
     return path
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]], *,
+             float_cell: Callable[[float], str] = repr) -> str:
+    """The CSV text of `rows` under the header `columns`: the one CSV writer of the package
+    (verdicts files, judge weights files), the counterpart of `read_csv_rows`.
+
+    A cell is empty for a missing or None value, ``true`` / ``false`` for a bool, JSON for a
+    list or an object, ``float_cell(value)`` for a float (default `repr`: every digit), and
+    ``str(value)`` otherwise. Lines end in ``\n``; quoting is the `csv` module's.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(name), float_cell) for name in columns])
+    return out.getvalue()
+
+
+def _cell(value: Any, float_cell: Callable[[float], str]) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return float_cell(value) if isinstance(value, float) else str(value)
+

@@ -247,7 +247,7 @@ def load_hub_items(
     items = []
     for number, row in enumerate(data, start=1):
         ex = item_from_row(dict(row), path=Path(name), line=number, input_field=input_field,
-                           output_field=output_field, id_field=id_field)
+                           output_field=output_field, id_field=id_field, text_only=False)
         items.append(_attach(ex, source=name, human=human, doc_field=doc_field, system_field=system_field,
                              reference_field=reference_field))
     check_unique_ids(items, Path(name), id_field)

@@ -12,9 +12,7 @@ written by `write_verdicts` reads back to equal records.
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from binaryeval_dspy.data.json_files import validation_error
-from binaryeval_dspy.data.rows import existing_file, read_csv_rows, read_jsonl_rows
+from binaryeval_dspy.data.rows import csv_text, existing_file, read_csv_rows, read_jsonl_rows
 from binaryeval_dspy.errors import InputError
 from binaryeval_dspy.schemas.verdict_record import (
     REQUIRED_COLUMNS,
@@ -184,26 +182,10 @@ def read_verdicts(path: str | Path) -> list[VerdictRecord]:
 
 
 def _csv_text(records: Sequence[VerdictRecord]) -> str:
+    """A verdicts file's CSV: the columns any row uses, in `VERDICT_COLUMNS` order (`csv_text`)."""
     rows = [r.row() for r in records]
     present = {name for row in rows for name in row}
-    columns = [name for name in VERDICT_COLUMNS if name in present or name in REQUIRED_COLUMNS]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        cells = []
-        for name in columns:
-            value = row.get(name)
-            if value is None:
-                cells.append("")
-            elif isinstance(value, bool):
-                cells.append("true" if value else "false")
-            elif isinstance(value, (dict, list)):
-                cells.append(json.dumps(value, ensure_ascii=False))
-            else:
-                cells.append(repr(value) if isinstance(value, float) else str(value))
-        writer.writerow(cells)
-    return buffer.getvalue()
+    return csv_text([name for name in VERDICT_COLUMNS if name in present or name in REQUIRED_COLUMNS], rows)
 
 
 def write_verdicts(records: Iterable[VerdictRecord], path: str | Path) -> Path:

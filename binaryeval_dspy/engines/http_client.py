@@ -19,11 +19,20 @@ header replaces the wait); other statuses are final. Every attempt that reached 
 endpoint and got an error is counted (`Posted.failed_attempts`), so that calls plus
 failed calls equal the requests the endpoint received. An attempt can be gated
 (`post_json`'s ``before_attempt``): a spending limit reserves each retry before it goes.
+
+A server may close a kept-alive connection a moment after its reply (without saying
+``Connection: close``): a request sent on it meanwhile is never read, and the server's
+kernel answers it with a TCP reset. A request that met a reset on a reused connection
+before any byte of its reply (`StaleConnection`) is sent again at once, once, on a fresh
+connection, and is neither an attempt nor a failed one (`Posted.resent`). A connection
+closed cleanly after the request went out (the server read it and hung up) stays a
+failed attempt: the server may have received, and billed, it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import http.client
 import json
 import random
@@ -114,6 +123,9 @@ class Posted:
             requests the endpoint received that gave no answer.
         unanswered: attempts that got no reply at all (timeouts, cut connections): a
             provider may still bill them, so a budget keeps their worst case.
+        resent: requests sent again on a fresh connection because a reused kept-alive one
+            was reset before any byte of the reply (`StaleConnection`; the server never read
+            them): in neither `attempts` nor `failed_attempts`. At most one per attempt.
         seconds: wall time, retries and waits included.
     """
 
@@ -124,7 +136,21 @@ class Posted:
     attempts: int = 0
     failed_attempts: int = 0
     unanswered: int = 0
+    resent: int = 0
     seconds: float = 0.0
+
+
+class StaleConnection(ConnectionError):
+    """A reused kept-alive connection was reset before any byte of the reply came: the server
+    had closed it, so it never read the request (sent again once on a fresh connection)."""
+
+
+#: errno values of a connection the peer had closed before it read the request.
+_RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE})
+
+
+def _is_reset(exc: BaseException) -> bool:
+    return isinstance(exc, (ConnectionResetError, BrokenPipeError)) or getattr(exc, "errno", None) in _RESET_ERRNOS
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -166,13 +192,13 @@ class Connections:
         if target.api_key:
             self.headers["Authorization"] = f"Bearer {target.api_key}"
 
-    def _connection(self) -> Any:
-        """This thread's connection: kept alive from its last request unless the server closed
-        it meanwhile (then a new one; nothing was sent on the old one)."""
+    def _connection(self) -> tuple[Any, bool]:
+        """This thread's connection and whether it is reused: kept alive from its last request
+        unless the server closed it meanwhile (then a new one; nothing was sent on the old one)."""
         connection = getattr(self.local, "connection", None)
         if connection is not None:
             if not _dropped(connection):
-                return connection
+                return connection, True
             connection.close()  # closed by the server while idle: reopened below, nothing sent
         if self.https:
             connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.target.timeout,
@@ -182,7 +208,7 @@ class Connections:
         self.local.connection = connection
         with self.lock:
             self.opened.append(connection)
-        return connection
+        return connection, False
 
     def post(self, data: bytes) -> tuple[int, str | None, bytes]:
         """POST once: (status, Retry-After header, body bytes). Raises on no response.
@@ -190,16 +216,22 @@ class Connections:
         Every call is one request the server may have received, and is counted as one
         attempt by `post_json`: a kept-alive connection is checked before it is used (a
         server that closed it while idle has it readable at end of file, as urllib3 checks),
-        so a connection that fails after the request went out is the server's doing (it
-        took the request and hung up), never a reason to send the request again unseen.
+        so a connection closed after the request went out is the server's doing (it took
+        the request and hung up). Only a reset of a reused connection before the reply's
+        status line (the server closed it before reading the request, racing this send)
+        raises `StaleConnection`.
         """
-        connection = self._connection()
+        connection, reused = self._connection()
+        replied = False
         try:
             connection.request("POST", self.path, body=data, headers=self.headers)
             response = connection.getresponse()
+            replied = True
             payload = response.read()
-        except BaseException:
+        except BaseException as exc:
             connection.close()  # reopened by the next request
+            if reused and not replied and _is_reset(exc):
+                raise StaleConnection(f"{type(exc).__name__}: {exc}") from exc
             raise
         if response.will_close:
             connection.close()
@@ -240,9 +272,14 @@ class _Attempts:
         self.posted = Posted(body=None)
 
     def refused(self, reason: str) -> None:
-        """The gate refused the next attempt: nothing more is sent."""
-        if self.posted.error is None:
-            self.posted.error, self.posted.error_type = reason, "NotSent"
+        """The gate refused the next attempt: nothing more is sent. A refused retry is said as
+        what it is (``retry not sent: <reason>``, e.g. a spending limit), with what the last
+        attempt got after it, so it is not read as the endpoint's last word (a rate limit's
+        advice to lower the concurrency, when it was the limit that stopped it)."""
+        posted = self.posted
+        if posted.error is not None:
+            reason = f"retry not sent: {reason}; the last attempt got {posted.error}"
+        posted.error, posted.error_type = reason, "NotSent"
 
     def no_reply(self, exc: BaseException) -> float | None:
         """An attempt that got no reply (a timeout, a refused or cut connection): retried."""
@@ -318,7 +355,12 @@ def post_json(connections: Connections, body: dict | bytes, *,
                 break
         attempts.posted.attempts += 1
         try:
-            wait = attempts.replied(*connections.post(data))
+            try:
+                reply = connections.post(data)
+            except StaleConnection:
+                attempts.posted.resent += 1  # never read by the server: once more, on a fresh connection
+                reply = connections.post(data)
+            wait = attempts.replied(*reply)
         except (OSError, http.client.HTTPException) as exc:
             wait = attempts.no_reply(exc)
         if wait is None:
@@ -345,25 +387,52 @@ class AsyncConnections:
         self.headers = {"Content-Type": "application/json", **dict(target.headers)}
         if target.api_key:
             self.headers["Authorization"] = f"Bearer {target.api_key}"
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=limit, ssl=ssl.create_default_context()
-                                           if target.url.startswith("https") else False),
-            timeout=aiohttp.ClientTimeout(sock_connect=target.timeout, sock_read=target.timeout),
-            trust_env=False, skip_auto_headers=("User-Agent",))
+        self.limit = limit
+        self.session = self._session(force_close=False)
+        self.fresh: Any = None  # a session whose connections serve one request each (`StaleConnection`)
 
-    async def post(self, data: bytes) -> tuple[int, str | None, bytes]:
-        """POST once (as `Connections.post`); raises TimeoutError or OSError on no response."""
+    def _session(self, *, force_close: bool) -> Any:
+        aiohttp = self.aiohttp
+        reuse = aiohttp.TraceConfig()
+        reuse.on_connection_reuseconn.append(_note_reuse)
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.limit, force_close=force_close,
+                                           ssl=ssl.create_default_context()
+                                           if self.target.url.startswith("https") else False),
+            timeout=aiohttp.ClientTimeout(sock_connect=self.target.timeout, sock_read=self.target.timeout),
+            trust_env=False, skip_auto_headers=("User-Agent",), trace_configs=[reuse])
+
+    async def post(self, data: bytes, *, fresh: bool = False) -> tuple[int, str | None, bytes]:
+        """POST once (as `Connections.post`, `StaleConnection` included); raises TimeoutError or
+        OSError on no response. `fresh`: on a new connection, closed after the reply."""
+        if fresh and self.fresh is None:
+            self.fresh = self._session(force_close=True)
+        session = self.fresh if fresh else self.session
+        trace = {"reused": False}
+        replied = False
         try:
-            async with self.session.post(self.target.url, data=data, headers=self.headers) as response:
+            async with session.post(self.target.url, data=data, headers=self.headers,
+                                    trace_request_ctx=trace) as response:
+                replied = True
                 return response.status, response.headers.get("Retry-After"), await response.read()
         except (asyncio.TimeoutError, self.aiohttp.ServerTimeoutError) as exc:
             raise TimeoutError(str(exc)) from exc
         except self.aiohttp.ClientError as exc:
+            if trace["reused"] and not replied and _is_reset(exc):
+                raise StaleConnection(f"{type(exc).__name__}: {exc}") from exc
             raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
         """Close every connection."""
         await self.session.close()
+        if self.fresh is not None:
+            await self.fresh.close()
+
+
+async def _note_reuse(_session: Any, context: Any, _params: Any) -> None:
+    """aiohttp's trace hook: the request's connection is a kept-alive one, reused."""
+    if isinstance(context.trace_request_ctx, dict):
+        context.trace_request_ctx["reused"] = True
 
 
 async def apost_json(connections: AsyncConnections, body: dict | bytes, *,
@@ -388,7 +457,12 @@ async def apost_json(connections: AsyncConnections, body: dict | bytes, *,
                 break
         attempts.posted.attempts += 1
         try:
-            wait = attempts.replied(*await connections.post(data))
+            try:
+                reply = await connections.post(data)
+            except StaleConnection:
+                attempts.posted.resent += 1  # never read by the server: once more, on a fresh connection
+                reply = await connections.post(data, fresh=True)
+            wait = attempts.replied(*reply)
         except OSError as exc:
             wait = attempts.no_reply(exc)
         if wait is None:
@@ -397,5 +471,5 @@ async def apost_json(connections: AsyncConnections, body: dict | bytes, *,
     return attempts.done()
 
 
-__all__ = ["AsyncConnections", "Connections", "apost_json", "HttpTarget", "Posted", "RETRIED_STATUSES", "check_number", "post_json",
-           "retry_after_seconds", "retry_wait"]
+__all__ = ["AsyncConnections", "Connections", "apost_json", "HttpTarget", "Posted", "RETRIED_STATUSES",
+           "StaleConnection", "check_number", "post_json", "retry_after_seconds", "retry_wait"]

@@ -20,8 +20,10 @@ answer and an item mean for files and scores.
 Stopping: ``stop(reason)`` (a spending limit refused a request, the caller's own rule)
 hands out nothing more; calls already out finish; an item with answers gets stand-ins
 (`PlannedProgram.unsent`: an ``error`` verdict a rerun asks again) for the calls never
-sent and is reported; an item with no answer yet is dropped (a rerun judges it). At
-Ctrl-C the same happens before the interrupt propagates, so no answer is thrown away.
+sent and is reported; so is an item whose requests all failed (its usage counts them:
+every request sent is counted wherever the run's figures are shown); an item for which
+nothing was sent yet is dropped (a rerun judges it). At Ctrl-C the same happens before
+the interrupt propagates, so no answer and no request sent is thrown away.
 """
 
 from __future__ import annotations
@@ -65,9 +67,17 @@ class ItemRun:
     out: int = 0
     held: list[LMCall] = field(default_factory=list)
     answers: int = 0  # calls answered by the LM (not stand-ins)
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)  # of the requests sent for it, failed ones included
     started: float | None = None
     pending: int = 0  # calls whose answer is pending (a provider batch still running)
+
+    @property
+    def spent(self) -> bool:
+        """True when the item has an answer or carries a request sent for it (a failed one
+        counts): reporting it is then the only way its requests are counted."""
+        used = self.usage
+        return bool(self.answers or used.lm_calls or used.failed_calls or used.prompt_tokens
+                    or used.completion_tokens)
 
 
 @dataclass
@@ -273,10 +283,10 @@ class PlanRunner:
             self._maybe_finish(run)
 
     def interrupt(self, reason: str) -> None:
-        """Finish every open item that has answers, with stand-ins for its other calls."""
+        """Finish every open item that has answers or sent requests, with stand-ins for its other calls."""
         self.stop_reason = self.stop_reason or reason
         for run in sorted(self._open.values(), key=lambda r: r.index):
-            if run.answers == 0:
+            if not run.spent:
                 continue
             for _ticket, callers in list(self._tickets.items()):
                 for caller, call in callers:
@@ -342,8 +352,8 @@ class PlanRunner:
             self._open.pop(run.index, None)
             self._report(run, None, None)
             return
-        if self.stop_reason is not None and run.answers == 0:
-            self._open.pop(run.index, None)  # nothing asked: dropped, a rerun judges it
+        if self.stop_reason is not None and not run.spent:
+            self._open.pop(run.index, None)  # nothing sent: dropped, a rerun judges it
             return
         if self.stop_reason is None:
             try:

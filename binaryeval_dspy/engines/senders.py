@@ -376,6 +376,9 @@ class HttpSender:
         if refused:
             call = _without_logprobs(call)
         prepared = format_call(call, self.lm, self.adapter)
+        stats = getattr(self.adapter, "stats", None)
+        if stats is not None and carried is None:  # one adapter invocation per call, as on DSPy's route
+            stats.add("calls")
         data = _encoded(self.body(prepared))
         key = self._cache_key(data)
         exchange = Exchange(call=call, prepared=prepared, data=data, key=key, refused=refused,
@@ -396,7 +399,7 @@ class HttpSender:
         retries, each attempt reserved with `budget` first; sets ``exchange.posted``."""
         def before_attempt(number: int) -> str | None:
             if not wait_for_reservation(budget, exchange.request):
-                return budget.stop_reason or "stopped by the spending limit"
+                return budget.stop_reason or _NO_ROOM
             return None
 
         exchange.posted = post_json(self.connections, exchange.data,
@@ -411,7 +414,7 @@ class HttpSender:
             go = budget.reserve(exchange.request)
             if go is None:
                 return True  # wait for a call in flight to settle, then ask again
-            return None if go else (budget.stop_reason or "stopped by the spending limit")
+            return None if go else (budget.stop_reason or _NO_ROOM)
 
         exchange.posted = await apost_json(connections, exchange.data,
                                            before_attempt=before_attempt if budget is not None else None,
@@ -518,6 +521,10 @@ class HttpSender:
     def close(self) -> None:
         """Close the connections."""
         self.connections.close()
+
+
+#: Why a retry was not sent when the spending limit had no room for it while other calls were in flight.
+_NO_ROOM = "spending limit (`max_cost`): no room for it while other calls are in flight"
 
 
 def _refuses_the_form(status: int, text: str) -> bool:

@@ -233,11 +233,17 @@ def _coerce(signature: Any, name: str, value: Any, adapter: str, completion: str
         raise _open_field_error(signature, name, adapter, completion)
     labels = _literal_labels(annotation)
     if labels is not None:
+        if not isinstance(value, str):  # ["yes"], true, 1: not a label as written, never read as one
+            raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
+                                    message=f"field {name!r} is {_json_kind(value)}, not text naming one of "
+                                            f"{list(labels)}: {json.dumps(value)[:200]}")
         label = normalize_label(value, labels)
         if label is None:
             raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                     message=f"field {name!r} names none of {list(labels)} (or hedges): {str(value)[:200]!r}")
         return label
+    if value is None and annotation is str:
+        return ""  # a JSON null where text is expected: no text (never the word "None")
     try:
         return parse_value(value, annotation)
     except (ValueError, TypeError) as exc:
@@ -258,6 +264,15 @@ def _refuse_conflicts(signature: Any, name: str, seen: set[str], values: Iterabl
     if len(seen) > 1:
         raise AdapterParseError(adapter_name=adapter, signature=signature, lm_response=completion,
                                 message=f"the reply gives conflicting values for {name!r}")
+
+
+def _json_kind(value: Any) -> str:
+    """``a list``, ``an object``, ``true/false``, ``a number`` or ``null``: a JSON value's kind, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {list: "a list", dict: "an object"}.get(type(value), "a number")
 
 
 def _label_notes(signature: Any, texts: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ Dialects:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pydantic
@@ -81,9 +82,13 @@ def as_json_object(response_format: Any) -> Any:
 def rejects_response_format(exc: BaseException) -> bool:
     """Whether an LM error reads as the server refusing the request's ``response_format``.
 
-    True when the error text names ``response_format`` (or "response format") or the
-    ``json_schema`` type, as llama-cpp-python's server, LiteLLM and OpenAI-style
+    True when the error text names ``response_format`` (or "response format",
+    "responseFormat") or the ``json_schema`` type (quoted or not: "unknown field
+    json_schema", "JSON schema"), as llama-cpp-python's server, LiteLLM and OpenAI-style
     servers do in their validation errors.
     """
-    text = str(exc).lower()
-    return "response_format" in text or "response format" in text or "'json_schema'" in text
+    return _FORM_WORDS.search(str(exc)) is not None
+
+
+#: How servers name the request's form in a refusal: the field, or the schema type it holds.
+_FORM_WORDS = re.compile(r"response[ _-]?format|(?<![a-z0-9])json[ _-]?schema(?![a-z0-9])", re.IGNORECASE)

@@ -254,7 +254,7 @@ class QuestionGenerator(dspy.Module):
                 return self._usable(_clean_list(whole))
             raise BinEvalError(
                 "the LM's requirement list could not be parsed, so no questions can be generated. "
-                f"Raw answer (start): {str(found.lm_response)[:300]!r}. Try a stronger `spec`."
+                f"Raw answer (start): {str(found.lm_response)[:300]!r}. Try a stronger LM (a larger model)."
             ) from found
         return self._usable(_clean_list(found))
 
@@ -265,7 +265,7 @@ class QuestionGenerator(dspy.Module):
         usable = [t for t in found if requirement_text_problem(t) is None]
         if not usable:
             got = f" (it returned only unusable ones: {[d.text for d in dropped]!r:.200})" if dropped else ""
-            raise BinEvalError(f"the LM returned no requirements for this task prompt{got}; try a stronger `spec`")
+            raise BinEvalError(f"the LM returned no requirements for this task prompt{got}; try a stronger LM (a larger model)")
         return usable[: self.max_requirements], dropped
 
     def _dimensions(self, task_prompt: str, requirements: list[str]) -> tuple[list[str], str, str]:
@@ -509,7 +509,7 @@ class _QuestionRows:
                 causes.setdefault(f"{r.reason}, and {r.why_left_out}", []).append(r.requirement_id)
             lines = "; ".join(f"{', '.join(ids)}: {cause}" for cause, ids in causes.items())
             raise BinEvalError(f"no usable question for any of the {len(requirements)} requirements ({lines}). "
-                               "Try a stronger `spec`, or write the questions by hand (examples/summeval/"
+                               "Try a stronger LM (a larger model), or write the questions by hand (examples/summeval/"
                                "questions.json is a complete example).")
         for warning in report.warnings():
             logger.warning("question generation: %s", warning)

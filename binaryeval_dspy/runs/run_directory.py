@@ -303,6 +303,14 @@ class RunDirectory(ResultsFile):
                     )
             for key in _CONFIG_MUST_MATCH:
                 default = _CONFIG_DEFAULTS.get(key)
+                if (key not in existing.config and key not in _CONFIG_DEFAULTS and key not in _CONFIG_IF_RECORDED
+                        and manifest.config.get(key) is not None):  # an edited or damaged manifest, not a mismatch
+                    what = "has no `config`" if not existing.config else f"records no {key} in its `config`"
+                    raise RunStateError(
+                        f"{self.manifest_path} {what}, so the results in {self.path} cannot be checked against "
+                        f"this command's {key}={manifest.config.get(key)!r} (the manifest was edited or damaged).",
+                        fix="restore the manifest, or choose another `out_dir` for a new run.",
+                    )
                 old, new = existing.config.get(key, default), manifest.config.get(key, default)
                 if key in _CONFIG_IF_RECORDED and (old is None or new is None):
                     continue

@@ -216,7 +216,9 @@ class RunSummary(BaseModel):
             `binaryeval_dspy.lm.logprobs.against_verdict`), of ``p_yes_answers`` answers
             that carry a P(yes).
         calls_in_flight: LM calls the run kept in flight at once (1: items never
-            overlap, so seconds per item are the run's); None when unknown.
+            overlap, so seconds per item are the run's): the `concurrency` in effect, never
+            more than the requests the stored items made (2000 allowed for 480 calls is 480);
+            None when unknown.
         explanations_checked: LM answers (yes/no) that came with an explanation.
         explanations_flagged: those whose explanation contradicts the verdict (see
             `binaryeval_dspy.analysis.explanation_flags`).
@@ -438,6 +440,9 @@ class SummaryBuilder:
             ))
         n = self.items
         prompt, completion = self._usage["prompt_tokens"], self._usage["completion_tokens"]
+        sent = self._usage["lm_calls"] + self._usage["failed_calls"]
+        if in_flight is not None and sent:
+            in_flight = min(in_flight, sent)  # the calls made bound what could be in flight at once
         summary = RunSummary(
             lm=lm, items=n, scale=scale, dimensions=out, lm_calls=self._usage["lm_calls"],
             prompt_tokens=prompt, completion_tokens=completion,
@@ -661,7 +666,7 @@ def judge_notes(summary: RunSummary, *, flags_stored: bool = True) -> list[str]:
     notes = []
     skew = summary.verdict_skew
     low = summary.discrimination is not None and summary.discrimination.low
-    fix = ("Try a larger model (`spec` provider/model or a served model's URL)"
+    fix = ("Try a larger model (a provider's model id or a served model's URL as the LM)"
            if summary.embedded_lm else "Try a larger model, or check that the questions can be failed")
     if skew is not None and skew.count == skew.answered:
         other = "no" if skew.verdict == "yes" else "yes"

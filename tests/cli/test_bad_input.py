@@ -303,3 +303,19 @@ def test_usage_is_counted_when_questions_run_on_threads(small_question_set):
         BinEval(small_question_set, num_threads=3)(input="a", output="b")
     (entries,) = tracker.usage_data.values()
     assert len(entries) == 3 and sum(e["prompt_tokens"] for e in entries) == 30
+
+
+def test_items_with_an_id_field_but_no_id_field_option_get_one_hint(tmp_path, fake_endpoint):
+    from click.testing import CliRunner
+
+    from binaryeval_dspy.cli.main import cli
+    from tests.engines.test_remote_faults import write_inputs
+
+    qs, items = write_inputs(tmp_path, n_items=3)  # rows carry "id": "item-0", ...
+    base = ["evaluate", str(qs), str(items), "--lm", fake_endpoint.base_url, "--lm-model", fake_endpoint.model]
+    result = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "a")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert said.count("Hint: the rows of") == 1 and "pass --id-field id" in said, said
+    given = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "b"), "--id-field", "id"])
+    assert given.exit_code == 0 and "--id-field id to match" not in " ".join(given.output.split())

@@ -89,6 +89,30 @@ def always_yes(system: str, user: str):
 # ------------------------------------------------------------------ 2. the truth about the judge
 
 
+def test_saved_notes_name_the_lm_in_the_users_terms_never_a_parameter(tmp_path, scripted_cli):
+    """summary.md and the run's page keep the notes as written: no library parameter name
+    (`spec`) that the user never typed. The embedded model's advice is checked (it names the LM)."""
+    from binaryeval_dspy.runs.run_summary import RunSummary, judge_notes, write_summary
+
+    scripted_cli(always_yes)
+    _result, out = run_evaluate(tmp_path, 4)
+    summary = RunSummary.model_validate({**json.loads((out / "summary.json").read_text()), "embedded_lm": True})
+    summary.notes = judge_notes(summary)
+    assert any("Try a larger model" in note for note in summary.notes)
+    _json, md = write_summary(summary, out)
+    assert "spec" not in md.read_text(encoding="utf-8")
+
+
+def test_a_question_generator_that_fails_names_no_parameter():
+    from binaryeval_dspy.errors import BinEvalError
+    from binaryeval_dspy.programs.question_generator import QuestionGenerator
+    from tests.method.test_question_generator import generate
+
+    with pytest.raises(BinEvalError) as caught:
+        generate(QuestionGenerator(dimensions=["a"]), lambda s, u: {"requirements": []})
+    assert "`spec`" not in str(caught.value) and "stronger LM" in str(caught.value)
+
+
 def test_a_judge_that_says_yes_to_everything_is_named_beside_the_table(tmp_path, scripted_cli):
     scripted_cli(always_yes)
     result, out = run_evaluate(tmp_path, 4)

@@ -214,6 +214,18 @@ def test_the_overlap_caveat_only_when_calls_overlap(tmp_path, cli_scripted_lms):
     assert "4 calls in flight, so items overlap: not the run's time per item" in said
 
 
+def test_calls_in_flight_is_never_more_than_the_calls_the_run_made(tmp_path, cli_scripted_lms):
+    """`--concurrency 2000` on a run of a few calls: the summary says how many were in flight
+    at most (the calls made), not the setting."""
+    cli_scripted_lms(one_item_fails)
+    result, out = evaluate(tmp_path, 2, "--concurrency", "2000")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    made = summary["lm_calls"] + summary["failed_calls"]
+    assert 0 < made < 2000 and summary["calls_in_flight"] == made
+    assert f"{made} calls in flight" in flat(result.output) and "2000 calls in flight" not in flat(result.output)
+
+
 def test_an_interrupted_item_is_called_interrupted_not_failed(tmp_path, cli_scripted_lms):
     calls = {"n": 0}
 

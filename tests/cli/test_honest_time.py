@@ -97,9 +97,20 @@ def test_slow_embedded_calls_get_a_hint_with_the_likely_cause(monkeypatch, load,
 
 
 def test_a_slow_endpoint_is_named_as_the_cause():
-    hint = SpeedCheck(expected=3.0, embedded=False, in_flight=8)(40.0)
-    assert hint is not None and "endpoint is slow" in hint and "8 call(s) in flight" in hint
+    hint = SpeedCheck(expected=3.0, embedded=False, in_flight=1)(40.0)
+    assert hint is not None and "endpoint is slow" in hint and "1 call in flight" in hint
     assert "--llama-threads" not in hint
+
+
+def test_with_calls_in_flight_the_hint_allows_for_a_server_that_answers_one_at_a_time():
+    """8 calls in flight to a server that answers one request at a time, 5 s each: one call
+    finishes every 5 s, so each seems to take 40 s. More concurrency cannot help such a
+    server: the hint says so, and never advises raising it as the fix."""
+    hint = SpeedCheck(expected=3.0, embedded=False, in_flight=8)(40.0)
+    said = " ".join(hint.split())
+    assert "one finishes every 5.0 s" in said and "8 calls in flight" in said
+    assert "answers one request at a time" in said and "more --concurrency only lengthens the queue" in said
+    assert "--concurrency can keep more going" not in said
 
 
 def test_the_speed_hint_is_printed_once(monkeypatch):

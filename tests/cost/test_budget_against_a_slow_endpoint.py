@@ -58,3 +58,29 @@ def test_a_hosted_model_slower_than_the_timeout_never_bills_past_the_budget(tmp_
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
         result, _out = run_against_slow_endpoint(tmp_path, endpoint, ["--lm", "openai/gpt-4o-mini"])
         check_within_budget(endpoint, result)
+
+
+def test_a_retry_the_budget_refused_says_not_sent_spending_limit_not_the_last_http_error(tmp_path, fake_endpoint):
+    """Every request is rate-limited (429): the retries the budget has no room for are not sent,
+    and the verdict says so (``NotAsked: retry not sent: spending limit ...``), with what the
+    last attempt got after it, never the rate limit's advice to lower the concurrency as if
+    the endpoint had refused every retry."""
+    from tests.engines.test_remote_faults import stored
+    from tests.fake_endpoint import RATE_LIMIT
+
+    fake_endpoint.fault = lambda body, index: RATE_LIMIT
+    qs, items = write_inputs(tmp_path, n_items=3)
+    out = tmp_path / "run"
+    CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--id-field", "id", "--out", str(out),
+                             "--lm", fake_endpoint.base_url, "--lm-model", fake_endpoint.model,
+                             "--price-model", "gpt-4o-mini", "--concurrency", "4", "--max-tokens", "64",
+                             "--max-cost", str(BUDGET)])
+    errors = [v["error"] for row in stored(out) for v in row["verdicts"] if v["verdict"] == "error"]
+    refused = [e for e in errors if "retry not sent" in e]
+    assert refused, errors  # the budget stops some retries: ~13 worst-case attempts for 18 calls
+    for error in errors:
+        if "after 4 attempts" in error:  # every retry was sent: the rate limit is the last word
+            assert error.startswith("RateLimitError:"), error
+            continue
+        assert error.startswith("NotAsked: retry not sent: spending limit (`max_cost`)"), error
+        assert "the last attempt got HTTP 429" in error and "lower `concurrency`" not in error, error

@@ -147,3 +147,21 @@ def test_dspys_own_http_layer_counts_and_reserves_every_attempt(fake_endpoint):
     assert len(fake_endpoint.billed) == slow + 1  # every attempt of the slow call (the client gave up on each), the answer
     assert budget.spent_usd >= fake_endpoint.billed_usd("gpt-4o-mini") > 0
     assert budget.in_flight == 0 and budget.reserved_usd == 0
+
+
+@pytest.mark.parametrize("stop", [(), ("--fail-on-errors",)], ids=["failures-in-a-row", "fail-on-errors"])
+def test_an_early_stop_counts_the_requests_of_items_whose_every_call_failed(tmp_path, fake_endpoint, stop):
+    """After an early stop, the calls still in flight are drained: an item whose every request
+    failed is stored (incomplete, a rerun asks it again), so its failed requests are counted in
+    summary.json and on the console, never lost with a dropped item."""
+    fake_endpoint.fault = lambda body, index: ALWAYS_500
+    qs, items = write_inputs(tmp_path, n_items=10)
+    out = tmp_path / "run"
+    result = evaluate(fake_endpoint, qs, items, out, "--concurrency", "8", *stop)
+    assert "Stopped early" in result.output
+    assert fake_endpoint.wait_idle(10)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    received = len(fake_endpoint.requests)
+    assert summary["lm_calls"] == 0 and summary["failed_calls"] == received
+    assert sum(r["usage"].get("failed_calls", 0) for r in stored(out)) == received
+    assert f"{received} LM calls (0 answered, {received} failed)" in " ".join(result.output.split())

@@ -248,3 +248,41 @@ def test_a_reply_in_content_parts_is_read_as_its_text():
     assert reply_outputs(body(parts))[0]["text"] == '{"explanation": "ok", "verdict": "yes"}'
     assert reply_outputs(body([{"type": "image_url", "image_url": {}}]))[0]["text"] is None
     assert reply_outputs(body(5))[0]["text"] is None
+
+
+@pytest.mark.parametrize("text", ["unknown field json_schema", "Unknown field: `json_schema`",
+                                  "JSON schema output is not supported by this model",
+                                  "invalid responseFormat", "'json_schema' is not one of ['text', 'json_object']"])
+def test_every_wording_of_a_refused_schema_form_is_recognised(text):
+    from binaryeval_dspy.lm.schema_format import rejects_response_format
+
+    assert rejects_response_format(RuntimeError(text))
+    assert not rejects_response_format(RuntimeError("unknown field temperature_jsonschemax"))
+
+
+def test_a_422_unknown_field_json_schema_gets_the_json_object_form(endpoint, route):
+    def refuse_json_schema(body: dict, index: int) -> Fault | None:
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return HttpFault(422, "unknown field json_schema")
+        return None
+
+    endpoint.fault = refuse_json_schema
+    sender, program = _sender(endpoint.base_url, endpoint.model)
+    verdicts = [_ask(sender, program, n, route)[1] for n in (1, 2)]
+    assert verdicts == ["yes", "no"]
+    assert [body["response_format"]["type"] for body in endpoint.requests] == ["json_schema", "json_object",
+                                                                              "json_object"]
+
+
+def test_adapter_stats_count_the_calls_of_the_direct_route(tmp_path, fake_endpoint):
+    """The live engine's straight HTTP route formats each call with the run's adapter: its
+    ``adapter_stats.calls`` in the manifest count them, as DSPy's route does (it said 0)."""
+    import json
+
+    from tests.engines.test_remote_faults import evaluate, write_inputs
+
+    qs, items = write_inputs(tmp_path, n_items=3)
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs, items, out, "--engine", "live").exit_code == 0
+    stats = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["config"]["adapter_stats"]
+    assert stats["calls"] == 3 * 6 == len(fake_endpoint.requests)

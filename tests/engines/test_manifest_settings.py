@@ -117,3 +117,35 @@ def test_rejudge_of_a_run_with_an_older_manifest_still_works(tmp_path, fake_endp
     assert RunSettings.model_validate(rejudged["settings"]) == RunSettings(engine="live", concurrency=2,
                                                                            adapter=manifest["config"]["adapter"])
     assert not set(rejudged["config"]) & COPIES, rejudged["config"]
+
+
+def test_an_unknown_stored_setting_is_named_with_its_file_and_one_fix(tmp_path):
+    edited = older_manifest({}).model_copy(update={"settings": {**RunSettings().recorded(None), "turbo": True}})
+    with pytest.raises(InputError) as caught:
+        RunSettings.of_manifest(edited, path=tmp_path / "manifest.json")
+    said = str(caught.value)
+    assert caught.value.field == "settings.turbo" and "manifest.json" in said
+    assert "unknown run setting 'turbo'" in said and "Extra inputs are not permitted" not in said
+    assert said.count("Fix:") == 1 and "turbo=..." not in said, said
+
+
+def test_a_message_quoting_another_error_says_fix_once():
+    from binaryeval_dspy.errors import ConfigError
+
+    inner = ConfigError("bad value", fix="pass a number.")
+    outer = InputError(f"the file is not valid: {inner}", path="x.json", fix="restore the file.")
+    assert str(outer) == "x.json: the file is not valid: bad value. Fix: pass a number. Restore the file."
+
+
+def test_a_manifest_without_its_config_is_said_to_be_damaged_not_a_mismatch(tmp_path, fake_endpoint):
+    qs, items = write_inputs(tmp_path)
+    out = tmp_path / "run"
+    assert evaluate(fake_endpoint, qs, items, out).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["config"]
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    again = evaluate(fake_endpoint, qs, items, out)
+    said = " ".join(again.output.split())
+    assert again.exit_code != 0
+    assert "manifest.json has no `config`" in said or "manifest.json has no config" in said, said
+    assert "input_field=None" not in said

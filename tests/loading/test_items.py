@@ -110,3 +110,41 @@ def test_a_field_missing_with_a_limit_is_still_judged_against_the_whole_file(tmp
     path = _rows(tmp_path / "items.jsonl", rows)
     with pytest.raises(InputError, match=r"missing on 1 of 8 rows: line\(s\) 1 "):
         load_items(path, id_field="id", limit=1)
+
+
+@pytest.mark.parametrize(("role", "value", "kind"), [
+    ("output", False, "true/false"), ("output", ["yes"], "a list"), ("input", {"text": "a"}, "an object"),
+    ("input", True, "true/false"),
+])
+def test_an_input_or_output_that_is_not_text_names_file_line_and_field(tmp_path, role, value, kind):
+    good = {"input": "An article.", "output": "A summary."}
+    path = write(tmp_path, "x.jsonl", json.dumps(good) + "\n" + json.dumps({**good, role: value}) + "\n")
+    with pytest.raises(InputError) as err:
+        load_items(path)
+    msg = str(err.value)
+    assert f"x.jsonl:2: field '{role}': the {role} must be text, got {kind}" in msg, msg
+    assert err.value.line == 2
+
+
+def test_a_number_where_text_is_expected_is_judged_as_its_text_with_one_warning(tmp_path, caplog):
+    rows = [{"input": "An article.", "output": 42}, {"input": "An article.", "output": "Text."},
+            {"input": 3.5, "output": 7}]
+    path = write(tmp_path, "x.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level("WARNING"):
+        items = load_items(path)
+    assert [(i.input, i.output) for i in items] == [("An article.", "42"), ("An article.", "Text."), ("3.5", "7")]
+    said = [r.getMessage() for r in caplog.records if "holds a number" in r.getMessage()]
+    assert len(said) == 2, said  # one per field, not one per row
+    assert any("x.jsonl:1: field 'output' holds a number, not text, on 2 row(s) (line(s) 1, 3)" in s for s in said)
+    assert any("x.jsonl:3: field 'input'" in s for s in said)
+
+
+def test_a_line_missing_its_closing_brace_is_reported_where_it_ends(tmp_path):
+    path = write(tmp_path, "x.jsonl", json.dumps({"input": "a", "output": "b"}) + "\n" + '{"input": "a", "output": "b"\n')
+    with pytest.raises(InputError) as err:
+        load_items(path)
+    said = str(err.value)
+    assert err.value.line == 2 and "at column 29" in said and "the line ends before its JSON is closed" in said, said
+    path = write(tmp_path, "y.jsonl", '{"input": "a" "output": "b"}\n')
+    with pytest.raises(InputError, match=r"at column 15\)"):
+        load_items(path)

@@ -163,3 +163,22 @@ def test_a_jsonl_row_whose_mistake_is_between_fields_names_no_field(tmp_path):
         read_verdicts(path)
     where = row.index('"question_id"') + 1
     assert caught.value.line == 1 and caught.value.field is None and f"at column {where}" in str(caught.value)
+
+
+def test_the_one_csv_writer_writes_what_the_csv_reader_reads(tmp_path):
+    """`csv_text` is the writer of verdicts files and judge weights files alike: each kind of
+    cell comes back from `read_csv_rows` as written (JSON for lists and objects, true/false,
+    empty for None, floats by the caller's rule)."""
+    from binaryeval_dspy.data.judge_weights import judge_weights_text
+    from binaryeval_dspy.data.rows import csv_text, read_csv_rows
+
+    rows = [{"a": "x, \"quoted\"", "b": ["e", 1], "c": True, "d": None, "e": 0.1},
+            {"a": "line\nbreak", "b": {"k": "v"}, "c": False, "e": 2}]
+    path = tmp_path / "t.csv"
+    path.write_text(csv_text(["a", "b", "c", "d", "e"], rows), encoding="utf-8")
+    _header, read = read_csv_rows(path, {})
+    assert [row for _line, row in read] == [
+        {"a": 'x, "quoted"', "b": '["e", 1]', "c": "true", "d": "", "e": "0.1"},
+        {"a": "line\nbreak", "b": '{"k": "v"}', "c": "false", "d": "", "e": "2"}]
+    assert judge_weights_text([{"judge": "j", "weight": 0.5, "answered": 3}]) == (
+        "judge,weight,accuracy,kappa,agree,answered,labels\nj,0.500000,,,,3,\n")

@@ -120,3 +120,15 @@ def test_bineval_inside_a_larger_program(small_question_set):
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         pred = program(document="Long article.")
     assert pred.score == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("verdict", [["yes"], True, 1, {"v": "yes"}])
+def test_a_verdict_that_is_not_text_is_unparsed_and_a_null_explanation_is_empty(small_question_set, verdict):
+    import json
+
+    pred, _ = run(BinEval(small_question_set), lambda system, user: json.dumps({"verdict": verdict,
+                                                                                "explanation": None}))
+    assert [v.verdict for v in pred.verdicts] == ["unparsed"] * 3
+    assert all(v.explanation == "" for v in pred.verdicts)
+    pred, _ = run(BinEval(small_question_set), lambda system, user: '{"verdict": "no", "explanation": null}')
+    assert [(v.verdict, v.explanation) for v in pred.verdicts] == [("no", "")] * 3
