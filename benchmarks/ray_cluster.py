@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.engines import (TimedEndpoint, comparable, differences, evaluate_command, last_line,  # noqa: E402
                                 load_average, run_measured, write_inputs)
+from benchmarks.scripted_server import ScriptedServer  # noqa: E402
 
 
 #: A gap between two requests arriving longer than this (s) counts as a pause (no request in flight
@@ -85,10 +86,12 @@ class CpuSampler:
     output folder on its command line) and of this process (the scripted endpoint's threads), every
     `SAMPLE_EVERY` s, so that the CPU each spent inside the rate window can be told apart."""
 
-    def __init__(self, cluster: Cluster, out: Path) -> None:
+    def __init__(self, cluster: Cluster, out: Path, endpoint_pid: int | None = None) -> None:
         import threading
 
         self.cluster, self.marker = cluster, str(out).encode()
+        self.endpoint_pid = endpoint_pid  # None: the endpoint's threads are in this process
+        self.own = 0.0  # CPU s of this sampler's thread (left out of this process's figure)
         self.samples: dict[str, list[tuple[float, float]]] = {}  # "worker <pid>" / "driver" / "endpoint"
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -117,7 +120,12 @@ class CpuSampler:
                 used = cpu_seconds(pid) if kind else None
                 if used is not None:
                     self.samples.setdefault(kind, []).append((now, used))
-            self.samples.setdefault("endpoint", []).append((now, cpu_seconds("self") or 0.0))
+            self.own = time.thread_time()  # this thread's CPU (listing processes, reading /proc)
+            self.samples.setdefault("sampler", []).append((now, self.own))
+            if self.endpoint_pid is None:  # this process, less what this thread spent
+                self.samples.setdefault("endpoint", []).append((now, (cpu_seconds("self") or 0.0) - self.own))
+            else:
+                self.samples.setdefault("endpoint", []).append((now, cpu_seconds(self.endpoint_pid) or 0.0))
             self.stopped.wait(SAMPLE_EVERY)
 
     def __enter__(self) -> CpuSampler:
@@ -130,8 +138,9 @@ class CpuSampler:
 
     def between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each kind of process spent from `start` to `end` (monotonic clock): workers
-        summed, driver, endpoint (this process, whose other threads are idle meanwhile)."""
-        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0}
+        summed, driver, endpoint (the scripted server's process, or this process less the sampler's
+        own thread: its other threads are idle meanwhile)."""
+        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0, "sampler": 0.0}
         for kind, samples in self.samples.items():
             before = [cpu for t, cpu in samples if t <= start]
             upto = [cpu for t, cpu in samples if t <= end] or [samples[0][1]]
@@ -224,13 +233,13 @@ def first_answer_note(output: str) -> str:
     return f"{found.group(1)} s" if found else "?"
 
 
-def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, out: Path, concurrency: int,
-            model: str) -> dict:
+def ray_run(endpoint: TimedEndpoint | ScriptedServer, cluster: Cluster, qs: Path, items: Path, out: Path,
+            concurrency: int, model: str) -> dict:
     mark = endpoint.mark()
     command = evaluate_command(endpoint.base_url, qs, items, out, "ray", concurrency, "--ray-address",
                                cluster.address, model=model)
     spawned = time.monotonic()
-    with CpuSampler(cluster, out) as sampler:
+    with CpuSampler(cluster, out, getattr(endpoint, "pid", None)) as sampler:
         run = run_measured(command, out, env={k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
                                                                            "RAY_USAGE_STATS_ENABLED")})
     run["sent"] = endpoint.count(mark)
@@ -238,21 +247,19 @@ def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, ou
     if window:
         spent = sampler.between(window[1], window[2])
         run["per_request_ms"] = {kind: 1000 * cpu / window[0] for kind, cpu in spent.items()}
-    with endpoint._lock:
-        arrivals = endpoint.arrivals[mark[0]:]
+    arrivals = endpoint.arrivals_since(mark)
+    replies = endpoint.replies_since(mark)
     gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
     run["paused"] = sum(g for g in gaps if g > PAUSE)
     run["pauses"] = sum(1 for g in gaps if g > PAUSE)
-    arrivals = arrivals[:2]
     run["rate"] = window[0] / (window[2] - window[1]) if window and window[2] > window[1] else None
-    with endpoint._lock:
-        later = endpoint.arrivals[mark[0] + 1:]
-        last_reply = endpoint.replies[-1] if len(endpoint.replies) > mark[1] else None
+    later = arrivals[1:]
+    last_reply = replies[-1] if replies else None
     half = later[len(later) // 2:]  # the workers' later half of the requests: no start-up in it
     run["steady"] = len(half) / (last_reply - half[0]) if half and last_reply and last_reply > half[0] else None
     joined = joined_seconds(run["output"])
-    with endpoint._lock:
-        first_reply = endpoint.replies[mark[1]] if len(endpoint.replies) > mark[1] else None
+    first_reply = replies[0] if replies else None
+    arrivals = arrivals[:2]
     run["join"] = joined
     # the join instant on the endpoint's clock: the driver's first reply, then the engine's join
     run["join_to_first"] = (arrivals[1] - first_reply - joined
@@ -267,23 +274,31 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per request at the scripted endpoint")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight across the cluster's tasks")
+    parser.add_argument("--endpoint", choices=("asyncio", "threads"), default="asyncio",
+                        help="asyncio: benchmarks/scripted_server.py in its own process (default); threads: "
+                             "TimedEndpoint, tests/fake_endpoint.py's http.server in this process (the runs before)")
     args = parser.parse_args()
+    serving = ScriptedServer(args.latency) if args.endpoint == "asyncio" else TimedEndpoint(args.latency)
     print(f"# Ray cluster benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts): "
-          f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight. "
+          f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight, "
+          f"endpoint: {args.endpoint}. "
           f"{load_average()} at the start.\n")
     print("| run | exit | requests | rate from the first worker request req/s | rate over the later half req/s "
           "| driver's first reply -> joined s "
           "| join -> first worker request s "
           "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
-          "| CPU-ms per request in the window: workers, driver, endpoint "
+          "| CPU-ms per request in the window: workers, driver, endpoint (benchmark's CPU sampler) "
           f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---|")
-    with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, TimedEndpoint(args.latency) as endpoint:
+    with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, serving as endpoint:
         folder = Path(tmp)
         qs, items = write_inputs(folder, args.items, args.questions)
         out = folder / "live"
         mark = endpoint.mark()
+        endpoint_pid = getattr(endpoint, "pid", "self")
+        endpoint_cpu = cpu_seconds(endpoint_pid) or 0.0
         live = run_measured(evaluate_command(endpoint.base_url, qs, items, out, "live", args.concurrency), out)
+        endpoint_cpu = (cpu_seconds(endpoint_pid) or 0.0) - endpoint_cpu
         window = endpoint.window(mark)
         if live["code"] != 0 or window is None:
             print(f"live failed: {last_line(live['output'])}")
@@ -291,7 +306,8 @@ def main() -> None:
         reference = comparable(out)
         live_rate = window[0] / (window[2] - window[1])
         print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | | "
-              f"{live['cpu']:.1f} | | | reference | {load_average()} |")
+              f"{live['cpu']:.1f} | endpoint over the whole run: {1000 * endpoint_cpu / max(1, endpoint.count(mark)):.3f} "
+              f"| | reference | {load_average()} |")
         cluster = Cluster(folder)
         rates: dict[int, float] = {}
         costs: dict[int, dict[str, float] | None] = {}
@@ -339,7 +355,7 @@ def main() -> None:
 def per_request(costs: dict[str, float] | None) -> str:
     if not costs:
         return "?"
-    return ", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint"))
+    return ", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint")) + f" ({costs['sampler']:.2f})"
 
 
 if __name__ == "__main__":
