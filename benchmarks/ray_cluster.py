@@ -100,7 +100,9 @@ class CpuSampler:
         command = _cmdline(pid)
         if command.startswith(b"ray::") and b"Agent" not in command:  # a worker names itself ray::<task>
             return f"worker {pid}"
-        return "driver" if self.marker in command and b"evaluate" in command else None
+        if self.marker in command and b"evaluate" in command:
+            return "driver"
+        return f"ray {pid}" if command else None  # the raylets, the GCS server, agents, monitors
 
     def _run(self) -> None:
         known: dict[int, str | None] = {}
@@ -110,7 +112,7 @@ class CpuSampler:
             if now - listed >= 1.0:  # listing a cluster's processes reads every process's open files
                 listed = now
                 for pid in self.cluster.processes():
-                    if known.get(pid) is None:
+                    if not (known.get(pid) or "").startswith(("worker", "driver")):  # a worker renames itself
                         known[pid] = self._kind(pid)
                 if "driver" not in known.values():
                     for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()):
@@ -120,6 +122,7 @@ class CpuSampler:
                 used = cpu_seconds(pid) if kind else None
                 if used is not None:
                     self.samples.setdefault(kind, []).append((now, used))
+            self.samples.setdefault("machine", []).append((now, busy_core_seconds()))
             self.own = time.thread_time()  # this thread's CPU (listing processes, reading /proc)
             self.samples.setdefault("sampler", []).append((now, self.own))
             if self.endpoint_pid is None:  # this process, less what this thread spent
@@ -140,14 +143,22 @@ class CpuSampler:
         """CPU seconds each kind of process spent from `start` to `end` (monotonic clock): workers
         summed, driver, endpoint (the scripted server's process, or this process less the sampler's
         own thread: its other threads are idle meanwhile)."""
-        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0, "sampler": 0.0}
+        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0, "sampler": 0.0, "ray": 0.0, "machine": 0.0}
         for kind, samples in self.samples.items():
             before = [cpu for t, cpu in samples if t <= start]
             upto = [cpu for t, cpu in samples if t <= end] or [samples[0][1]]
             # a worker started inside the window counts from 0 (its start-up is in the window)
             base = before[-1] if before else (0.0 if kind.startswith("worker") else samples[0][1])
-            spent["workers" if kind.startswith("worker") else kind] += max(0.0, upto[-1] - base)
+            spent[kind.split(" ")[0].replace("worker", "workers")] += max(0.0, upto[-1] - base)
         return spent
+
+
+def busy_core_seconds() -> float:
+    """CPU seconds all of this machine's cores spent busy since boot, whoever used them
+    (``/proc/stat``: user, nice, system, irq and softirq; not idle, iowait, or steal)."""
+    user, nice, system, _idle, _iowait, irq, softirq = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8])
+    return (user + nice + system + irq + softirq) / _TICK
 
 
 def _cmdline(pid: int) -> bytes:
@@ -192,6 +203,19 @@ class Cluster:
         self.raylets += 1
         self.wait_for_cpus(self.raylets)
         return time.perf_counter() - started
+
+    def settle(self, quiet: float = 0.1, timeout: float = 60.0) -> float:
+        """Wait until the cluster's processes together use less than `quiet` of a core over a
+        second (a joined raylet's agents import for seconds after it registers); returns the
+        seconds waited (`timeout` at most)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            pids = self.processes()
+            before = sum(cpu_seconds(pid) or 0.0 for pid in pids)
+            time.sleep(1.0)
+            if sum(cpu_seconds(pid) or 0.0 for pid in pids) - before < quiet:
+                break
+        return time.monotonic() - started
 
     def wait_for_cpus(self, cpus: int, timeout: float = 120.0) -> None:
         """Wait until the cluster reports `cpus` CPUs (a joined raylet has registered)."""
@@ -244,9 +268,6 @@ def ray_run(endpoint: TimedEndpoint | ScriptedServer, cluster: Cluster, qs: Path
                                                                            "RAY_USAGE_STATS_ENABLED")})
     run["sent"] = endpoint.count(mark)
     window = endpoint.window(mark, skip=1)  # the driver's own first request left out
-    if window:
-        spent = sampler.between(window[1], window[2])
-        run["per_request_ms"] = {kind: 1000 * cpu / window[0] for kind, cpu in spent.items()}
     arrivals = endpoint.arrivals_since(mark)
     replies = endpoint.replies_since(mark)
     gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
@@ -257,6 +278,14 @@ def ray_run(endpoint: TimedEndpoint | ScriptedServer, cluster: Cluster, qs: Path
     last_reply = replies[-1] if replies else None
     half = later[len(later) // 2:]  # the workers' later half of the requests: no start-up in it
     run["steady"] = len(half) / (last_reply - half[0]) if half and last_reply and last_reply > half[0] else None
+    if run["steady"]:
+        run["waiting"] = mean_waiting(arrivals, replies, half[0], last_reply)
+    if run["steady"]:  # the CPU inside the same window as the rate: after start-up
+        spent = sampler.between(half[0], last_reply)
+        run["per_request_ms"] = {kind: 1000 * cpu / len(half) for kind, cpu in spent.items()}
+        seconds = last_reply - half[0]
+        ours = sum(cpu for kind, cpu in spent.items() if kind != "machine")
+        run["cores"] = (spent["machine"] / seconds, max(0.0, spent["machine"] - ours) / seconds)
     joined = joined_seconds(run["output"])
     first_reply = replies[0] if replies else None
     arrivals = arrivals[:2]
@@ -287,9 +316,10 @@ def main() -> None:
           "| driver's first reply -> joined s "
           "| join -> first worker request s "
           "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
-          "| CPU-ms per request in the window: workers, driver, endpoint (benchmark's CPU sampler) "
+          "| CPU-ms per request over the later half: workers, driver, endpoint (benchmark's CPU sampler); Ray's raylets, GCS, agents "
+          "| cores busy over the later half (all processes; not ours) | requests waiting at the endpoint (mean, later half) "
           f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, serving as endpoint:
         folder = Path(tmp)
         qs, items = write_inputs(folder, args.items, args.questions)
@@ -307,15 +337,16 @@ def main() -> None:
         live_rate = window[0] / (window[2] - window[1])
         print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | | "
               f"{live['cpu']:.1f} | endpoint over the whole run: {1000 * endpoint_cpu / max(1, endpoint.count(mark)):.3f} "
-              f"| | reference | {load_average()} |")
+              f"| | | | reference | {load_average()} |")
         cluster = Cluster(folder)
         rates: dict[int, float] = {}
         costs: dict[int, dict[str, float] | None] = {}
         try:
             for raylets in (1, 2):
                 start = cluster.add_raylet()
-                print(f"<!-- raylet {raylets} started in {start:.1f} s; cluster processes: "
-                      f"{len(cluster.processes())} -->")
+                settled = cluster.settle()
+                print(f"<!-- raylet {raylets} started in {start:.1f} s, quiet {settled:.1f} s later; cluster "
+                      f"processes: {len(cluster.processes())} -->")
                 out = folder / f"ray-{raylets}"
                 run = ray_run(endpoint, cluster, qs, items, out, args.concurrency, model=f"fake-x-{raylets}-raylets")
                 if run["code"] != 0:
@@ -332,6 +363,7 @@ def main() -> None:
                 print(f"| ray, {raylets} raylet(s) of 1 CPU | {run['code']} | {run['sent']} | {fmt(run['rate'], 0)} | {fmt(run['steady'], 0)} | "
                       f"{fmt(run['join'], 2)} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
                       f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {per_request(run.get('per_request_ms'))} | "
+                      f"{busy_cores(run.get('cores'))} | {fmt(run.get('waiting'), 2)} | "
                       f"{run['pauses']}, {run['paused']:.1f} | "
                       f"{same} | {load_average()} |")
         finally:
@@ -344,18 +376,41 @@ def main() -> None:
               f"{load_average()}.")
     if costs.get(1):
         w, d, e = (costs[1][kind] for kind in ("workers", "driver", "endpoint"))
+        r = costs[1]["ray"] + costs[1]["sampler"]  # Ray's own processes and this benchmark's sampler
         cores = os.cpu_count() or 1
         print(f"\nWhat this machine allows: one raylet's worker (one process) runs at most 1 / {w:.2f} CPU-ms; two "
               f"workers, the driver and the endpoint share {cores} cores, {w + d + e:.2f} CPU-ms per request, so two "
               f"raylets / one <= min(2, {cores} x {w:.2f} / {w + d + e:.2f}) = "
-              f"**{min(2.0, cores * w / (w + d + e)):.2f}x** on an otherwise idle machine (one-raylet run's figures). "
+              f"**{min(2.0, cores * w / (w + d + e)):.2f}x** on an otherwise idle machine (one-raylet run's figures); "
+              f"with Ray's own processes and the sampler ({r:.2f}) on the same cores: "
+              f"{min(2.0, cores * w / (w + d + e + r)):.2f}x. "
               f"One driver can take the replies of {w / d:.1f} such workers before it is the limit." if d else "")
+
+def mean_waiting(arrivals: list[float], replies: list[float], start: float, end: float) -> float:
+    """Requests at the endpoint not yet answered (arrived, reply not yet written), averaged over
+    time from `start` to `end`: near 0 when the endpoint answers each request as it comes (it is
+    not the limit), near the requests in flight when the clients wait for it."""
+    events = sorted([(t, 1) for t in arrivals] + [(t, -1) for t in replies])
+    waiting, area, last = 0, 0.0, start
+    for t, step in events:
+        if t > end:
+            break
+        if t > start:
+            area += waiting * (t - last)
+            last = t
+        waiting += step
+    return area / (end - start) if end > start else 0.0
+
+
+def busy_cores(cores: tuple[float, float] | None) -> str:
+    return "?" if cores is None else f"{cores[0]:.2f}; {cores[1]:.2f}"
 
 
 def per_request(costs: dict[str, float] | None) -> str:
     if not costs:
         return "?"
-    return ", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint")) + f" ({costs['sampler']:.2f})"
+    return (", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint"))
+            + f" ({costs['sampler']:.2f}); Ray's own processes {costs['ray']:.2f}")
 
 
 if __name__ == "__main__":

@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="fake-scripted")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    from benchmarks.engines import scripted_verdict  # noqa: F401 - imported before the first request
+    import tests.fake_endpoint  # noqa: F401 - what `completion` uses (and DSPy, through tests.fakes), imported
+    # before the first request: none of that start-up is in a request's CPU
 
     try:
         asyncio.run(serve(args.latency, args.model, args.port))
