@@ -5,10 +5,15 @@ Usage (from the repository root, the worktree's venv active, the ``ray`` extra i
 
     python benchmarks/ray_cluster.py                                # 256 items x 12 questions, 0 s latency
     python benchmarks/ray_cluster.py --items 128 --latency 0.05 --concurrency 64
+    python benchmarks/ray_cluster.py --items 768 --endpoint threads   # the endpoint of the earlier runs
 
-The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
-benchmarks/engines.py: verdicts depend on the item and the question, about 1 in 4 "no"), served
-by threads of this process, which records when each request arrives and is answered.
+The LM is a scripted OpenAI-compatible endpoint (verdicts of `benchmarks.engines.scripted_verdict`:
+they depend on the item and the question, about 1 in 4 "no"), which records when each request
+arrives and is answered: by default (``--endpoint asyncio``) benchmarks/scripted_server.py, a bare
+asyncio HTTP/1.1 server in a process of its own (0.1-0.35 CPU-ms per request against 0.5-1.0 for
+the other: the endpoint must not be what the two-raylet ratio measures); with ``--endpoint
+threads``, tests/fake_endpoint.py served by threads of this process (`TimedEndpoint`), as before.
+Both give the same replies (tests/engines/test_scripted_server.py).
 
 1. ``bineval evaluate --engine live`` on the items: the reference results.
 2. A cluster on this machine: ``ray start --head --num-cpus 1`` (its own temp folder, token
@@ -25,17 +30,21 @@ Per run it prints: requests at the endpoint; the rate from the first request a w
 call itself, before joining, to settle the request form, and that request is left out), and the
 rate over the later half of the workers' requests (their count / (last reply - the first of
 them)): a fresh worker now sends before DSPy is loaded, so the first rate has the workers'
-start-up inside it, and the second is the rate after start-up that the ratio uses; the time from
+start-up inside it, and the second is the rate after start-up that the ratio uses (each joined
+raylet is first left to settle: its processes below 0.1 core); the time from
 joining the cluster to the first request a worker sent (endpoint clock: the worker's first request
 less the driver's first reply less the time the engine notes from that reply to joined) and from
 the process's start to it; client CPU of the driver; the CPU milliseconds per request that the Ray
-workers (summed, their start-up included when it falls inside the window), the driver and the
-scripted endpoint (this process) spent inside the rate window, read from ``/proc`` every 0.2 s
-(`CpuSampler`); and the differences from the live run in verdicts, statuses, scores and summary
+workers (summed), the driver, the scripted endpoint, this benchmark's sampler thread and Ray's
+own processes (raylets, GCS server, agents) spent over the later half (the rate's window), read
+from ``/proc`` every 0.2 s (`CpuSampler`), with the cores busy meanwhile (``/proc/stat``, every
+process) and how much of that was not ours (other users of the machine); the requests waiting at
+the endpoint, averaged over that window (near 0: the endpoint is not the limit); and the differences from the live run in verdicts, statuses, scores and summary
 counts (`benchmarks.engines.comparable`). Then the two-raylet rate / the one-raylet rate, and the
 most this machine allows for it from the one-raylet run's CPU per request: one worker process
 is one core at most, so with ``w`` (workers), ``d`` (driver) and ``e`` (endpoint) CPU-ms per
-request on ``n`` cores, two raylets / one <= min(2, n w / (w + d + e)). Targets: >= 1.7x; first
+request on ``n`` cores, two raylets / one <= min(2, n w / (w + d + e)) (printed also with Ray's
+own processes and the sampler in the sum). Targets: >= 1.7x; first
 request <= 5 s after joining; 0 differences.
 
 Note that this machine has 2 cores shared with everything else running on it: two raylets of one

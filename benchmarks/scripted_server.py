@@ -211,7 +211,7 @@ class ScriptedServer:
         self.base_url = ""
 
     def __enter__(self) -> ScriptedServer:
-        self.process = subprocess.Popen(  # noqa: S603 - our own module
+        self.process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.scripted_server", "--latency", str(self.latency), "--model", self.model],
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline().strip()  # type: ignore[union-attr]
@@ -221,7 +221,7 @@ class ScriptedServer:
         self.base_url = line
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
