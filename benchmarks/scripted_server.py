@@ -4,6 +4,7 @@ Usage (the benchmarks start it themselves; by hand, from the repository root)::
 
     python -m benchmarks.scripted_server                 # prints its base URL, serves until killed
     python -m benchmarks.scripted_server --latency 0.2
+    python -m benchmarks.scripted_server --measure 64      # CPU per request, this server and the threaded one
 
 Why it exists: `benchmarks.engines.TimedEndpoint` serves `tests/fake_endpoint.py` from threads of
 the benchmark's own process (``http.server``: a thread per connection, the standard library's
@@ -260,6 +261,44 @@ class ScriptedServer:
         return len(timings["replies"]), timings["arrivals"][0], timings["replies"][-1]
 
 
+def measure(threads: int, per_thread: int) -> None:
+    """Print the CPU-ms per request of this server and of tests/fake_endpoint.py's (each in a
+    process of its own) under a client doing no work (`benchmarks.engines.post_bare`, another
+    process, `threads` keep-alive connections, `per_thread` requests each), with the load average.
+    ``python -m benchmarks.scripted_server --measure 64``."""
+    from benchmarks.engines import load_average
+    from benchmarks.ray_cluster import cpu_seconds
+
+    user = ("[[ ## input ## ]]\n" + "The match ended two to one after a late goal. " * 20
+            + "\n\n[[ ## output ## ]]\nSummary number 3\n\n[[ ## question ## ]]\nDoes it meet requirement 3?"
+            "\n\nRespond with a JSON object")
+    body = json.dumps({"model": "m", "response_format": {"type": "json_object"},
+                       "messages": [{"role": "system", "content": "You are a judge. " * 20},
+                                    {"role": "user", "content": user}]})
+
+    def run(base_url: str, pid: int, label: str) -> None:
+        code = (f"from benchmarks.engines import post_bare; post_bare({base_url!r}, {body!r}, "
+                f"concurrency={threads}, per_thread={per_thread})")
+        client = [sys.executable, "-c", code]
+        before = cpu_seconds(pid) or 0.0
+        subprocess.run(client, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+        spent = (cpu_seconds(pid) or 0.0) - before
+        print(f"{label}: {1000 * spent / (threads * per_thread):.3f} CPU-ms per request "
+              f"({threads * per_thread} requests, {threads} connections; {load_average()})")
+
+    with ScriptedServer() as server:
+        run(server.base_url, server.pid, "benchmarks/scripted_server.py (asyncio)")
+    threaded = subprocess.Popen(  # tests/fake_endpoint.py with the same replies, in its own process
+        [sys.executable, "-c", ("from benchmarks.engines import scripted_verdict; from tests.fake_endpoint import "
+                                "FakeEndpoint, serve_until_killed; serve_until_killed(FakeEndpoint(reply=scripted_verdict))")],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    try:
+        run(threaded.stdout.readline().strip(), threaded.pid, "tests/fake_endpoint.py (threads)")  # type: ignore[union-attr]
+    finally:
+        threaded.kill()
+        threaded.wait()
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -267,7 +306,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--model", default="fake-scripted")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--measure", type=int, metavar="THREADS", help="print both endpoints' CPU per request "
+                        "under a bare client of THREADS connections (`measure`), then exit")
     args = parser.parse_args(argv)
+    if args.measure:
+        measure(args.measure, max(1, 2560 // args.measure))
+        return
     import tests.fake_endpoint  # noqa: F401 - what `completion` uses (and DSPy, through tests.fakes), imported
     # before the first request: none of that start-up is in a request's CPU
 
