@@ -240,6 +240,16 @@ class TimedEndpoint:
         """Requests arrived since `since`."""
         return self.mark()[0] - since[0]
 
+    def arrivals_since(self, since: tuple[int, int]) -> list[float]:
+        """The instants requests arrived at, from the `since` mark on."""
+        with self._lock:
+            return self.arrivals[since[0]:]
+
+    def replies_since(self, since: tuple[int, int]) -> list[float]:
+        """The instants requests were answered at, from the `since` mark on."""
+        with self._lock:
+            return self.replies[since[1]:]
+
     def window(self, since: tuple[int, int], skip: int = 0) -> tuple[int, float, float] | None:
         """(replies, first arrival, last reply) of the requests since `since`, leaving out the
         first `skip` arrivals (e.g. the Ray driver's own first request), or None without any."""
@@ -249,7 +259,6 @@ class TimedEndpoint:
         if not arrivals or not replies:
             return None
         return len(replies), arrivals[0], replies[-1]
-
 
     def ceiling(self, concurrency: int, requests: int) -> float:
         """Achieved / ideal rate of a bare client: `requests` POSTs of the first body received

@@ -5,10 +5,15 @@ Usage (from the repository root, the worktree's venv active, the ``ray`` extra i
 
     python benchmarks/ray_cluster.py                                # 256 items x 12 questions, 0 s latency
     python benchmarks/ray_cluster.py --items 128 --latency 0.05 --concurrency 64
+    python benchmarks/ray_cluster.py --items 768 --endpoint threads   # the endpoint of the earlier runs
 
-The LM is the scripted OpenAI-compatible endpoint of tests/fake_endpoint.py (`TimedEndpoint` in
-benchmarks/engines.py: verdicts depend on the item and the question, about 1 in 4 "no"), served
-by threads of this process, which records when each request arrives and is answered.
+The LM is a scripted OpenAI-compatible endpoint (verdicts of `benchmarks.engines.scripted_verdict`:
+they depend on the item and the question, about 1 in 4 "no"), which records when each request
+arrives and is answered: by default (``--endpoint asyncio``) benchmarks/scripted_server.py, a bare
+asyncio HTTP/1.1 server in a process of its own (0.1-0.35 CPU-ms per request against 0.5-1.0 for
+the other: the endpoint must not be what the two-raylet ratio measures); with ``--endpoint
+threads``, tests/fake_endpoint.py served by threads of this process (`TimedEndpoint`), as before.
+Both give the same replies (tests/engines/test_scripted_server.py).
 
 1. ``bineval evaluate --engine live`` on the items: the reference results.
 2. A cluster on this machine: ``ray start --head --num-cpus 1`` (its own temp folder, token
@@ -25,17 +30,21 @@ Per run it prints: requests at the endpoint; the rate from the first request a w
 call itself, before joining, to settle the request form, and that request is left out), and the
 rate over the later half of the workers' requests (their count / (last reply - the first of
 them)): a fresh worker now sends before DSPy is loaded, so the first rate has the workers'
-start-up inside it, and the second is the rate after start-up that the ratio uses; the time from
+start-up inside it, and the second is the rate after start-up that the ratio uses (each joined
+raylet is first left to settle: its processes below 0.1 core); the time from
 joining the cluster to the first request a worker sent (endpoint clock: the worker's first request
 less the driver's first reply less the time the engine notes from that reply to joined) and from
 the process's start to it; client CPU of the driver; the CPU milliseconds per request that the Ray
-workers (summed, their start-up included when it falls inside the window), the driver and the
-scripted endpoint (this process) spent inside the rate window, read from ``/proc`` every 0.2 s
-(`CpuSampler`); and the differences from the live run in verdicts, statuses, scores and summary
+workers (summed), the driver, the scripted endpoint, this benchmark's sampler thread and Ray's
+own processes (raylets, GCS server, agents) spent over the later half (the rate's window), read
+from ``/proc`` every 0.2 s (`CpuSampler`), with the cores busy meanwhile (``/proc/stat``, every
+process) and how much of that was not ours (other users of the machine); the requests waiting at
+the endpoint, averaged over that window (near 0: the endpoint is not the limit); and the differences from the live run in verdicts, statuses, scores and summary
 counts (`benchmarks.engines.comparable`). Then the two-raylet rate / the one-raylet rate, and the
 most this machine allows for it from the one-raylet run's CPU per request: one worker process
 is one core at most, so with ``w`` (workers), ``d`` (driver) and ``e`` (endpoint) CPU-ms per
-request on ``n`` cores, two raylets / one <= min(2, n w / (w + d + e)). Targets: >= 1.7x; first
+request on ``n`` cores, two raylets / one <= min(2, n w / (w + d + e)) (printed also with Ray's
+own processes and the sampler in the sum). Targets: >= 1.7x; first
 request <= 5 s after joining; 0 differences.
 
 Note that this machine has 2 cores shared with everything else running on it: two raylets of one
@@ -61,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.engines import (TimedEndpoint, comparable, differences, evaluate_command, last_line,  # noqa: E402
                                 load_average, run_measured, write_inputs)
+from benchmarks.scripted_server import ScriptedServer  # noqa: E402
 
 
 #: A gap between two requests arriving longer than this (s) counts as a pause (no request in flight
@@ -85,10 +95,12 @@ class CpuSampler:
     output folder on its command line) and of this process (the scripted endpoint's threads), every
     `SAMPLE_EVERY` s, so that the CPU each spent inside the rate window can be told apart."""
 
-    def __init__(self, cluster: Cluster, out: Path) -> None:
+    def __init__(self, cluster: Cluster, out: Path, endpoint_pid: int | None = None) -> None:
         import threading
 
         self.cluster, self.marker = cluster, str(out).encode()
+        self.endpoint_pid = endpoint_pid  # None: the endpoint's threads are in this process
+        self.own = 0.0  # CPU s of this sampler's thread (left out of this process's figure)
         self.samples: dict[str, list[tuple[float, float]]] = {}  # "worker <pid>" / "driver" / "endpoint"
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -97,7 +109,9 @@ class CpuSampler:
         command = _cmdline(pid)
         if command.startswith(b"ray::") and b"Agent" not in command:  # a worker names itself ray::<task>
             return f"worker {pid}"
-        return "driver" if self.marker in command and b"evaluate" in command else None
+        if self.marker in command and b"evaluate" in command:
+            return "driver"
+        return f"ray {pid}" if command else None  # the raylets, the GCS server, agents, monitors
 
     def _run(self) -> None:
         known: dict[int, str | None] = {}
@@ -107,7 +121,7 @@ class CpuSampler:
             if now - listed >= 1.0:  # listing a cluster's processes reads every process's open files
                 listed = now
                 for pid in self.cluster.processes():
-                    if known.get(pid) is None:
+                    if not (known.get(pid) or "").startswith(("worker", "driver")):  # a worker renames itself
                         known[pid] = self._kind(pid)
                 if "driver" not in known.values():
                     for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()):
@@ -117,7 +131,13 @@ class CpuSampler:
                 used = cpu_seconds(pid) if kind else None
                 if used is not None:
                     self.samples.setdefault(kind, []).append((now, used))
-            self.samples.setdefault("endpoint", []).append((now, cpu_seconds("self") or 0.0))
+            self.samples.setdefault("machine", []).append((now, busy_core_seconds()))
+            self.own = time.thread_time()  # this thread's CPU (listing processes, reading /proc)
+            self.samples.setdefault("sampler", []).append((now, self.own))
+            if self.endpoint_pid is None:  # this process, less what this thread spent
+                self.samples.setdefault("endpoint", []).append((now, (cpu_seconds("self") or 0.0) - self.own))
+            else:
+                self.samples.setdefault("endpoint", []).append((now, cpu_seconds(self.endpoint_pid) or 0.0))
             self.stopped.wait(SAMPLE_EVERY)
 
     def __enter__(self) -> CpuSampler:
@@ -130,15 +150,24 @@ class CpuSampler:
 
     def between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each kind of process spent from `start` to `end` (monotonic clock): workers
-        summed, driver, endpoint (this process, whose other threads are idle meanwhile)."""
-        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0}
+        summed, driver, endpoint (the scripted server's process, or this process less the sampler's
+        own thread: its other threads are idle meanwhile)."""
+        spent = {"workers": 0.0, "driver": 0.0, "endpoint": 0.0, "sampler": 0.0, "ray": 0.0, "machine": 0.0}
         for kind, samples in self.samples.items():
             before = [cpu for t, cpu in samples if t <= start]
             upto = [cpu for t, cpu in samples if t <= end] or [samples[0][1]]
             # a worker started inside the window counts from 0 (its start-up is in the window)
             base = before[-1] if before else (0.0 if kind.startswith("worker") else samples[0][1])
-            spent["workers" if kind.startswith("worker") else kind] += max(0.0, upto[-1] - base)
+            spent[kind.split(" ")[0].replace("worker", "workers")] += max(0.0, upto[-1] - base)
         return spent
+
+
+def busy_core_seconds() -> float:
+    """CPU seconds all of this machine's cores spent busy since boot, whoever used them
+    (``/proc/stat``: user, nice, system, irq and softirq; not idle, iowait, or steal)."""
+    user, nice, system, _idle, _iowait, irq, softirq = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8])
+    return (user + nice + system + irq + softirq) / _TICK
 
 
 def _cmdline(pid: int) -> bytes:
@@ -184,6 +213,19 @@ class Cluster:
         self.wait_for_cpus(self.raylets)
         return time.perf_counter() - started
 
+    def settle(self, quiet: float = 0.1, timeout: float = 60.0) -> float:
+        """Wait until the cluster's processes together use less than `quiet` of a core over a
+        second (a joined raylet's agents import for seconds after it registers); returns the
+        seconds waited (`timeout` at most)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            pids = self.processes()
+            before = sum(cpu_seconds(pid) or 0.0 for pid in pids)
+            time.sleep(1.0)
+            if sum(cpu_seconds(pid) or 0.0 for pid in pids) - before < quiet:
+                break
+        return time.monotonic() - started
+
     def wait_for_cpus(self, cpus: int, timeout: float = 120.0) -> None:
         """Wait until the cluster reports `cpus` CPUs (a joined raylet has registered)."""
         code = ("import ray, sys, time\n"
@@ -224,35 +266,38 @@ def first_answer_note(output: str) -> str:
     return f"{found.group(1)} s" if found else "?"
 
 
-def ray_run(endpoint: TimedEndpoint, cluster: Cluster, qs: Path, items: Path, out: Path, concurrency: int,
-            model: str) -> dict:
+def ray_run(endpoint: TimedEndpoint | ScriptedServer, cluster: Cluster, qs: Path, items: Path, out: Path,
+            concurrency: int, model: str) -> dict:
     mark = endpoint.mark()
     command = evaluate_command(endpoint.base_url, qs, items, out, "ray", concurrency, "--ray-address",
                                cluster.address, model=model)
     spawned = time.monotonic()
-    with CpuSampler(cluster, out) as sampler:
+    with CpuSampler(cluster, out, getattr(endpoint, "pid", None)) as sampler:
         run = run_measured(command, out, env={k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
                                                                            "RAY_USAGE_STATS_ENABLED")})
     run["sent"] = endpoint.count(mark)
     window = endpoint.window(mark, skip=1)  # the driver's own first request left out
-    if window:
-        spent = sampler.between(window[1], window[2])
-        run["per_request_ms"] = {kind: 1000 * cpu / window[0] for kind, cpu in spent.items()}
-    with endpoint._lock:
-        arrivals = endpoint.arrivals[mark[0]:]
+    arrivals = endpoint.arrivals_since(mark)
+    replies = endpoint.replies_since(mark)
     gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]  # between the workers' requests
     run["paused"] = sum(g for g in gaps if g > PAUSE)
     run["pauses"] = sum(1 for g in gaps if g > PAUSE)
-    arrivals = arrivals[:2]
     run["rate"] = window[0] / (window[2] - window[1]) if window and window[2] > window[1] else None
-    with endpoint._lock:
-        later = endpoint.arrivals[mark[0] + 1:]
-        last_reply = endpoint.replies[-1] if len(endpoint.replies) > mark[1] else None
+    later = arrivals[1:]
+    last_reply = replies[-1] if replies else None
     half = later[len(later) // 2:]  # the workers' later half of the requests: no start-up in it
     run["steady"] = len(half) / (last_reply - half[0]) if half and last_reply and last_reply > half[0] else None
+    if run["steady"]:
+        run["waiting"] = mean_waiting(arrivals, replies, half[0], last_reply)
+    if run["steady"]:  # the CPU inside the same window as the rate: after start-up
+        spent = sampler.between(half[0], last_reply)
+        run["per_request_ms"] = {kind: 1000 * cpu / len(half) for kind, cpu in spent.items()}
+        seconds = last_reply - half[0]
+        ours = sum(cpu for kind, cpu in spent.items() if kind != "machine")
+        run["cores"] = (spent["machine"] / seconds, max(0.0, spent["machine"] - ours) / seconds)
     joined = joined_seconds(run["output"])
-    with endpoint._lock:
-        first_reply = endpoint.replies[mark[1]] if len(endpoint.replies) > mark[1] else None
+    first_reply = replies[0] if replies else None
+    arrivals = arrivals[:2]
     run["join"] = joined
     # the join instant on the endpoint's clock: the driver's first reply, then the engine's join
     run["join_to_first"] = (arrivals[1] - first_reply - joined
@@ -267,23 +312,32 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per request at the scripted endpoint")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight across the cluster's tasks")
+    parser.add_argument("--endpoint", choices=("asyncio", "threads"), default="asyncio",
+                        help="asyncio: benchmarks/scripted_server.py in its own process (default); threads: "
+                             "TimedEndpoint, tests/fake_endpoint.py's http.server in this process (the runs before)")
     args = parser.parse_args()
+    serving = ScriptedServer(args.latency) if args.endpoint == "asyncio" else TimedEndpoint(args.latency)
     print(f"# Ray cluster benchmark (LM: the scripted endpoint of tests/fake_endpoint.py; scripted verdicts): "
-          f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight. "
+          f"{args.items} items x {args.questions} questions, {args.latency:g} s latency, {args.concurrency} in flight, "
+          f"endpoint: {args.endpoint}. "
           f"{load_average()} at the start.\n")
     print("| run | exit | requests | rate from the first worker request req/s | rate over the later half req/s "
           "| driver's first reply -> joined s "
           "| join -> first worker request s "
           "| process start -> first worker request s | engine's note: first answer after ready | driver CPU s "
-          "| CPU-ms per request in the window: workers, driver, endpoint "
+          "| CPU-ms per request over the later half: workers, driver, endpoint (benchmark's CPU sampler); Ray's raylets, GCS, agents "
+          "| cores busy over the later half (all processes; not ours) | requests waiting at the endpoint (mean, later half) "
           f"| pauses > {PAUSE:g} s between requests (count, total s) | vs live | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---|")
-    with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, TimedEndpoint(args.latency) as endpoint:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="bench-raycl-") as tmp, serving as endpoint:
         folder = Path(tmp)
         qs, items = write_inputs(folder, args.items, args.questions)
         out = folder / "live"
         mark = endpoint.mark()
+        endpoint_pid = getattr(endpoint, "pid", "self")
+        endpoint_cpu = cpu_seconds(endpoint_pid) or 0.0
         live = run_measured(evaluate_command(endpoint.base_url, qs, items, out, "live", args.concurrency), out)
+        endpoint_cpu = (cpu_seconds(endpoint_pid) or 0.0) - endpoint_cpu
         window = endpoint.window(mark)
         if live["code"] != 0 or window is None:
             print(f"live failed: {last_line(live['output'])}")
@@ -291,15 +345,17 @@ def main() -> None:
         reference = comparable(out)
         live_rate = window[0] / (window[2] - window[1])
         print(f"| live (reference), one process | 0 | {endpoint.count(mark)} | {live_rate:.0f} | | | | | | "
-              f"{live['cpu']:.1f} | | | reference | {load_average()} |")
+              f"{live['cpu']:.1f} | endpoint over the whole run: {1000 * endpoint_cpu / max(1, endpoint.count(mark)):.3f} "
+              f"| | | | reference | {load_average()} |")
         cluster = Cluster(folder)
         rates: dict[int, float] = {}
         costs: dict[int, dict[str, float] | None] = {}
         try:
             for raylets in (1, 2):
                 start = cluster.add_raylet()
-                print(f"<!-- raylet {raylets} started in {start:.1f} s; cluster processes: "
-                      f"{len(cluster.processes())} -->")
+                settled = cluster.settle()
+                print(f"<!-- raylet {raylets} started in {start:.1f} s, quiet {settled:.1f} s later; cluster "
+                      f"processes: {len(cluster.processes())} -->")
                 out = folder / f"ray-{raylets}"
                 run = ray_run(endpoint, cluster, qs, items, out, args.concurrency, model=f"fake-x-{raylets}-raylets")
                 if run["code"] != 0:
@@ -316,6 +372,7 @@ def main() -> None:
                 print(f"| ray, {raylets} raylet(s) of 1 CPU | {run['code']} | {run['sent']} | {fmt(run['rate'], 0)} | {fmt(run['steady'], 0)} | "
                       f"{fmt(run['join'], 2)} | {fmt(run['join_to_first'], 2)} | {fmt(run['start_to_first'])} | "
                       f"{first_answer_note(run['output'])} | {run['cpu']:.1f} | {per_request(run.get('per_request_ms'))} | "
+                      f"{busy_cores(run.get('cores'))} | {fmt(run.get('waiting'), 2)} | "
                       f"{run['pauses']}, {run['paused']:.1f} | "
                       f"{same} | {load_average()} |")
         finally:
@@ -328,18 +385,41 @@ def main() -> None:
               f"{load_average()}.")
     if costs.get(1):
         w, d, e = (costs[1][kind] for kind in ("workers", "driver", "endpoint"))
+        r = costs[1]["ray"] + costs[1]["sampler"]  # Ray's own processes and this benchmark's sampler
         cores = os.cpu_count() or 1
         print(f"\nWhat this machine allows: one raylet's worker (one process) runs at most 1 / {w:.2f} CPU-ms; two "
               f"workers, the driver and the endpoint share {cores} cores, {w + d + e:.2f} CPU-ms per request, so two "
               f"raylets / one <= min(2, {cores} x {w:.2f} / {w + d + e:.2f}) = "
-              f"**{min(2.0, cores * w / (w + d + e)):.2f}x** on an otherwise idle machine (one-raylet run's figures). "
+              f"**{min(2.0, cores * w / (w + d + e)):.2f}x** on an otherwise idle machine (one-raylet run's figures); "
+              f"with Ray's own processes and the sampler ({r:.2f}) on the same cores: "
+              f"{min(2.0, cores * w / (w + d + e + r)):.2f}x. "
               f"One driver can take the replies of {w / d:.1f} such workers before it is the limit." if d else "")
+
+def mean_waiting(arrivals: list[float], replies: list[float], start: float, end: float) -> float:
+    """Requests at the endpoint not yet answered (arrived, reply not yet written), averaged over
+    time from `start` to `end`: near 0 when the endpoint answers each request as it comes (it is
+    not the limit), near the requests in flight when the clients wait for it."""
+    events = sorted([(t, 1) for t in arrivals] + [(t, -1) for t in replies])
+    waiting, area, last = 0, 0.0, start
+    for t, step in events:
+        if t > end:
+            break
+        if t > start:
+            area += waiting * (t - last)
+            last = t
+        waiting += step
+    return area / (end - start) if end > start else 0.0
+
+
+def busy_cores(cores: tuple[float, float] | None) -> str:
+    return "?" if cores is None else f"{cores[0]:.2f}; {cores[1]:.2f}"
 
 
 def per_request(costs: dict[str, float] | None) -> str:
     if not costs:
         return "?"
-    return ", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint"))
+    return (", ".join(f"{costs[kind]:.2f}" for kind in ("workers", "driver", "endpoint"))
+            + f" ({costs['sampler']:.2f}); Ray's own processes {costs['ray']:.2f}")
 
 
 if __name__ == "__main__":
