@@ -150,6 +150,10 @@ _RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE})
 
 
 def _is_reset(exc: BaseException) -> bool:
+    """A TCP reset or a broken pipe; not `http.client.RemoteDisconnected` (a subclass of
+    ConnectionResetError that means a clean close: the server may have read the request)."""
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return False
     return isinstance(exc, (ConnectionResetError, BrokenPipeError)) or getattr(exc, "errno", None) in _RESET_ERRNOS
 
 

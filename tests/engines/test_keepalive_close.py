@@ -33,8 +33,9 @@ class ClosingServer:
     (``hang_up``: reads the request and closes without a reply). ``received`` counts the
     requests it read in full."""
 
-    def __init__(self, *, hang_up: bool = False) -> None:
+    def __init__(self, *, hang_up: bool = False, hang_up_second: bool = False) -> None:
         self.hang_up = hang_up
+        self.hang_up_second = hang_up_second  # answer a connection's first request, keep it open, hang up on the next
         self.received = 0
         self.lock = threading.Lock()
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -56,23 +57,32 @@ class ClosingServer:
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length"))
-            while len(body) < length:
-                body += conn.recv(65536)
-            with self.lock:
-                self.received += 1
+            if not self._read_request(conn):
+                return
             if not self.hang_up:
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(REPLY), REPLY))
+            if self.hang_up_second:
+                self._read_request(conn)  # read in full, then closed without a reply
+                return
             time.sleep(CLOSE_AFTER)  # a request sent meanwhile sits unread: the close resets it
+
+    def _read_request(self, conn: socket.socket) -> bool:
+        """Read one request in full and count it; False when the client closed first."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return False
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        while len(body) < length:
+            body += conn.recv(65536)
+        with self.lock:
+            self.received += 1
+        return True
 
     def close(self) -> None:
         self.stopped = True
@@ -122,3 +132,17 @@ def test_a_server_that_read_the_request_and_hung_up_is_still_a_failed_call(route
         server.close()
     assert all(p.error_type == "ConnectionError" for p in posts)
     assert sum(p.failed_attempts for p in posts) == server.received == 6
+
+
+@pytest.mark.parametrize("route", ["sync", "async"])
+def test_a_hang_up_after_reading_a_request_on_a_reused_connection_is_a_failed_call_not_a_resend(route):
+    """http.client reports this clean close as RemoteDisconnected, a ConnectionResetError: it
+    must not pass for the reset of a connection closed before the request was read."""
+    server = ClosingServer(hang_up_second=True)
+    try:
+        posts = post_many(route, server.base_url, 2, max_retries=0)
+    finally:
+        server.close()
+    assert posts[0].error is None and posts[1].error_type == "ConnectionError"
+    assert sum(p.attempts for p in posts) == server.received == 2
+    assert sum(p.failed_attempts for p in posts) == 1
