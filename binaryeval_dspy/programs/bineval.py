@@ -244,10 +244,12 @@ class BinEval(dspy.Module):
             question_set: the questions for this item only; None uses the program's.
 
         Raises:
-            InputError: the input is empty or not a string, or the output is not a string.
+            InputError: the input is empty or not a string, or the output is neither a string
+                nor None (None is an empty output, as a null in an items file).
             BinEvalError: no question set.
         """
         input, output = item if isinstance(item, tuple) else (item.input, item.output)
+        output = "" if output is None else output  # a generator that produced nothing: empty_output
         if not isinstance(input, str) or not input.strip():
             raise InputError(f"BinEval needs a non-empty string, got {input!r:.60}", field="input")
         if not isinstance(output, str):

@@ -75,12 +75,12 @@ def test_a_failed_call_is_an_error_outcome_and_keeps_the_other_answers(small_que
 def test_empty_output_is_an_outcome_without_an_lm_call(small_question_set):
     lm, engine = scripted_lm(lambda s, u: {"verdict": "yes", "explanation": "fine"})
     with dspy.context(lm=lm):
-        for empty in ("  ", "", "\u200b\u200b", "\ufeff \u200e"):
+        for empty in ("  ", "", "\u200b\u200b", "\ufeff \u200e", None):  # None: as a null in an items file
             pred = BinEval(small_question_set)(input="x", output=empty)
             assert pred.status == "empty_output" and pred.score is None and pred.verdicts == []
     assert engine.calls == []
     with pytest.raises(InputError, match="output"):
-        BinEval(small_question_set)(input="x", output=None)
+        BinEval(small_question_set)(input="x", output=3)
 
 
 def test_save_and_load_round_trip_the_question_set(tmp_path, small_question_set):
