@@ -220,5 +220,6 @@ def engine_sender(handle: Any, *, lm: Any = None) -> Any:
 
     lm = cache_scoped(lm or dspy.settings.lm)
     if lm is None:
-        raise ConfigError("no LM is configured for judging.", fix="pass an LM (lm=...), or dspy.configure(lm=...).")
+        raise ConfigError("no LM is configured for judging.", fix=("configure one: dspy.configure(lm=...) or dspy.context(lm=...) around the call, "
+                               "program.set_lm(lm) on a program, or evaluate_items(..., lm=make_lm(...))."))
     return LMSender(lm, judging_adapter(dspy.settings.adapter, lm))

@@ -77,7 +77,7 @@ class RayEngine:
     def __init__(self, handle: LMHandle | None, settings: RunSettings) -> None:
         require("ray", "ray", "the ray engine")
         if handle is None:
-            raise LMConfigError("the ray engine needs an LM to send requests to", fix="pass an LM (lm=...).")
+            raise LMConfigError("the ray engine needs an LM to send requests to", fix="pass one: evaluate_items(..., lm=make_lm(...)).")
         spec = http_spec(handle, timeout=settings.timeout, openai=True)
         if spec is None:
             raise LMConfigError(

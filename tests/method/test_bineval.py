@@ -132,3 +132,16 @@ def test_a_verdict_that_is_not_text_is_unparsed_and_a_null_explanation_is_empty(
     assert all(v.explanation == "" for v in pred.verdicts)
     pred, _ = run(BinEval(small_question_set), lambda system, user: '{"verdict": "no", "explanation": null}')
     assert [(v.verdict, v.explanation) for v in pred.verdicts] == [("no", "")] * 3
+
+
+def test_no_lm_names_only_ways_that_work(small_question_set):
+    """BinEval takes no `lm=`: the fix names dspy.configure / dspy.context / set_lm (breaker finding)."""
+    program = BinEval(small_question_set)
+    with dspy.context(lm=None), pytest.raises(BinEvalError) as caught:
+        program(input="x", output="y")
+    text = str(caught.value)
+    assert "set_lm" in text and "dspy.context(lm=" in text and "pass an LM (lm=" not in text
+    lm, engine = scripted_lm(lambda s, u: {"verdict": "yes", "explanation": "fine"})
+    program.set_lm(lm)  # the way the message names works
+    with dspy.context(lm=None):
+        assert program(input="x", output="y").status == "scored"
