@@ -415,7 +415,10 @@ def _verdict_data(v: Any) -> dict[str, Any]:
     return data
 
 
-def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> dict[str, Any]:
+def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]],
+               keep_fields: Sequence[str] | None = None) -> dict[str, Any]:
+    """One item's page data; `keep_fields` (None: all) are the only fields of the item's
+    row copied in (a page made without texts keeps only the id field's)."""
     card = result.score_card if result.status == "scored" else None
     counts = result.score_card.total_counts if result.score_card is not None else None
     item: dict[str, Any] = {
@@ -428,7 +431,8 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
         if counts is not None else {v: sum(1 for x in result.verdicts if x.verdict == v)  # verdict mode: no card
                                     for v in ("yes", "no", "unparsed", "error")},
         "verdicts": [_verdict_data(v) for v in result.verdicts],
-        "fields": result.fields, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
+        "fields": result.fields if keep_fields is None else
+        {k: v for k, v in result.fields.items() if k in keep_fields}, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
         "tokens": result.usage.total_tokens, "output_hash": result.output_hash,
     }
     if result.error:
@@ -441,8 +445,15 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
     return item
 
 
-def _run_data(run: LoadedRun) -> dict[str, Any]:
-    """The page's data for one evaluate-shaped run (summary, questions, items)."""
+def _id_fields(manifest: RunManifest) -> tuple[str, ...]:
+    """The item field that holds the id (the run's `id_field`), if it names one."""
+    id_field = manifest.config.get("id_field")
+    return (str(id_field),) if id_field else ()
+
+
+def _run_data(run: LoadedRun, *, fields: bool = True) -> dict[str, Any]:
+    """The page's data for one evaluate-shaped run (summary, questions, items); without
+    `fields`, the items' row fields other than the id field are left out."""
     qs = run.question_set
     questions = ([{"id": q.id, "dimension": q.dimension, "text": q.text, "fatal": bool(getattr(q, "fatal", False)),
                    "code": q.check is not None} for q in qs.questions] if qs is not None else
@@ -456,7 +467,7 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
         "dimensions": list(qs.dimensions) if qs is not None else
         list(dict.fromkeys(d for r in run.results if r.score_card is not None for d in r.score_card.dimension_scores)),
         "questions": questions,
-        "items": [_item_data(r, run.texts) for r in run.results],
+        "items": [_item_data(r, run.texts, None if fields else _id_fields(run.manifest)) for r in run.results],
         "question_stats": _question_stats(run),
         "against_p_yes_why": AGAINST_VERDICT_WHY,
         "label_judge": HUMAN,
@@ -729,7 +740,10 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
         other: a second evaluate-shaped run to compare with (`path` is then "after").
             A rejudge run is compared with its previous run when `other` is None and
             that run still exists.
-        texts: include the items' input and output texts.
+        texts: include the items' input and output texts and their other fields (human
+            scores, references, ...); without, an item keeps only its id (and its id
+            field). Judges' explanations, raw replies and code checks' evidence are kept
+            either way: they may quote the input or output.
 
     Returns:
         ``{"schema": 1, "kind", "title", "run": {...} | None, "diff": {...} | None,
@@ -762,7 +776,7 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
         with _reading(folder / "config.json"):
             data["sections"] = _comparison_sections(folder)
     if main is not None:
-        data["run"] = _run_data(main)
+        data["run"] = _run_data(main, fields=texts)
         data["title"] = f"{kind} run {folder} - {main.manifest.lm}"
     before_path = other if other is not None else previous
     if before_path is not None:

@@ -152,6 +152,26 @@ def test_no_texts_leaves_inputs_and_outputs_out(run_dir, tmp_path):
     assert "Article for item-0" not in page and "A good summary" not in page
 
 
+def test_no_texts_leaves_every_item_field_but_the_id_out(tmp_path, cli_scripted_lms):
+    """An item's other columns (a reference, a human score, notes) are data too: a page made
+    without texts keeps only the id; with texts they are shown."""
+    cli_scripted_lms(_script())
+    qs = _question_set().save(tmp_path / "qs.json")
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "n1", "source": "An article.", "summary": "A summary.",
+                                 "ref": "SECRET-REF-789", "human": 4}) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--input-field", "source", "--output-field",
+                                      "summary", "--id-field", "id", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (shown,) = view_data(out)["run"]["items"]
+    assert shown["fields"]["ref"] == "SECRET-REF-789" and shown["fields"]["human"] == 4
+    (hidden,) = view_data(out, texts=False)["run"]["items"]
+    assert hidden["id"] == "n1" and set(hidden["fields"]) <= {"id"}
+    page = write_view(out, out=tmp_path / "p.html", texts=False).read_text(encoding="utf-8")
+    assert "SECRET-REF-789" not in page and "A summary." not in page and "An article." not in page
+
+
 # ------------------------------------------------------------------ in the browser
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None,
