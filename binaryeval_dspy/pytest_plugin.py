@@ -175,8 +175,19 @@ class BinEvalJudge:
     # ------------------------------------------------------------ the LM
     def lm_spec(self) -> Any:
         """The judge LM as configured: option, environment, conftest hook, else ``"local"``."""
-        return (self.config.getoption("bineval_lm") or os.environ.get(LM_ENV)
-                or self.config.hook.pytest_bineval_lm(config=self.config) or "local")
+        return self.lm_choice()[0]
+
+    def lm_choice(self) -> tuple[Any, str]:
+        """The judge LM as configured and where it came from, as messages name it:
+        ``--bineval-lm``, ``$BINEVAL_LM``, the ``pytest_bineval_lm`` hook, or the default."""
+        if self.config.getoption("bineval_lm"):
+            return self.config.getoption("bineval_lm"), "--bineval-lm"
+        if os.environ.get(LM_ENV):
+            return os.environ[LM_ENV], f"${LM_ENV}"
+        hooked = self.config.hook.pytest_bineval_lm(config=self.config)
+        if hooked is not None and not (isinstance(hooked, str) and not hooked.strip()):
+            return hooked, "the pytest_bineval_lm hook's value"
+        return "local", "the default judge LM"
 
     def lm_model(self) -> str | None:
         """The model served at a base URL: ``--bineval-lm-model``, else ``BINEVAL_LM_MODEL``."""
@@ -200,20 +211,27 @@ class BinEvalJudge:
             from binaryeval_dspy.errors import BinEvalError, LMConfigError
             from binaryeval_dspy.lm import factory
 
-            spec = self.lm_spec()
+            spec, source = self.lm_choice()
             cache = not self.config.getoption("bineval_no_cache")
             if isinstance(spec, factory.LMHandle):
                 handle = spec
             elif isinstance(spec, dspy.BaseLM):
                 handle = factory.LMHandle(lm=spec, adapter=None, name=str(getattr(spec, "model", spec)),
                                           embedded=False)
+            elif not isinstance(spec, str):  # only the hook can give anything but text
+                raise LMConfigError(f"the judge LM cannot be built: {source} is not an LM",
+                                    expected="an --lm value (a str such as 'openai/gpt-4o-mini'), a dspy.LM or an "
+                                             "LMHandle, or None for the default",
+                                    received=f"{spec!r} ({type(spec).__name__})",
+                                    fix="return one of those from pytest_bineval_lm in your conftest.py.")
             else:
+                flags = {**PLUGIN_FLAGS, "spec": source}
                 try:
-                    handle = factory.make_lm(str(spec), model=self.lm_model(), api_key_env=self.api_key_env(),
+                    handle = factory.make_lm(spec, model=self.lm_model(), api_key_env=self.api_key_env(),
                                              cache=cache)
                 except BinEvalError as exc:
                     # from None: the test report shows this message only, not make_lm's own wording
-                    raise LMConfigError(f"the judge LM cannot be built: {with_flag_names(str(exc), PLUGIN_FLAGS)}"
+                    raise LMConfigError(f"the judge LM cannot be built: {with_flag_names(str(exc), flags)}"
                                         ) from None
             if not cache and hasattr(handle.lm, "cache"):
                 handle.lm.cache = False

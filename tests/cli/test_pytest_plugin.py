@@ -271,3 +271,15 @@ def test_a_file_where_the_run_folder_goes_is_a_clear_usage_error(inner: pytest.P
     result.assert_outcomes(failed=1)
     assert "is not a folder" in result.stdout.str() and "NotADirectoryError" not in result.stdout.str()
     assert (runs / "test_summaries.py__test_good_summary").read_text() == "a file"
+
+
+def test_a_bad_value_from_the_hook_is_blamed_on_the_hook(pytester: pytest.Pytester):
+    pytester.makeconftest("def pytest_bineval_lm(config):\n    return 42\n")
+    (pytester.path / "questions.json").write_text(json.dumps(QUESTIONS), encoding="utf-8")
+    pytester.makepyfile(test_summaries=TESTS)
+    result = pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    result.assert_outcomes(failed=1)
+    said = "\n".join(line for line in result.outlines if line.startswith("E "))
+    assert "pytest_bineval_lm hook" in said and "42 (int)" in said, said
+    assert "--bineval-lm" not in said and "BINEVAL_LM" not in said, said
+    assert not (pytester.path / ".bineval").exists()
