@@ -283,3 +283,11 @@ def test_a_bad_value_from_the_hook_is_blamed_on_the_hook(pytester: pytest.Pytest
     assert "pytest_bineval_lm hook" in said and "42 (int)" in said, said
     assert "--bineval-lm" not in said and "BINEVAL_LM" not in said, said
     assert not (pytester.path / ".bineval").exists()
+
+
+def test_an_unknown_provider_fails_before_anything_is_on_disk(inner: pytest.Pytester):
+    result = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-lm",
+                             "notaprovider/xyz")
+    result.assert_outcomes(failed=1)
+    assert "LiteLLM knows no provider 'notaprovider'" in result.stdout.str()
+    assert not (inner.path / ".bineval").exists()
