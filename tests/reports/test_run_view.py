@@ -300,3 +300,29 @@ def test_optimizer_comparison(tmp_path, comparison_data_dir, comparison_question
     assert table["header"][0] == "optimizer" and [r[0] for r in table["rows"]] == ["unoptimized", "bineval"]
     assert any(s["title"] == "bineval: test records (3)" for s in data["sections"])
     assert build_view_html(data).count("</script>") == 2
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_status_filter_offers_the_statuses_the_items_have(tmp_path, cli_scripted_lms):
+    """An item with no readable answer is ``unscored``: the Items tab's status filter offers
+    it (the options come from the items, not a fixed list) and filters by it."""
+    def script(system: str, user: str):
+        if "Fine" in field_value(user, "output"):
+            return "perhaps, who knows"
+        return {"explanation": "scripted yes", "verdict": "yes"}
+
+    cli_scripted_lms(script)
+    qs = _question_set().save(tmp_path / "qs.json")
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": i, "source": "An article.", "summary": o}) + "\n"
+                             for i, o in {"a": "Good.", "b": "Fine text."}.items()), encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--input-field", "source", "--output-field",
+                                      "summary", "--id-field", "id", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = write_view(out, out=tmp_path / "view.html")
+    dom = _page(page, "#tab=items&status=unscored")
+    options = [o.attrs.get("value") for o in dom.root.by_id("f-status").find_all("option")]
+    assert options == ["", "scored", "unscored"], options
+    assert [row.attrs["data-item"] for row in _rows(dom, "items-table")] == ["b"]
