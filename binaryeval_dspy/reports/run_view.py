@@ -526,7 +526,8 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
         questions; ``not_compared``: a failed call or an item that could not be judged
         hides what it would be; ``only_before``, ``only_after``), old and new overall
         scores on ``score_basis`` (None where the questions differ) and labels, the
-        flips (question, old and new verdict, old explanation), the questions not
+        flips (question, old and new verdict, old explanation), ``output_changed`` (the
+        judged output's stored ``output_hash`` differs; False when either kept none), the questions not
         compared and the answers to reworded / added / removed questions; changed items
         first. Per question (both runs' questions, the earlier run's only ones too): how
         it changed (``same``, ``reworded``, ``added``, ``removed``), its texts, the
@@ -576,6 +577,9 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
             entry["status"] = "only_after" if a is None else "only_before"
             items.append(entry)
             continue
+        # the judged output itself changed: a flip may come from the new text, not from the judge
+        entry["output_changed"] = (a.output_hash is not None and b.output_hash is not None
+                                   and a.output_hash != b.output_hash)
         changes = answer_changes(a, b, match)
         explanations = {v.question_id: v.explanation for v in a.verdicts}
         for qid, was, now in changes.flipped:
@@ -612,6 +616,11 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
     rank = {"changed": 0, "questions_changed": 1, "not_compared": 2, "only_after": 3, "only_before": 4,
             "unchanged": 5}
     items.sort(key=lambda e: (rank[e["status"]], -len(e["flips"])))
+    new_outputs = sum(1 for e in items if e.get("output_changed"))
+    if new_outputs:
+        notes.append(f"{new_outputs} of {len(items)} items were judged on a different output text in the two runs "
+                     "(marked \"output changed\"): their changed answers may come from the new output, not from "
+                     "the judge.")
     questions = sorted(per_question.values(), key=lambda q: (-q["flipped"], q["change"] != "same"))
     return {"before": str(before.path), "after": str(after.path), "before_lm": before.manifest.lm,
             "after_lm": after.manifest.lm, "same_questions": match.identical,

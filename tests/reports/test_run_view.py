@@ -326,3 +326,18 @@ def test_the_status_filter_offers_the_statuses_the_items_have(tmp_path, cli_scri
     options = [o.attrs.get("value") for o in dom.root.by_id("f-status").find_all("option")]
     assert options == ["", "scored", "unscored"], options
     assert [row.attrs["data-item"] for row in _rows(dom, "items-table")] == ["b"]
+
+
+def test_a_comparison_marks_the_items_whose_output_changed(tmp_path, cli_scripted_lms, monkeypatch):
+    """A flip on a new output is not the judge changing its mind: the item says so."""
+    before = _evaluate(tmp_path, cli_scripted_lms, "before")
+    monkeypatch.setitem(OUTPUTS, "item-0", "A bad summary now.")  # the hostile question answers "no" to it
+    after = _evaluate(tmp_path, cli_scripted_lms, "after", flip=True)
+    diff = compare_loaded_runs(load_run(before), load_run(after))
+    items = {d["id"]: d for d in diff["items"]}
+    assert items["item-0"]["output_changed"] is True and items["item-0"]["flips"]  # a flip from the new text
+    assert items["item-3"]["output_changed"] is False and items["item-3"]["flips"]  # a flip by the judge
+    assert not any(items[i]["output_changed"] for i in ("item-1", HOSTILE_ID))
+    assert any("1 of 4 items were judged on a different output text" in n for n in diff["notes"]), diff["notes"]
+    page = write_view(after, before, out=tmp_path / "cmp.html").read_text(encoding="utf-8")
+    assert "\"output_changed\":true" in page  # the page marks it "(output changed)" in the items table
