@@ -175,8 +175,19 @@ class BinEvalJudge:
     # ------------------------------------------------------------ the LM
     def lm_spec(self) -> Any:
         """The judge LM as configured: option, environment, conftest hook, else ``"local"``."""
-        return (self.config.getoption("bineval_lm") or os.environ.get(LM_ENV)
-                or self.config.hook.pytest_bineval_lm(config=self.config) or "local")
+        return self.lm_choice()[0]
+
+    def lm_choice(self) -> tuple[Any, str]:
+        """The judge LM as configured and where it came from, as messages name it:
+        ``--bineval-lm``, ``$BINEVAL_LM``, the ``pytest_bineval_lm`` hook, or the default."""
+        if self.config.getoption("bineval_lm"):
+            return self.config.getoption("bineval_lm"), "--bineval-lm"
+        if os.environ.get(LM_ENV):
+            return os.environ[LM_ENV], f"${LM_ENV}"
+        hooked = self.config.hook.pytest_bineval_lm(config=self.config)
+        if hooked is not None and not (isinstance(hooked, str) and not hooked.strip()):
+            return hooked, "the pytest_bineval_lm hook's value"
+        return "local", "the default judge LM"
 
     def lm_model(self) -> str | None:
         """The model served at a base URL: ``--bineval-lm-model``, else ``BINEVAL_LM_MODEL``."""
@@ -200,20 +211,27 @@ class BinEvalJudge:
             from binaryeval_dspy.errors import BinEvalError, LMConfigError
             from binaryeval_dspy.lm import factory
 
-            spec = self.lm_spec()
+            spec, source = self.lm_choice()
             cache = not self.config.getoption("bineval_no_cache")
             if isinstance(spec, factory.LMHandle):
                 handle = spec
             elif isinstance(spec, dspy.BaseLM):
                 handle = factory.LMHandle(lm=spec, adapter=None, name=str(getattr(spec, "model", spec)),
                                           embedded=False)
+            elif not isinstance(spec, str):  # only the hook can give anything but text
+                raise LMConfigError(f"the judge LM cannot be built: {source} is not an LM",
+                                    expected="an --lm value (a str such as 'openai/gpt-4o-mini'), a dspy.LM or an "
+                                             "LMHandle, or None for the default",
+                                    received=f"{spec!r} ({type(spec).__name__})",
+                                    fix="return one of those from pytest_bineval_lm in your conftest.py.")
             else:
+                flags = {**PLUGIN_FLAGS, "spec": source}
                 try:
-                    handle = factory.make_lm(str(spec), model=self.lm_model(), api_key_env=self.api_key_env(),
+                    handle = factory.make_lm(spec, model=self.lm_model(), api_key_env=self.api_key_env(),
                                              cache=cache)
                 except BinEvalError as exc:
                     # from None: the test report shows this message only, not make_lm's own wording
-                    raise LMConfigError(f"the judge LM cannot be built: {with_flag_names(str(exc), PLUGIN_FLAGS)}"
+                    raise LMConfigError(f"the judge LM cannot be built: {with_flag_names(str(exc), flags)}"
                                         ) from None
             if not cache and hasattr(handle.lm, "cache"):
                 handle.lm.cache = False
@@ -222,18 +240,18 @@ class BinEvalJudge:
 
     # ------------------------------------------------------------ judging
     def _run_dir(self, test_id: str) -> Path:
-        from binaryeval_dspy.cli.file_arguments import slug
+        """The folder of this call's stored run, emptied of an earlier session's run of it.
 
-        base = slug(test_id.replace("::", "__"))
-        n = self._calls[base] = self._calls.get(base, 0) + 1
+        Raises:
+            pytest.UsageError: something that is not the plugin's own is in the way (a file
+                where the folder goes, files the plugin does not write, an unmarked folder
+                whose ``run/manifest.json`` is not a pytest run); nothing is deleted then.
+        """
+        n = self._calls[test_id] = self._calls.get(test_id, 0) + 1
+        base = run_folder_name(test_id)
         folder = Path(self.config.rootpath) / self.config.getoption("bineval_runs") / (
             base if n == 1 else f"{base}-{n}")
-        if folder.exists():  # a previous session's run of this test, finished or not: ours to replace
-            ours = (folder / FOLDER_MARK).is_file() or (folder / "run" / "manifest.json").is_file()
-            if not ours and any(folder.iterdir()):
-                raise pytest.UsageError(f"{folder} holds files that are not a stored BinEval test run; "
-                                        "move them, or pass --bineval-runs with another folder")
-            shutil.rmtree(folder)
+        _clear_own_folder(folder)
         return folder
 
     def __call__(self, output: str, *, questions: str | Path | QuestionSet, input: str = "",
@@ -281,12 +299,16 @@ class BinEvalJudge:
         handle = self.handle()  # before anything is written: an LM that cannot be built leaves no folder
         test_id = test_id or _current_test_id()
         folder = self._run_dir(test_id)
-        folder.mkdir(parents=True)
-        (folder / FOLDER_MARK).write_text("made by the bineval pytest plugin; replaced by its next session\n",
-                                          encoding="utf-8")
         items_path = folder / "items.jsonl"
-        items_path.write_text(json.dumps({"id": test_id, "input": input or "(none)", "output": output},
-                                         ensure_ascii=False) + "\n", encoding="utf-8")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / FOLDER_MARK).write_text("made by the bineval pytest plugin; replaced by its next session\n",
+                                              encoding="utf-8")
+            items_path.write_text(json.dumps({"id": test_id, "input": input or "(none)", "output": output},
+                                             ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:  # e.g. a file where a parent folder should be
+            raise pytest.UsageError(f"cannot make the stored run's folder {folder}: {exc.strerror or exc}; "
+                                    "move what is in the way, or pass --bineval-runs with another folder") from None
         items = load_items(items_path, input_field="input", output_field="output", id_field="id")
         run_dir = RunDirectory(folder / "run")
         manifest = RunManifest(
@@ -302,6 +324,76 @@ class BinEvalJudge:
                              min_score=min_score)
         check.problems = _problems(check)
         return check
+
+
+#: what the plugin writes in a test's folder; nothing else there is ever deleted
+_OWN_ENTRIES = frozenset({FOLDER_MARK, "items.jsonl", "run"})
+_NAME_HASH = 8  # hex digits of the node id's SHA-256 appended to a sanitized folder name
+
+
+def run_folder_name(test_id: str) -> str:
+    """The folder name of a test's stored run: injective and stable in the node id.
+
+    ``file.py::test_x`` becomes ``file.py__test_x``. When that is not the id itself in
+    file-name-safe characters (``/``, ``[...]`` of parametrize ids, spaces, ``__`` already
+    in the id, more than 60 characters), the readable part is followed by ``-`` and the
+    first 8 hex digits of the id's SHA-256, so ids that sanitize alike (``a/b``, ``a-b``)
+    get folders of their own, whichever runs first or alone.
+    """
+    import hashlib
+
+    from binaryeval_dspy.cli.file_arguments import slug
+
+    plain = test_id.replace("::", "__")
+    readable = slug(plain)
+    if readable == plain and "__" not in test_id:
+        return readable
+    digest = hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()[:_NAME_HASH]
+    return f"{readable[:60 - _NAME_HASH - 1]}-{digest}"
+
+
+def _is_pytest_run(manifest: Path) -> bool:
+    """Whether `manifest` parses as the manifest of a run this plugin stored."""
+    from binaryeval_dspy.schemas.run_manifest import RunManifest
+
+    try:
+        return RunManifest.model_validate_json(manifest.read_text(encoding="utf-8")).command == "pytest"
+    except Exception:  # noqa: BLE001 - unreadable, not JSON, not a manifest: not a stored run
+        return False
+
+
+def _clear_own_folder(folder: Path) -> None:
+    """Delete an earlier session's run in `folder` (the plugin's own entries only).
+
+    The folder is the plugin's when it holds the mark, or (made before the mark existed)
+    a ``run/manifest.json`` that parses as a pytest run; and it may be cleared only when it
+    holds nothing but what the plugin writes (`_OWN_ENTRIES`).
+
+    Raises:
+        pytest.UsageError: naming the folder, with nothing deleted: it is a file, it holds
+            other files, or it is not marked as the plugin's.
+    """
+    if not folder.exists() and not folder.is_symlink():
+        return
+    fix = "move them, or pass --bineval-runs with another folder"
+    if not folder.is_dir() or folder.is_symlink():
+        raise pytest.UsageError(f"{folder} is in the way of a stored BinEval test run: it is not a folder; {fix}")
+    entries = sorted(entry.name for entry in folder.iterdir())
+    foreign = [name for name in entries if name not in _OWN_ENTRIES]
+    if foreign:
+        raise pytest.UsageError(f"{folder} holds files that are not a stored BinEval test run "
+                                f"({', '.join(foreign[:5])}); nothing was deleted; {fix}")
+    if not entries:
+        return
+    if not ((folder / FOLDER_MARK).is_file() or _is_pytest_run(folder / "run" / "manifest.json")):
+        raise pytest.UsageError(f"{folder} holds files that are not a stored BinEval test run (no {FOLDER_MARK} "
+                                f"mark, and run/manifest.json is not a pytest run); nothing was deleted; {fix}")
+    for name in entries:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _problems(check: BinEvalCheck) -> list[str]:

@@ -26,7 +26,8 @@ from binaryeval_dspy.cli.error_handling import friendly_errors
               help="The HTML file to write (default: RUN/view.html, or RUN/view-vs-<RUN2>.html with RUN2).")
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
 @click.option("--no-texts", is_flag=True,
-              help="Leave the items' input and output texts out of the page (a smaller file, to share without the data).")
+              help="Leave the items' input and output texts and their other fields (all but the id) out of the page "
+                   "(to share it without the data; explanations stay and may quote the output).")
 @friendly_errors
 def view_command(run_dir: Path, other_dir: Path | None, out_file: Path | None, open_page: bool,
                  no_texts: bool) -> None:

@@ -89,16 +89,77 @@ def check_csv_header(path: str | Path, required: Mapping[str, str]) -> list[str]
     path = existing_file(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(handle, strict=True)
         try:
             header = next(reader, None)
         except csv.Error as exc:
-            raise InputError(f"not valid CSV ({exc})", path=path, line=1, fix="check the quoting on line 1.") from exc
+            raise csv_quoting_error(exc, path=path, row_line=1) from exc
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=1,
                              fix="save the file as UTF-8.") from exc
     _check_csv_header(header, path, required)
     return list(header or [])
+
+
+def csv_quoting_error(exc: csv.Error, *, path: Path, row_line: int,
+                      header: Sequence[str] = ()) -> InputError:
+    """The located error for a `csv.Error` raised while reading the row that starts on
+    `row_line` (1-based) of the CSV file `path` with ``strict=True``.
+
+    When the row holds a quoted cell that is not closed as CSV requires (the file ends
+    inside it, or its closing quote is followed by more text, as when a stray quote takes
+    the next lines into the cell), the error names the line where that cell's quote opened,
+    its column (by name from `header`, else by number), and the line where the file ended
+    or the text followed. Otherwise it names `row_line`.
+
+    Returns:
+        An `InputError` (path, line, field), for the caller to raise.
+    """
+    opened, column, ended = _unclosed_quote(path, row_line)
+    if opened is None:
+        return InputError(f"not valid CSV ({exc})", path=path, line=row_line,
+                          fix="check the quoting on that line.")
+    if ended is None:
+        what = "the quote that opens this cell is never closed: the file ends inside the cell"
+    elif ended == opened:
+        what = "this cell's closing quote is followed by more text"
+    else:
+        what = (f"the quote that opens this cell is closed only on line {ended}, by a quote followed by "
+                "more text, so the cell takes every line in between")
+    field = header[column] if column < len(header) else f"column {column + 1}"
+    return InputError(what, path=path, line=opened, field=field,
+                      fix='close the quote, or double a quote that is part of the text ("").')
+
+
+def _unclosed_quote(path: Path, row_line: int) -> tuple[int | None, int, int | None]:
+    """Where the faulty quoted cell of the row starting on `row_line` opened (line, 0-based
+    column), and where it was wrongly closed (None: at the end of the file);
+    ``(None, 0, None)`` when the row has no such cell. The states are those of the ``csv``
+    module's reader (excel dialect)."""
+    state, opened, column, seen = "start", None, 0, False
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number < row_line:
+                continue
+            for char in line:
+                if char in "\r\n" and not seen:
+                    continue  # blank lines before the row, which the reader skips
+                seen = True
+                if state == "quoted":
+                    state = "quote" if char == '"' else "quoted"
+                elif state == "quote" and char == '"':  # a doubled quote inside the cell
+                    state = "quoted"
+                elif char in "\r\n":
+                    return None, 0, None  # the row ended with every quote closed
+                elif state == "quote" and char != ",":
+                    return opened, column, number
+                elif char == ",":
+                    state, column = "start", column + 1
+                elif state == "start" and char == '"':
+                    state, opened = "quoted", number
+                else:
+                    state = "plain"
+    return (opened, column, None) if state == "quoted" else (None, 0, None)
 
 
 def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -144,17 +205,23 @@ def read_csv_rows(path: Path, required: Mapping[str, str]) -> tuple[list[str], I
     Returns:
         ``(header, rows)``; `rows` is a lazy iterator of ``(line, {column: text})``.
 
+    Quoting is read strictly (``csv`` module, ``strict=True``): a quote that opens a cell
+    must close it right before a separator or the end of a line. Otherwise an unclosed
+    quote would silently take the following lines, rows and all, into one cell.
+
     Raises:
         InputError (located, raised while iterating for row errors): a bad header (line 1),
-            a row with more or fewer cells than the header, invalid CSV quoting, or text
-            that is not UTF-8.
+            a row with more or fewer cells than the header, invalid CSV quoting (an
+            unclosed quote names the line where it opened, see `csv_quoting_error`), or
+            text that is not UTF-8.
     """
     header = check_csv_header(path, required)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are normal here
 
     def rows() -> Iterator[tuple[int, dict[str, Any]]]:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle, restval=_SHORT_ROW)
+            reader = csv.DictReader(handle, restval=_SHORT_ROW, strict=True)
+            previous_end = 0
             try:
                 _ = reader.fieldnames  # the header row, checked above
                 previous_end = reader.line_num
@@ -172,8 +239,7 @@ def read_csv_rows(path: Path, required: Mapping[str, str]) -> tuple[list[str], I
                         continue  # a blank line of separators only
                     yield number, row
             except csv.Error as exc:
-                raise InputError(f"not valid CSV ({exc})", path=path, line=reader.line_num,
-                                 fix="check the quoting on that line.") from exc
+                raise csv_quoting_error(exc, path=path, row_line=previous_end + 1, header=header) from exc
             except UnicodeDecodeError as exc:
                 raise InputError(f"not UTF-8 text ({exc.reason})", path=path, line=reader.line_num + 1,
                                  fix="save the file as UTF-8.") from exc

@@ -218,6 +218,30 @@ def _sampling_for(spec: str, max_tokens: int) -> tuple[float | None, int]:
     return 0.0, max_tokens
 
 
+def _check_litellm_provider(spec: str) -> None:
+    """Refuse a LiteLLM id whose provider (the part before the first ``/``) LiteLLM does
+    not know (``litellm.provider_list``), or DSPy's own registry of native providers.
+
+    Raises:
+        LMConfigError: naming the provider, with near names LiteLLM knows.
+    """
+    import difflib
+
+    from binaryeval_dspy.lm.dspy_internals import litellm_module
+
+    provider = spec.split("/", 1)[0]
+    known = {str(getattr(p, "value", p)) for p in litellm_module().provider_list}
+    if provider in known or provider == OPENAI_COMPATIBLE:
+        return
+    near = difflib.get_close_matches(provider.lower(), sorted(known), n=3)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise LMConfigError(f"`spec` {spec!r}: LiteLLM knows no provider {provider!r}{hint}",
+                        expected="a LiteLLM id '<provider>/<model>' with one of LiteLLM's providers "
+                                 "(https://docs.litellm.ai/docs/providers), 'local', a .gguf path, or a base URL",
+                        received=repr(spec),
+                        fix="e.g. `spec` openai/gpt-4o-mini, or a served model's base URL with `model`.")
+
+
 def make_lm(
     spec: str = LOCAL,
     *,
@@ -355,6 +379,7 @@ def make_lm(
         return _with_adapter(LMHandle(lm=lm, adapter=None, name=f"openai/{model} @ {spec}", embedded=False,
                                       api_key_env=api_key_env), policy, spec)
     if LITELLM_ID.match(spec):
+        _check_litellm_provider(spec)  # before any run folder is made: an unknown provider fails every call
         temperature, cap = _sampling_for(spec, max_tokens)
         lm = CacheScopedLM(spec, temperature=temperature, max_tokens=cap, cache=cache, **client)
         lm._declared_response_schema = _declared_response_schema(lm)

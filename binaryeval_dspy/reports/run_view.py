@@ -415,7 +415,10 @@ def _verdict_data(v: Any) -> dict[str, Any]:
     return data
 
 
-def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> dict[str, Any]:
+def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]],
+               keep_fields: Sequence[str] | None = None) -> dict[str, Any]:
+    """One item's page data; `keep_fields` (None: all) are the only fields of the item's
+    row copied in (a page made without texts keeps only the id field's)."""
     card = result.score_card if result.status == "scored" else None
     counts = result.score_card.total_counts if result.score_card is not None else None
     item: dict[str, Any] = {
@@ -428,7 +431,8 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
         if counts is not None else {v: sum(1 for x in result.verdicts if x.verdict == v)  # verdict mode: no card
                                     for v in ("yes", "no", "unparsed", "error")},
         "verdicts": [_verdict_data(v) for v in result.verdicts],
-        "fields": result.fields, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
+        "fields": result.fields if keep_fields is None else
+        {k: v for k, v in result.fields.items() if k in keep_fields}, "seconds": result.seconds, "lm_calls": result.usage.lm_calls,
         "tokens": result.usage.total_tokens, "output_hash": result.output_hash,
     }
     if result.error:
@@ -441,8 +445,15 @@ def _item_data(result: ItemResult, texts: dict[str, tuple[str | None, str]]) -> 
     return item
 
 
-def _run_data(run: LoadedRun) -> dict[str, Any]:
-    """The page's data for one evaluate-shaped run (summary, questions, items)."""
+def _id_fields(manifest: RunManifest) -> tuple[str, ...]:
+    """The item field that holds the id (the run's `id_field`), if it names one."""
+    id_field = manifest.config.get("id_field")
+    return (str(id_field),) if id_field else ()
+
+
+def _run_data(run: LoadedRun, *, fields: bool = True) -> dict[str, Any]:
+    """The page's data for one evaluate-shaped run (summary, questions, items); without
+    `fields`, the items' row fields other than the id field are left out."""
     qs = run.question_set
     questions = ([{"id": q.id, "dimension": q.dimension, "text": q.text, "fatal": bool(getattr(q, "fatal", False)),
                    "code": q.check is not None} for q in qs.questions] if qs is not None else
@@ -456,7 +467,7 @@ def _run_data(run: LoadedRun) -> dict[str, Any]:
         "dimensions": list(qs.dimensions) if qs is not None else
         list(dict.fromkeys(d for r in run.results if r.score_card is not None for d in r.score_card.dimension_scores)),
         "questions": questions,
-        "items": [_item_data(r, run.texts) for r in run.results],
+        "items": [_item_data(r, run.texts, None if fields else _id_fields(run.manifest)) for r in run.results],
         "question_stats": _question_stats(run),
         "against_p_yes_why": AGAINST_VERDICT_WHY,
         "label_judge": HUMAN,
@@ -515,7 +526,8 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
         questions; ``not_compared``: a failed call or an item that could not be judged
         hides what it would be; ``only_before``, ``only_after``), old and new overall
         scores on ``score_basis`` (None where the questions differ) and labels, the
-        flips (question, old and new verdict, old explanation), the questions not
+        flips (question, old and new verdict, old explanation), ``output_changed`` (the
+        judged output's stored ``output_hash`` differs; False when either kept none), the questions not
         compared and the answers to reworded / added / removed questions; changed items
         first. Per question (both runs' questions, the earlier run's only ones too): how
         it changed (``same``, ``reworded``, ``added``, ``removed``), its texts, the
@@ -565,6 +577,9 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
             entry["status"] = "only_after" if a is None else "only_before"
             items.append(entry)
             continue
+        # the judged output itself changed: a flip may come from the new text, not from the judge
+        entry["output_changed"] = (a.output_hash is not None and b.output_hash is not None
+                                   and a.output_hash != b.output_hash)
         changes = answer_changes(a, b, match)
         explanations = {v.question_id: v.explanation for v in a.verdicts}
         for qid, was, now in changes.flipped:
@@ -601,6 +616,11 @@ def compare_loaded_runs(before: LoadedRun, after: LoadedRun) -> dict[str, Any]:
     rank = {"changed": 0, "questions_changed": 1, "not_compared": 2, "only_after": 3, "only_before": 4,
             "unchanged": 5}
     items.sort(key=lambda e: (rank[e["status"]], -len(e["flips"])))
+    new_outputs = sum(1 for e in items if e.get("output_changed"))
+    if new_outputs:
+        notes.append(f"{new_outputs} of {len(items)} items were judged on a different output text in the two runs "
+                     "(marked \"output changed\"): their changed answers may come from the new output, not from "
+                     "the judge.")
     questions = sorted(per_question.values(), key=lambda q: (-q["flipped"], q["change"] != "same"))
     return {"before": str(before.path), "after": str(after.path), "before_lm": before.manifest.lm,
             "after_lm": after.manifest.lm, "same_questions": match.identical,
@@ -729,7 +749,10 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
         other: a second evaluate-shaped run to compare with (`path` is then "after").
             A rejudge run is compared with its previous run when `other` is None and
             that run still exists.
-        texts: include the items' input and output texts.
+        texts: include the items' input and output texts and their other fields (human
+            scores, references, ...); without, an item keeps only its id (and its id
+            field). Judges' explanations, raw replies and code checks' evidence are kept
+            either way: they may quote the input or output.
 
     Returns:
         ``{"schema": 1, "kind", "title", "run": {...} | None, "diff": {...} | None,
@@ -762,7 +785,7 @@ def view_data(path: str | Path, other: str | Path | None = None, *, texts: bool 
         with _reading(folder / "config.json"):
             data["sections"] = _comparison_sections(folder)
     if main is not None:
-        data["run"] = _run_data(main)
+        data["run"] = _run_data(main, fields=texts)
         data["title"] = f"{kind} run {folder} - {main.manifest.lm}"
     before_path = other if other is not None else previous
     if before_path is not None:

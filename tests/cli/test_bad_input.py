@@ -319,3 +319,11 @@ def test_items_with_an_id_field_but_no_id_field_option_get_one_hint(tmp_path, fa
     assert said.count("Hint: the rows of") == 1 and "pass --id-field id" in said, said
     given = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "b"), "--id-field", "id"])
     assert given.exit_code == 0 and "--id-field id to match" not in " ".join(given.output.split())
+
+
+def test_a_litellm_id_with_an_unknown_provider_is_refused_when_the_lm_is_built():
+    with pytest.raises(LMConfigError, match=r"LiteLLM knows no provider 'notaprovider'"):
+        make_lm("notaprovider/xyz")
+    with pytest.raises(LMConfigError, match=r"did you mean openai"):
+        make_lm("opeani/gpt-4o-mini")
+    assert make_lm("openai/gpt-4o-mini").name == "openai/gpt-4o-mini"  # a known provider is built (no call made)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import litellm  # noqa: F401 - see below
+import numpy  # noqa: F401 - the same: numpy cannot be imported a second time in one process
 import pytest
 
 from binaryeval_dspy.reports.run_view import view_data
@@ -208,3 +209,85 @@ def test_a_session_whose_lm_cannot_be_built_leaves_nothing_in_the_way(inner: pyt
     (stored / "notes.txt").write_text("mine")
     refused = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
     assert (stored / "notes.txt").read_text() == "mine" and "not a stored BinEval test run" in refused.stdout.str()
+
+
+# ------------------------------------------------------------------ breaker: folders, the hook's value, providers
+
+def test_a_folder_not_marked_as_the_plugins_is_refused_and_nothing_deleted(inner: pytest.Pytester):
+    stored = inner.path / ".bineval" / "pytest" / "test_summaries.py__test_good_summary"
+    (stored / "run").mkdir(parents=True)
+    (stored / "run" / "manifest.json").write_text("{}")  # not a run's manifest
+    (stored / "mine.txt").write_text("mine")
+    refused = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    refused.assert_outcomes(failed=1)
+    assert (stored / "mine.txt").read_text() == "mine" and (stored / "run" / "manifest.json").read_text() == "{}"
+    assert f"{stored} holds files that are not a stored BinEval test run" in refused.stdout.str()
+    # a real stored run whose mark was removed, with a user's file beside it: refused as well
+    shutil.rmtree(stored)
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(passed=1)
+    (stored / ".bineval-pytest-run").unlink()
+    (stored / "mine.txt").write_text("mine")
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(failed=1)
+    assert (stored / "mine.txt").read_text() == "mine" and (stored / "run" / "manifest.json").is_file()
+    # without the user's file, a real (unmarked) stored run is the plugin's to replace
+    (stored / "mine.txt").unlink()
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good").assert_outcomes(passed=1)
+
+
+PARAMETRIZED = '''
+import pytest
+from binaryeval_dspy.pytest_plugin import assert_bineval
+
+@pytest.mark.parametrize("name", ["a/b", "a-b"])
+def test_p(name):
+    assert_bineval("Spurs and Burnley drew 2-2 " + name, questions="questions.json", input="x")
+'''
+
+
+def test_parametrized_ids_that_sanitize_alike_get_folders_of_their_own(inner: pytest.Pytester):
+    from binaryeval_dspy.pytest_plugin import run_folder_name
+
+    names = {run_folder_name(f"test_x.py::test_p[{p}]") for p in ("a/b", "a-b", "a b")}
+    assert len(names) == 3 and run_folder_name("test_x.py::test_p[a/b]") == run_folder_name("test_x.py::test_p[a/b]")
+    assert run_folder_name("t.py::C::test_a") != run_folder_name("t.py::C__test_a")
+    assert run_folder_name("test_summaries.py::test_good") == "test_summaries.py__test_good"  # the docs' form
+    inner.makepyfile(test_param=PARAMETRIZED)
+    inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "test_param.py").assert_outcomes(passed=2)
+    runs = inner.path / ".bineval" / "pytest"
+    folders = {p.name: json.loads((p / "items.jsonl").read_text())["output"] for p in runs.iterdir()}
+    assert len(folders) == 2 and sorted(folders.values()) == ["Spurs and Burnley drew 2-2 a-b",
+                                                             "Spurs and Burnley drew 2-2 a/b"]
+    alone = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "test_param.py", "-k", "a-b")
+    alone.assert_outcomes(passed=1)
+    again = {p.name: json.loads((p / "items.jsonl").read_text())["output"] for p in runs.iterdir()}
+    assert again == folders  # running one alone keeps the other's run
+
+
+def test_a_file_where_the_run_folder_goes_is_a_clear_usage_error(inner: pytest.Pytester):
+    runs = inner.path / ".bineval" / "pytest"
+    runs.mkdir(parents=True)
+    (runs / "test_summaries.py__test_good_summary").write_text("a file")
+    result = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    result.assert_outcomes(failed=1)
+    assert "is not a folder" in result.stdout.str() and "NotADirectoryError" not in result.stdout.str()
+    assert (runs / "test_summaries.py__test_good_summary").read_text() == "a file"
+
+
+def test_a_bad_value_from_the_hook_is_blamed_on_the_hook(pytester: pytest.Pytester):
+    pytester.makeconftest("def pytest_bineval_lm(config):\n    return 42\n")
+    (pytester.path / "questions.json").write_text(json.dumps(QUESTIONS), encoding="utf-8")
+    pytester.makepyfile(test_summaries=TESTS)
+    result = pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good")
+    result.assert_outcomes(failed=1)
+    said = "\n".join(line for line in result.outlines if line.startswith("E "))
+    assert "pytest_bineval_lm hook" in said and "42 (int)" in said, said
+    assert "--bineval-lm" not in said and "BINEVAL_LM" not in said, said
+    assert not (pytester.path / ".bineval").exists()
+
+
+def test_an_unknown_provider_fails_before_anything_is_on_disk(inner: pytest.Pytester):
+    result = inner.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-k", "good", "--bineval-lm",
+                             "notaprovider/xyz")
+    result.assert_outcomes(failed=1)
+    assert "LiteLLM knows no provider 'notaprovider'" in result.stdout.str()
+    assert not (inner.path / ".bineval").exists()

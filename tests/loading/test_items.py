@@ -148,3 +148,38 @@ def test_a_line_missing_its_closing_brace_is_reported_where_it_ends(tmp_path):
     path = write(tmp_path, "y.jsonl", '{"input": "a" "output": "b"}\n')
     with pytest.raises(InputError, match=r"at column 15\)"):
         load_items(path)
+
+
+# An unclosed quote must not take the next rows into one cell (the csv module's default
+# reading does exactly that, silently): the error names the line where the quote opened.
+@pytest.mark.parametrize(("text", "line", "says"), [
+    # the file ends inside the cell (the breaker's case: 3 rows read as 1 item)
+    ('id,input,output\n1,a,"unclosed quote\n2,b,second row\n3,c,third row\n', 2, "never closed"),
+    # a later quote closes the cell, followed by text: the rows between are inside it
+    ('id,input,output\n1,a,"unclosed\n2,b,"second"\n3,c,d\n', 2, "closed only on line 3"),
+    # after a legitimate multi-line cell, blank lines and Windows line ends
+    ('id,input,output\r\n1,a,"two\r\nlines"\r\n\r\n2,b,"open\r\n3,c,d\r\n', 5, "never closed"),
+    # a quoted cell with text after its closing quote
+    ('id,input,output\n1,a,"closed" then text\n', 2, "followed by more text"),
+])
+def test_an_unclosed_csv_quote_is_refused_at_the_line_it_opened(tmp_path, text, line, says):
+    path = tmp_path / "x.csv"
+    path.write_bytes(text.encode())
+    with pytest.raises(InputError) as caught:
+        load_items(path, id_field="id")
+    assert caught.value.line == line and caught.value.field == "output", str(caught.value)
+    assert says in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_an_unclosed_quote_in_the_csv_header_is_refused_on_line_1(tmp_path):
+    path = write(tmp_path, "x.csv", 'id,"input,output\n1,a,b\n')
+    with pytest.raises(InputError, match="never closed") as caught:
+        load_items(path, id_field="id")
+    assert caught.value.line == 1
+
+
+def test_quoted_csv_cells_with_newlines_separators_and_doubled_quotes_still_load(tmp_path):
+    path = write(tmp_path, "x.csv", 'id,input,output\n1,"a, b","first\nsecond ""quoted"" line"\n2,c,"d"\n')
+    items = load_items(path, id_field="id")
+    assert [(i.item_id, i.input, i.output, i.line) for i in items] == [
+        ("1", "a, b", 'first\nsecond "quoted" line', 2), ("2", "c", "d", 4)]

@@ -152,6 +152,26 @@ def test_no_texts_leaves_inputs_and_outputs_out(run_dir, tmp_path):
     assert "Article for item-0" not in page and "A good summary" not in page
 
 
+def test_no_texts_leaves_every_item_field_but_the_id_out(tmp_path, cli_scripted_lms):
+    """An item's other columns (a reference, a human score, notes) are data too: a page made
+    without texts keeps only the id; with texts they are shown."""
+    cli_scripted_lms(_script())
+    qs = _question_set().save(tmp_path / "qs.json")
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "n1", "source": "An article.", "summary": "A summary.",
+                                 "ref": "SECRET-REF-789", "human": 4}) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--input-field", "source", "--output-field",
+                                      "summary", "--id-field", "id", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (shown,) = view_data(out)["run"]["items"]
+    assert shown["fields"]["ref"] == "SECRET-REF-789" and shown["fields"]["human"] == 4
+    (hidden,) = view_data(out, texts=False)["run"]["items"]
+    assert hidden["id"] == "n1" and set(hidden["fields"]) <= {"id"}
+    page = write_view(out, out=tmp_path / "p.html", texts=False).read_text(encoding="utf-8")
+    assert "SECRET-REF-789" not in page and "A summary." not in page and "An article." not in page
+
+
 # ------------------------------------------------------------------ in the browser
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None,
@@ -280,3 +300,44 @@ def test_optimizer_comparison(tmp_path, comparison_data_dir, comparison_question
     assert table["header"][0] == "optimizer" and [r[0] for r in table["rows"]] == ["unoptimized", "bineval"]
     assert any(s["title"] == "bineval: test records (3)" for s in data["sections"])
     assert build_view_html(data).count("</script>") == 2
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_status_filter_offers_the_statuses_the_items_have(tmp_path, cli_scripted_lms):
+    """An item with no readable answer is ``unscored``: the Items tab's status filter offers
+    it (the options come from the items, not a fixed list) and filters by it."""
+    def script(system: str, user: str):
+        if "Fine" in field_value(user, "output"):
+            return "perhaps, who knows"
+        return {"explanation": "scripted yes", "verdict": "yes"}
+
+    cli_scripted_lms(script)
+    qs = _question_set().save(tmp_path / "qs.json")
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": i, "source": "An article.", "summary": o}) + "\n"
+                             for i, o in {"a": "Good.", "b": "Fine text."}.items()), encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["evaluate", str(qs), str(items), "--input-field", "source", "--output-field",
+                                      "summary", "--id-field", "id", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = write_view(out, out=tmp_path / "view.html")
+    dom = _page(page, "#tab=items&status=unscored")
+    options = [o.attrs.get("value") for o in dom.root.by_id("f-status").find_all("option")]
+    assert options == ["", "scored", "unscored"], options
+    assert [row.attrs["data-item"] for row in _rows(dom, "items-table")] == ["b"]
+
+
+def test_a_comparison_marks_the_items_whose_output_changed(tmp_path, cli_scripted_lms, monkeypatch):
+    """A flip on a new output is not the judge changing its mind: the item says so."""
+    before = _evaluate(tmp_path, cli_scripted_lms, "before")
+    monkeypatch.setitem(OUTPUTS, "item-0", "A bad summary now.")  # the hostile question answers "no" to it
+    after = _evaluate(tmp_path, cli_scripted_lms, "after", flip=True)
+    diff = compare_loaded_runs(load_run(before), load_run(after))
+    items = {d["id"]: d for d in diff["items"]}
+    assert items["item-0"]["output_changed"] is True and items["item-0"]["flips"]  # a flip from the new text
+    assert items["item-3"]["output_changed"] is False and items["item-3"]["flips"]  # a flip by the judge
+    assert not any(items[i]["output_changed"] for i in ("item-1", HOSTILE_ID))
+    assert any("1 of 4 items were judged on a different output text" in n for n in diff["notes"]), diff["notes"]
+    page = write_view(after, before, out=tmp_path / "cmp.html").read_text(encoding="utf-8")
+    assert "\"output_changed\":true" in page  # the page marks it "(output changed)" in the items table
